@@ -1,0 +1,56 @@
+"""hpsearch: hyperparameter search on Ray Tune where every trial is a Ray Train run.
+
+Three ways in, one engine underneath: ``hpsearch run spec.yaml`` on the command
+line; :func:`load_spec` / :func:`build_tuner` / :func:`run` from Python; and
+:func:`make_trainable` for people who write their own ``ray.tune.Tuner``.
+
+``import hpsearch`` is fast: Ray, torch, Optuna and matplotlib load only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.errors import ExperimentExistsError, HpsearchError, PlanError, SpecError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "load_spec",
+    "build_tuner",
+    "run",
+    "make_trainable",
+    "Spec",
+    "HpsearchError",
+    "SpecError",
+    "PlanError",
+    "ExperimentExistsError",
+    "__version__",
+]
+
+_LAZY = {
+    "load_spec": "hpsearch.spec",
+    "Spec": "hpsearch.spec",
+    "build_tuner": "hpsearch.tuner",
+    "run": "hpsearch.tuner",
+    "make_trainable": "hpsearch.trainable",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch.spec import Spec, load_spec
+    from hpsearch.trainable import make_trainable
+    from hpsearch.tuner import build_tuner, run
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hpsearch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

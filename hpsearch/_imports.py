@@ -1,0 +1,82 @@
+"""Load the user's train loop from ``"module:function"`` or ``"path/to/file.py:function"``.
+
+A function loaded from a file is registered with cloudpickle to be pickled *by value*:
+Ray ships it to the trial drivers and Train workers, which cannot import a file that
+only the launching machine has on its path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["load_callable", "resolve_reference"]
+
+
+def resolve_reference(ref: str, base_dir: Path) -> str:
+    """Make a file reference absolute (relative paths are relative to the spec's folder)."""
+    target, _, func = ref.rpartition(":")
+    if target.endswith(".py"):
+        path = Path(target).expanduser()
+        if not path.is_absolute():
+            path = (base_dir / path).resolve()
+        return f"{path}:{func}"
+    return ref
+
+
+def load_callable(ref: str, base_dir: Path | None = None) -> Callable:
+    """Import and return the callable named by ``ref``.
+
+    Raises:
+        ValueError: with a message fit to show the user (what failed and why).
+    """
+    target, sep, func_name = ref.rpartition(":")
+    if not sep or not target or not func_name:
+        raise ValueError(f"must look like 'package.module:function' or 'path/to/file.py:function', got {ref!r}")
+    if target.endswith(".py"):
+        path = Path(resolve_reference(ref, base_dir or Path.cwd()).rpartition(":")[0])
+        if not path.is_file():
+            raise ValueError(f"file not found: {path}")
+        module = _import_file(path)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as err:  # noqa: BLE001 - any import failure is the user's to see
+            raise ValueError(f"cannot import module {target!r}: {type(err).__name__}: {err}") from None
+    obj = getattr(module, func_name, None)
+    if obj is None:
+        public = sorted(
+            n
+            for n, v in vars(module).items()
+            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
+        )
+        hint = f" (callables there: {', '.join(public[:8])})" if public else ""
+        raise ValueError(f"{target!r} has no attribute {func_name!r}{hint}")
+    if not callable(obj):
+        raise ValueError(f"{ref!r} is a {type(obj).__name__}, not a callable")
+    return obj
+
+
+def _import_file(path: Path):
+    from ray import cloudpickle  # Ray pickles with its vendored copy
+
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    name = f"hpsearch_user_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001
+        del sys.modules[name]
+        raise ValueError(f"importing {path} failed: {type(err).__name__}: {err}") from None
+    cloudpickle.register_pickle_by_value(module)
+    return module

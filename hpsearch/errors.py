@@ -1,0 +1,65 @@
+"""Exceptions raised by hpsearch.
+
+One root class, :class:`HpsearchError`; each subclass also inherits the matching
+builtin so callers can catch either (``except ValueError`` catches a bad spec).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+__all__ = ["HpsearchError", "Problem", "SpecError", "PlanError", "ExperimentExistsError"]
+
+
+class HpsearchError(Exception):
+    """Root of every error hpsearch raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One mistake in a spec: where it is (a dotted YAML path) and what is wrong."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '<spec>'}: {self.message}"
+
+
+class SpecError(HpsearchError, ValueError):
+    """A spec that cannot run. Holds every problem found, each with its YAML path."""
+
+    def __init__(self, problems: Sequence[Problem], *, source: str | None = None):
+        self.problems = list(problems)
+        self.source = source
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f" in {self.source}" if self.source else ""
+        n = len(self.problems)
+        head = f"invalid spec{where} ({n} problem{'s' if n != 1 else ''}):"
+        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+
+
+class PlanError(HpsearchError, ValueError):
+    """The cluster can never run the requested trials (or not as many at once as asked)."""
+
+
+class ExperimentExistsError(HpsearchError, FileExistsError):
+    """The experiment folder already exists and the user did not say to overwrite it."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A ``"; did you mean 'x'?"`` suffix for the closest choice, or ``""``."""
+    match = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{match[0]}'?" if match else ""
+
+
+def one_of(choices: Iterable[str]) -> str:
+    """``'a', 'b' or 'c'`` for error messages."""
+    quoted = [f"'{c}'" for c in choices]
+    if len(quoted) <= 1:
+        return "".join(quoted)
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]

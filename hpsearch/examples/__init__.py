@@ -1,0 +1,1 @@
+"""Shipped example workloads."""

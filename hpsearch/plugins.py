@@ -1,0 +1,272 @@
+"""Searchers and schedulers, chosen by name from the spec.
+
+One registry per kind. Each entry is a typed option model (validated with the spec,
+so a misspelled option fails before Ray starts; Ray's own factories would silently
+drop it) and a builder that imports the backing library only when it is used.
+Adding a plug-in is one :class:`Plugin` in :data:`SEARCHERS` or :data:`SCHEDULERS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
+
+from pydantic import Field, PositiveInt, model_validator
+
+from hpsearch._validation import StrictModel, field_error, join_path, show, validate_section
+from hpsearch.errors import Problem, did_you_mean, one_of
+
+__all__ = [
+    "Plugin",
+    "Registry",
+    "PluginChoice",
+    "SEARCHERS",
+    "SCHEDULERS",
+    "SearcherContext",
+    "SchedulerContext",
+]
+
+O = TypeVar("O", bound=StrictModel)
+
+
+@dataclass(frozen=True)
+class SearcherContext:
+    """What a searcher needs to know beyond its own options."""
+
+    metric: str
+    mode: str
+    max_concurrent: int
+
+
+@dataclass(frozen=True)
+class SchedulerContext:
+    """What a scheduler needs to know beyond its own options."""
+
+    metric: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class Plugin(Generic[O]):
+    """A named searcher or scheduler: its options model and how to build it."""
+
+    name: str
+    options: type[O]
+    build: Callable[[O, Any], Any]
+    summary: str
+    accepts_grid: bool = False
+
+
+@dataclass(frozen=True)
+class PluginChoice:
+    """A plug-in as the spec chose it: the name and its validated options."""
+
+    type: str
+    options: StrictModel
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.type, **self.options.model_dump()}
+
+
+class Registry:
+    """Plug-ins of one kind, by name; parses the spec section that chooses one."""
+
+    def __init__(self, kind: str, plugins: list[Plugin], default: str):
+        self.kind = kind
+        self.plugins = {p.name: p for p in plugins}
+        self.default = default
+
+    def names(self) -> list[str]:
+        return list(self.plugins)
+
+    def __getitem__(self, name: str) -> Plugin:
+        return self.plugins[name]
+
+    def parse(self, raw: Any, path: str) -> tuple[PluginChoice | None, list[Problem]]:
+        """Validate ``{type: name, **options}`` (``None`` means the default plug-in)."""
+        if raw is None:
+            raw = {"type": self.default}
+        if isinstance(raw, str):  # `scheduler: asha` is shorthand for {type: asha}
+            raw = {"type": raw}
+        if not isinstance(raw, Mapping):
+            return None, [Problem(path, f"must be a mapping with a 'type' key, got {show(raw)}")]
+        name = raw.get("type", self.default)
+        plugin = self.plugins.get(name) if isinstance(name, str) else None
+        if plugin is None:
+            return None, [
+                Problem(
+                    join_path(path, "type"),
+                    f"unknown {self.kind} {show(name)}{did_you_mean(str(name), self.names())} "
+                    f"(allowed: {one_of(self.names())})",
+                )
+            ]
+        options, problems = validate_section(plugin.options, raw, path, exclude=("type",))
+        if options is None:
+            return None, problems
+        return PluginChoice(name, options), []
+
+    def build(self, choice: PluginChoice, context: Any) -> Any:
+        return self.plugins[choice.type].build(choice.options, context)
+
+
+# ----------------------------------------------------------------------------- searchers
+
+
+class RandomOptions(StrictModel):
+    seed: int | None = None
+
+
+class OptunaOptions(StrictModel):
+    sampler: Literal["tpe", "cmaes", "gp", "random"] = "tpe"
+    seed: int | None = None
+    n_startup_trials: PositiveInt | None = Field(
+        default=None, description="random trials before the model takes over (tpe, gp); the sampler's default if unset"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "OptunaOptions":
+        if self.n_startup_trials is not None and self.sampler not in ("tpe", "gp"):
+            raise field_error("n_startup_trials", f"applies to samplers 'tpe' and 'gp' only, not '{self.sampler}'")
+        return self
+
+
+class HyperoptOptions(StrictModel):
+    seed: int | None = None
+    n_initial_points: PositiveInt = 20
+
+
+def _random_searcher(options: RandomOptions, ctx: SearcherContext) -> Any:
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    return BasicVariantGenerator(max_concurrent=ctx.max_concurrent, random_state=options.seed)
+
+
+def _optuna_sampler(options: OptunaOptions) -> Any:
+    import optuna
+
+    startup = {} if options.n_startup_trials is None else {"n_startup_trials": options.n_startup_trials}
+    if options.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=options.seed, **startup)
+    if options.sampler == "gp":
+        return optuna.samplers.GPSampler(seed=options.seed, **startup)
+    if options.sampler == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=options.seed)
+    return optuna.samplers.RandomSampler(seed=options.seed)
+
+
+def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
+    import optuna
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    searcher = OptunaSearch(sampler=_optuna_sampler(options), metric=ctx.metric, mode=ctx.mode)
+    return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)
+
+
+def _hyperopt_searcher(options: HyperoptOptions, ctx: SearcherContext) -> Any:
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.hyperopt import HyperOptSearch
+
+    searcher = HyperOptSearch(
+        metric=ctx.metric,
+        mode=ctx.mode,
+        n_initial_points=options.n_initial_points,
+        random_state_seed=options.seed,
+    )
+    return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)
+
+
+SEARCHERS = Registry(
+    "searcher",
+    [
+        Plugin("random", RandomOptions, _random_searcher, "random sampling and grids (Tune's basic variant generator)", accepts_grid=True),
+        Plugin("optuna", OptunaOptions, _optuna_searcher, "Optuna samplers: tpe, cmaes, gp, random"),
+        Plugin("hyperopt", HyperoptOptions, _hyperopt_searcher, "HyperOpt's tree-structured Parzen estimator"),
+    ],
+    default="random",
+)
+
+# ----------------------------------------------------------------------------- schedulers
+
+
+class FifoOptions(StrictModel):
+    pass
+
+
+class AshaOptions(StrictModel):
+    max_t: PositiveInt = 100
+    grace_period: PositiveInt = 1
+    reduction_factor: float = Field(default=4, gt=1)
+    brackets: PositiveInt = 1
+    time_attr: str = "training_iteration"
+
+    @model_validator(mode="after")
+    def _check(self) -> "AshaOptions":
+        if self.grace_period > self.max_t:
+            raise field_error("grace_period", f"must be <= max_t ({self.max_t}), got {self.grace_period}")
+        return self
+
+
+class MedianOptions(StrictModel):
+    grace_period: float = Field(default=1, ge=0)
+    min_samples_required: PositiveInt = 3
+    min_time_slice: float = Field(default=0, ge=0)
+    hard_stop: bool = True
+    time_attr: str = "training_iteration"
+
+
+class HyperbandOptions(StrictModel):
+    max_t: PositiveInt = 81
+    reduction_factor: float = Field(default=3, gt=1)
+    time_attr: str = "training_iteration"
+
+
+def _fifo(options: FifoOptions, ctx: SchedulerContext) -> Any:
+    from ray.tune.schedulers import FIFOScheduler
+
+    return FIFOScheduler()
+
+
+def _asha(options: AshaOptions, ctx: SchedulerContext) -> Any:
+    from ray.tune.schedulers import ASHAScheduler
+
+    return ASHAScheduler(
+        time_attr=options.time_attr,
+        max_t=options.max_t,
+        grace_period=options.grace_period,
+        reduction_factor=options.reduction_factor,
+        brackets=options.brackets,
+    )
+
+
+def _median(options: MedianOptions, ctx: SchedulerContext) -> Any:
+    from ray.tune.schedulers import MedianStoppingRule
+
+    return MedianStoppingRule(
+        time_attr=options.time_attr,
+        grace_period=options.grace_period,
+        min_samples_required=options.min_samples_required,
+        min_time_slice=options.min_time_slice,
+        hard_stop=options.hard_stop,
+    )
+
+
+def _hyperband(options: HyperbandOptions, ctx: SchedulerContext) -> Any:
+    from ray.tune.schedulers import HyperBandScheduler
+
+    return HyperBandScheduler(
+        time_attr=options.time_attr, max_t=options.max_t, reduction_factor=options.reduction_factor
+    )
+
+
+SCHEDULERS = Registry(
+    "scheduler",
+    [
+        Plugin("fifo", FifoOptions, _fifo, "run every trial to the end"),
+        Plugin("asha", AshaOptions, _asha, "asynchronous successive halving (early stopping)"),
+        Plugin("median", MedianOptions, _median, "median stopping rule"),
+        Plugin("hyperband", HyperbandOptions, _hyperband, "synchronous HyperBand (pauses and resumes trials)"),
+    ],
+    default="fifo",
+)

@@ -1,0 +1,181 @@
+"""What a finished search amounts to: per-trial outcomes, the best trials, the errors.
+
+Pure functions over plain data, shared by :func:`hpsearch.run` (which writes the
+summary file) and the CLI (which prints the table).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+__all__ = [
+    "TrialOutcome",
+    "SearchSummary",
+    "summarize",
+    "best_trials_table",
+    "short_error",
+    "flatten_config",
+    "TUNE_COLUMNS",
+]
+
+_ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit))\b.*")
+
+
+def short_error(error: BaseException | str | None, limit: int = 200) -> str:
+    """The line of an error (or a traceback text) that says what went wrong."""
+    if error is None:
+        return ""
+    text = str(error).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    chosen = next((ln for ln in reversed(lines) if _ERROR_LINE.match(ln)), None)
+    if chosen is None:
+        chosen = f"{type(error).__name__}: {lines[0]}" if lines and isinstance(error, BaseException) else (lines[0] if lines else "")
+    return chosen if len(chosen) <= limit else chosen[: limit - 3] + "..."
+
+
+def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}} -> {"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_config(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+#: Columns Tune adds to every result; everything else a trial reports is a user metric.
+TUNE_COLUMNS = frozenset(
+    {
+        "timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date",
+        "time_this_iter_s", "time_total_s", "pid", "hostname", "node_ip", "time_since_restore",
+        "iterations_since_restore", "checkpoint_path", "config", "experiment_tag", "should_checkpoint",
+    }
+)
+
+
+@dataclass
+class TrialOutcome:
+    """One trial at the end of a search."""
+
+    trial_id: str
+    status: str  # "finished" | "stopped" (early, by the scheduler) | "errored"
+    config: dict[str, Any]
+    metrics: dict[str, Any]  # the last report
+    best: float | None  # best value of the search metric over the trial's reports
+    iterations: int
+    error: str = ""
+    path: str = ""
+
+
+@dataclass
+class SearchSummary:
+    """A search's outcome, as written to ``hpsearch_summary.json``."""
+
+    name: str
+    metric: str
+    mode: str
+    wall_time_s: float
+    trials: list[TrialOutcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for t in self.trials if t.status == status)
+
+    @property
+    def best(self) -> TrialOutcome | None:
+        scored = [t for t in self.trials if t.best is not None and t.status != "errored"]
+        if not scored:
+            return None
+        pick = min if self.mode == "min" else max
+        return pick(scored, key=lambda t: t.best)
+
+    def as_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "name": self.name,
+            "metric": self.metric,
+            "mode": self.mode,
+            "wall_time_s": round(self.wall_time_s, 2),
+            "counts": {s: self.count(s) for s in ("finished", "stopped", "errored")},
+            "best_trial_id": best.trial_id if best else None,
+            "trials": [asdict(t) for t in self.trials],
+        }
+
+
+def _best_of(history: Sequence[float], mode: str) -> float | None:
+    values = [float(v) for v in history if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not values:
+        return None
+    return min(values) if mode == "min" else max(values)
+
+
+def summarize(
+    result_grid: Any,
+    *,
+    name: str,
+    metric: str,
+    mode: str,
+    wall_time_s: float,
+    outcomes: Mapping[str, str] | None = None,
+) -> SearchSummary:
+    """Build a :class:`SearchSummary` from a Tune ``ResultGrid``.
+
+    ``outcomes`` (trial id -> "finished" | "stopped" | "errored") says which trials the
+    scheduler stopped early; Tune's results alone cannot tell.
+    """
+    summary = SearchSummary(name=name, metric=metric, mode=mode, wall_time_s=wall_time_s)
+    for result in result_grid:
+        metrics = dict(result.metrics or {})
+        history = result.metrics_dataframe
+        values = list(history[metric]) if history is not None and metric in history else [metrics.get(metric)]
+        trial_id = str(metrics.get("trial_id") or Path(str(result.path)).name)
+        status = "errored" if result.error is not None else (outcomes or {}).get(trial_id, "finished")
+        summary.trials.append(
+            TrialOutcome(
+                trial_id=trial_id,
+                status=status,
+                config=dict(result.config or {}),
+                metrics={k: v for k, v in metrics.items() if k not in TUNE_COLUMNS or k == "training_iteration"},
+                best=_best_of(values, mode),
+                iterations=int(metrics.get("training_iteration") or 0),
+                error=short_error(result.error),
+                path=str(result.path or ""),
+            )
+        )
+    return summary
+
+
+def best_trials_table(summary: SearchSummary, *, n: int = 5, varying: Sequence[str] | None = None) -> str:
+    """A fixed-width table of the ``n`` best trials: id, status, metric, other metrics, config."""
+    ranked = sorted(
+        (t for t in summary.trials if t.best is not None and t.status != "errored"),
+        key=lambda t: t.best,
+        reverse=summary.mode == "max",
+    )[:n]
+    if not ranked:
+        return "(no trial reported the metric)"
+    extra = [k for k in ranked[0].metrics if k not in (summary.metric, "training_iteration")][:3]
+    header = ["trial_id", "status", "iters", f"{summary.metric} (best)", *extra]
+    flat_configs = [flatten_config(t.config) for t in ranked]
+    params = list(varying) if varying is not None else list(flat_configs[0])
+    header += params
+    rows = [header]
+    for trial, flat in zip(ranked, flat_configs):
+        rows.append(
+            [trial.trial_id, trial.status, str(trial.iterations), _cell(trial.best)]
+            + [_cell(trial.metrics.get(k)) for k in extra]
+            + [_cell(flat.get(p)) for p in params]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

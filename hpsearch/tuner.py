@@ -1,0 +1,228 @@
+"""Spec + plan -> a plain ``ray.tune.Tuner``; run it; write the experiment folder.
+
+One search is one folder, ``<storage_path>/<name>/``: Tune's experiment files, every
+trial's nested Train run under ``train/<trial_id>/``, and hpsearch's own files
+(the spec as run, the resource plan, the summary) named by the constants below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+import yaml
+
+from hpsearch.errors import ExperimentExistsError
+from hpsearch.planner import Node, Plan, TrialDemand, plan_trials
+from hpsearch.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
+from hpsearch.space import ConstParam, GridParam, iter_params, to_tune
+from hpsearch.spec import Spec, load_spec
+from hpsearch.summary import SearchSummary, summarize
+from hpsearch.trainable import TRAIN_RUNS_DIR, make_trainable
+
+__all__ = ["build_tuner", "run", "run_with_summary", "plan_for", "SPEC_FILE", "PLAN_FILE", "SUMMARY_FILE"]
+
+#: The spec as run (every default filled in), inside the experiment folder.
+SPEC_FILE = "hpsearch_spec.yaml"
+#: The resource plan the search ran with.
+PLAN_FILE = "hpsearch_plan.json"
+#: Per-trial outcomes, the best trial and the wall time, written when the search ends.
+SUMMARY_FILE = "hpsearch_summary.json"
+
+
+def plan_for(spec: Spec, nodes: Sequence[Node]) -> Plan:
+    """Plan the spec's trials on a cluster given as plain data."""
+    demand = TrialDemand(
+        driver={"CPU": spec.resources.driver_cpus},
+        worker=spec.scaling.worker_bundle(),
+        num_workers=spec.scaling.num_workers,
+        strategy=spec.scaling.placement_strategy,
+    )
+    return plan_trials(nodes, demand, requested=spec.resources.max_concurrent_trials)
+
+
+def total_trials(spec: Spec) -> int:
+    """Trials the search will run: ``num_samples`` per grid point."""
+    points = 1
+    for _, param in iter_params(spec.search_space):
+        if isinstance(param, GridParam):
+            points *= len(param.values)
+    return spec.num_samples * points
+
+
+def varying_params(spec: Spec) -> list[str]:
+    """Dotted names of the parameters that are searched (not constants)."""
+    return [name for name, p in iter_params(spec.search_space) if not isinstance(p, ConstParam)]
+
+
+@dataclass
+class _Built:
+    tuner: Any
+    plan: Plan
+    progress: Any
+
+
+def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None) -> _Built:
+    from ray import tune
+
+    from hpsearch.cluster import cluster_nodes, connect
+    from hpsearch.progress import ProgressPrinter
+
+    if nodes is None:
+        connect()
+        nodes = cluster_nodes()
+    plan = plan_for(spec, nodes)
+    trainable = make_trainable(
+        spec.load_trainable(),
+        scaling=spec.scaling,
+        driver_cpus=spec.resources.driver_cpus,
+        failure=spec.failure,
+        checkpoint=spec.checkpoint,
+        aggregate=spec.aggregate,
+        storage_path=spec.experiment_dir / TRAIN_RUNS_DIR,
+    )
+    searcher = SEARCHERS.build(spec.searcher, SearcherContext(spec.metric, spec.mode, plan.max_concurrent_trials))
+    scheduler = SCHEDULERS.build(spec.scheduler, SchedulerContext(spec.metric, spec.mode))
+    max_t = getattr(spec.scheduler.options, "max_t", None)
+    time_attr = getattr(spec.scheduler.options, "time_attr", "training_iteration")
+    progress = ProgressPrinter(
+        spec.metric,
+        spec.mode,
+        total=total_trials(spec),
+        varying=varying_params(spec),
+        stream=stream,
+        budget=(time_attr, max_t) if max_t is not None else None,
+    )
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # Tune's legacy reporter is silent at verbose=0
+    tuner = tune.Tuner(
+        trainable,
+        param_space=to_tune(spec.search_space),
+        tune_config=tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            num_samples=spec.num_samples,
+            search_alg=searcher,  # carries the plan's concurrency limit
+            scheduler=scheduler,
+            reuse_actors=False,  # reuse is unsafe with early stopping: a stopped nested run keeps training
+        ),
+        run_config=tune.RunConfig(
+            name=spec.name,
+            storage_path=str(spec.storage_path),
+            verbose=0,
+            callbacks=[progress],
+            failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
+        ),
+    )
+    return _Built(tuner, plan, progress)
+
+
+def build_tuner(spec: Spec, *, nodes: Sequence[Node] | None = None) -> Any:
+    """Build the ``ray.tune.Tuner`` for a spec, planned for the cluster.
+
+    Args:
+        spec: A spec from :func:`hpsearch.load_spec`.
+        nodes: The cluster to plan for; by default the connected Ray cluster's nodes
+            (an embedded local Ray is started if none is connected).
+
+    Returns:
+        A plain ``ray.tune.Tuner``; ``tuner.fit()`` returns a ``ResultGrid``.
+
+    Raises:
+        PlanError: The cluster can never run one trial (or not as many as asked).
+
+    Example:
+        >>> tuner = build_tuner(load_spec("search_spaces/digits_quick.yaml"))
+        >>> results = tuner.fit()
+    """
+    return _build(spec, nodes, None).tuner
+
+
+def run(
+    spec: Spec | str | Path | Mapping[str, Any],
+    *,
+    address: str | None = None,
+    overwrite: bool = False,
+    verbose: bool = False,
+    stream: TextIO | None = None,
+) -> Any:
+    """Run a search end to end and return its ``ResultGrid``.
+
+    Validates the spec, refuses an existing experiment folder unless ``overwrite``,
+    connects to Ray (embedded local Ray unless ``address``), plans the trials, writes
+    the spec as run and the plan into the experiment folder, runs the search with
+    progress lines on ``stream`` (stderr by default) and writes the summary.
+
+    Args:
+        spec: A :class:`Spec`, a spec file, or a spec dict.
+        address: An existing Ray cluster to use instead of an embedded local one.
+        overwrite: Delete an existing experiment folder of the same name first.
+        verbose: Forward the Train workers' output to this terminal.
+        stream: Where progress lines go.
+
+    Raises:
+        SpecError, PlanError, ExperimentExistsError: before anything is written.
+
+    Example:
+        >>> results = run("search_spaces/digits_quick.yaml")
+        >>> results.get_best_result().metrics["val_acc"]
+        0.97...
+    """
+    return run_with_summary(spec, address=address, overwrite=overwrite, verbose=verbose, stream=stream)[0]
+
+
+def run_with_summary(
+    spec: Spec | str | Path | Mapping[str, Any],
+    *,
+    address: str | None = None,
+    overwrite: bool = False,
+    verbose: bool = False,
+    stream: TextIO | None = None,
+) -> tuple[Any, SearchSummary]:
+    """:func:`run`, also returning the :class:`SearchSummary` written to the experiment folder."""
+    from hpsearch.cluster import cluster_nodes, connect
+
+    if not isinstance(spec, Spec):
+        spec = load_spec(spec)
+    exp_dir = spec.experiment_dir
+    if exp_dir.exists() and not overwrite:
+        raise ExperimentExistsError(
+            f"experiment folder {exp_dir} already exists; pass --overwrite (overwrite=True) to delete it "
+            "and start again, or choose another name (--set name=...)"
+        )
+    connect(address, verbose=verbose)
+    built = _build(spec, cluster_nodes(), stream)  # plans (and may refuse) before anything is written
+    if exp_dir.exists():
+        shutil.rmtree(exp_dir)
+    exp_dir.mkdir(parents=True)
+    (exp_dir / SPEC_FILE).write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False), encoding="utf-8")
+    (exp_dir / PLAN_FILE).write_text(json.dumps(built.plan.as_dict(), indent=2), encoding="utf-8")
+    out = stream or sys.stderr
+    print(_banner(spec, built.plan), file=out, flush=True)
+    start = time.monotonic()
+    results = built.tuner.fit()
+    summary = summarize(
+        results,
+        name=spec.name,
+        metric=spec.metric,
+        mode=spec.mode,
+        wall_time_s=time.monotonic() - start,
+        outcomes=built.progress.outcomes,
+    )
+    (exp_dir / SUMMARY_FILE).write_text(json.dumps(summary.as_dict(), indent=2, default=str), encoding="utf-8")
+    return results, summary
+
+
+def _banner(spec: Spec, plan: Plan) -> str:
+    worker = ", ".join(f"{k}: {v:g}" for k, v in spec.scaling.worker_bundle().items())
+    return (
+        f"hpsearch: {spec.name}: {total_trials(spec)} trials ({spec.searcher.type} searcher, "
+        f"{spec.scheduler.type} scheduler), {plan.max_concurrent_trials} at once; each trial = "
+        f"{spec.scaling.num_workers} worker(s) of {{{worker}}} + a driver of {{CPU: {spec.resources.driver_cpus:g}}}\n"
+        f"hpsearch: experiment folder {spec.experiment_dir}"
+    )
