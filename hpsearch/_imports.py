@@ -57,7 +57,7 @@ def load_callable(ref: str, base_dir: Path | None = None) -> Callable:
         hint = f" (callables there: {', '.join(public[:8])})" if public else ""
         raise ValueError(f"{target!r} has no attribute {func_name!r}{hint}")
     if not callable(obj):
-        raise ValueError(f"{ref!r} is a {type(obj).__name__}, not a callable")
+        raise ValueError(f"{ref!r} is not a callable but a {type(obj).__name__}: {obj!r:.60}")
     return obj
 
 

@@ -90,9 +90,16 @@ def _problem(model: type[BaseModel], path: str, error: Mapping[str, Any]) -> Pro
     if kind == "extra_forbidden":
         allowed = [f for f in model.model_fields if f != "type"]
         key = loc[-1] if loc else "?"
+        if not allowed:
+            return Problem(where, "unknown key (this takes no options)")
         return Problem(where, f"unknown key{did_you_mean(str(key), allowed)} (allowed: {', '.join(allowed)})")
     if kind == "missing":
         return Problem(where, "required key is missing")
+    if kind == "too_short":
+        n = error["ctx"]["min_length"]
+        return Problem(where, f"must have at least {n} value{'s' if n != 1 else ''}, got {show(value)}")
+    if kind == "string_too_short":
+        return Problem(where, f"must be a non-empty string, got {show(value)}")
     if kind == "literal_error":
         expected = [str(x).strip("'") for x in error["ctx"]["expected"].replace(" or ", ", ").split(", ")]
         return Problem(where, f"must be {one_of(expected)}, got {show(value)}{did_you_mean(str(value), expected)}")

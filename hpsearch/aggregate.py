@@ -24,7 +24,7 @@ METHODS: dict[str, Callable[[Sequence[float]], float]] = {
     "mean": _mean,
     "min": min,
     "max": max,
-    "sum": math.fsum,
+    "sum": lambda values: sum(values) if all(isinstance(v, int) for v in values) else math.fsum(values),
     "rank0": lambda values: values[0],
 }
 

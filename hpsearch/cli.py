@@ -29,8 +29,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from hpsearch.tuner import total_trials
 
     spec = _load(args)
+    n = total_trials(spec)
     print(
-        f"{args.spec}: valid. {total_trials(spec)} trials of {spec.scaling.num_workers} worker(s) each; "
+        f"{args.spec}: valid. {n} trial{'s' if n != 1 else ''} of {spec.scaling.num_workers} worker(s) each; "
         f"searcher {spec.searcher.type}, scheduler {spec.scheduler.type}; "
         f"results in {spec.experiment_dir}"
     )
@@ -75,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help="override a spec value by its dotted path, e.g. --set scaling.num_workers=2 (repeatable)",
         )
-        p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         p.set_defaults(func=func)
         return p
 

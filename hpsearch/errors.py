@@ -53,8 +53,9 @@ class ExperimentExistsError(HpsearchError, FileExistsError):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A ``"; did you mean 'x'?"`` suffix for the closest choice, or ``""``."""
-    match = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{match[0]}'?" if match else ""
+    by_lower = {str(c).lower(): str(c) for c in choices}
+    match = difflib.get_close_matches(str(word).lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean '{by_lower[match[0]]}'?" if match else ""
 
 
 def one_of(choices: Iterable[str]) -> str:

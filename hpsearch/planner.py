@@ -151,15 +151,15 @@ def _place_trial(free: list[dict[str, int]], driver: dict, worker: dict, n: int,
 
 
 def _first_fit(trial: list[dict[str, int]], worker: dict, n: int, *, distinct: bool) -> bool:
+    """Place ``n`` worker bundles one by one on the least-loaded node that fits (as SPREAD does)."""
     used: set[int] = set()
     for _ in range(n):
-        for i, f in enumerate(trial):
-            if (not distinct or i not in used) and _fits(f, worker):
-                _take(f, worker)
-                used.add(i)
-                break
-        else:
+        fitting = [i for i, f in enumerate(trial) if (not distinct or i not in used) and _fits(f, worker)]
+        if not fitting:
             return False
+        roomiest = max(fitting, key=lambda i: min(trial[i].get(k, 0) // v for k, v in worker.items()) if worker else 0)
+        _take(trial[roomiest], worker)
+        used.add(roomiest)
     return True
 
 

@@ -102,6 +102,8 @@ class Registry:
             ]
         options, problems = validate_section(plugin.options, raw, path, exclude=("type",))
         if options is None:
+            if not plugin.options.model_fields:
+                problems = [Problem(p.path, f"unknown key; {self.kind} '{name}' takes no options") for p in problems]
             return None, problems
         return PluginChoice(name, options), []
 

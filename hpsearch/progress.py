@@ -40,7 +40,7 @@ class ProgressPrinter(Callback):
         self.metric, self.mode = metric, mode
         self.total = total
         self.varying = varying
-        self.stream = stream or sys.stderr
+        self.stream = stream  # None: sys.stderr at the time of printing
         self.status_every_s = status_every_s
         self._start = time.monotonic()
         self._last_status = self._start
@@ -54,7 +54,11 @@ class ProgressPrinter(Callback):
     # -- helpers
     def _print(self, text: str) -> None:
         elapsed = int(time.monotonic() - self._start)
-        print(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {text}", file=self.stream, flush=True)
+        print(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {text}", file=self.stream or sys.stderr, flush=True)
+
+    def __getstate__(self) -> dict:
+        # Tune pickles its callbacks into the experiment state; a stream is not picklable.
+        return {**self.__dict__, "stream": None}
 
     def _params(self, trial: Any) -> str:
         flat = flatten_config(trial.config)

@@ -173,9 +173,17 @@ def has_grid(tree: SearchSpace) -> bool:
     return any(isinstance(p, GridParam) for _, p in iter_params(tree))
 
 
-def to_tune(tree: SearchSpace) -> dict[str, Any]:
-    """Translate a parsed tree into a Ray Tune ``param_space`` dict."""
+def to_tune(tree: SearchSpace, *, searcher: str = "random") -> dict[str, Any]:
+    """Translate a parsed tree into a Ray Tune ``param_space`` dict.
+
+    ``searcher`` names the searcher that will read the space: Ray converts the same
+    Tune domain differently per searcher, and the bounds must come out inclusive for each.
+    """
     from ray import tune
+
+    # Ray documents qrandint's upper bound as inclusive, and the random searcher and
+    # Optuna treat it so, but its HyperOpt conversion uses hp.quniform(low, upper - 1, q).
+    step_upper_pad = 1 if searcher == "hyperopt" else 0
 
     def one(p: Param) -> Any:
         if isinstance(p, ConstParam):
@@ -191,9 +199,9 @@ def to_tune(tree: SearchSpace) -> dict[str, Any]:
             return tune.loguniform(low, high) if p.log else tune.uniform(low, high)
         if isinstance(p, IntParam):
             if p.step is not None and p.step > 1:
-                return tune.qrandint(p.low, p.high, p.step)  # upper inclusive when q > 1
+                return tune.qrandint(p.low, p.high + step_upper_pad, p.step)  # upper inclusive when q > 1
             # Tune's randint/lograndint exclude the upper bound; ours includes it.
             return tune.lograndint(p.low, p.high + 1) if p.log else tune.randint(p.low, p.high + 1)
         raise TypeError(f"not a search-space parameter: {p!r}")  # pragma: no cover
 
-    return {k: to_tune(v) if isinstance(v, dict) else one(v) for k, v in tree.items()}
+    return {k: to_tune(v, searcher=searcher) if isinstance(v, dict) else one(v) for k, v in tree.items()}

@@ -35,6 +35,7 @@ __all__ = [
     "SPEC_KEYS",
 ]
 
+_PLUGIN_KEYS = ("searcher", "scheduler")
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 AggregateMethod = Literal["mean", "min", "max", "sum", "rank0"]
 
@@ -234,6 +235,8 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str], *, source:
             child = node.get(part)
             if child is None:
                 child = node[part] = {}
+            elif i == 0 and part in _PLUGIN_KEYS and isinstance(child, str):
+                child = node[part] = {"type": child}  # `scheduler: asha` is shorthand for {type: asha}
             if not isinstance(child, dict):
                 problems.append(Problem(join_path(*parts[: i + 1]), f"cannot set {key}: this key holds {show(child)}, not a mapping"))
                 break

@@ -102,7 +102,7 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None) -> _
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # Tune's legacy reporter is silent at verbose=0
     tuner = tune.Tuner(
         trainable,
-        param_space=to_tune(spec.search_space),
+        param_space=to_tune(spec.search_space, searcher=spec.searcher.type),
         tune_config=tune.TuneConfig(
             metric=spec.metric,
             mode=spec.mode,

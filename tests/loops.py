@@ -1,0 +1,31 @@
+"""Small per-worker train loops for the integration tests.
+
+Referenced as ``tests/loops.py:<function>`` so hpsearch loads them by file path and
+Ray pickles them by value (the test folder is not importable on Ray's workers).
+"""
+
+from __future__ import annotations
+
+import ray.train
+
+
+def rank_report(config: dict) -> None:
+    """Each rank reports its own rank: Tune should see the aggregate, not rank 0's value."""
+    rank = ray.train.get_context().get_world_rank()
+    for epoch in range(1, config.get("epochs", 2) + 1):
+        ray.train.report({"score": float(rank), "score_max": float(rank), "epoch": epoch, "tag": f"rank{rank}"})
+
+
+def quadratic(config: dict) -> None:
+    """A fast loss surface with a minimum at x=0.3 that improves with epochs."""
+    x = config["x"]
+    for epoch in range(1, config.get("epochs", 4) + 1):
+        ray.train.report({"loss": (x - 0.3) ** 2 + 1.0 / epoch, "epoch": epoch})
+
+
+def maybe_raise(config: dict) -> None:
+    """Raises on ``x == "bad"``; reports a constant otherwise."""
+    if config["x"] == "bad":
+        raise ValueError(f"x={config['x']!r} is not a usable value")
+    for epoch in range(1, 3):
+        ray.train.report({"loss": 1.0 / epoch, "epoch": epoch})

@@ -1,0 +1,166 @@
+"""The ``hpsearch`` command, run in process: exact messages, exit codes, nothing written on error.
+
+None of these start Ray: every command here stops before connecting.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpsearch.cli import main
+from hpsearch.errors import SpecError
+
+GOOD = {
+    "name": "good",
+    "trainable": "hpsearch.examples.digits:train_loop",
+    "metric": "val_loss",
+    "mode": "min",
+    "num_samples": 2,
+    "search_space": {
+        "lr": {"type": "float", "low": 1.0e-4, "high": 1.0e-1, "log": True},
+        "batch_size": {"type": "grid", "values": [32, 64]},
+        "epochs": 2,
+    },
+    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 0.45}},
+    "resources": {"driver_cpus": 0.1},
+}
+ALLOWED_TOP = (
+    "name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, "
+    "resources, failure, checkpoint, aggregate, storage_path"
+)
+TYPO_LINE = f"  - serch_space: unknown key; did you mean 'search_space'? (allowed: {ALLOWED_TOP})"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(folder: Path, name: str, spec: dict) -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def bad_spec(folder: Path, **changes) -> Path:
+    raw = {k: v for k, v in GOOD.items() if k != "search_space"}
+    return write(folder, "bad.yaml", {**raw, "serch_space": GOOD["search_space"], **changes})
+
+
+def test_validate_good_spec(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(workdir, "good.yaml", GOOD)
+    assert main(["validate", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out == (
+        f"{path}: valid. 4 trials of 2 worker(s) each; searcher random, scheduler fifo; "
+        f"results in {workdir.resolve() / 'hpsearch-results' / 'good'}\n"
+    )
+    assert err == ""
+    assert sorted(p.name for p in workdir.iterdir()) == ["good.yaml"]
+
+
+def test_validate_applies_set(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(workdir, "good.yaml", GOOD)
+    code = main(["validate", str(path), "--set", "num_samples=5", "--set", "scheduler=asha", "--set", "name=other"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "valid. 10 trials of 2 worker(s) each; searcher random, scheduler asha;" in out
+    assert out.rstrip().endswith(str(Path("hpsearch-results", "other")))
+
+
+def test_validate_misspelled_key_is_one_error_block(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = bad_spec(workdir)
+    assert main(["validate", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"Error: invalid spec in {path} (1 problem):\n{TYPO_LINE}\n"
+    assert "Traceback" not in err
+
+
+def test_run_bad_spec_exits_2_and_writes_nothing(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = bad_spec(workdir)
+    assert main(["run", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"Error: invalid spec in {path} (1 problem):\n{TYPO_LINE}\n"
+    assert not (workdir / "hpsearch-results").exists()
+    assert sorted(p.name for p in workdir.iterdir()) == ["bad.yaml"]
+
+
+def test_run_bad_override_exits_2(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(workdir, "good.yaml", GOOD)
+    assert main(["run", str(path), "--set", "foo"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"Error: invalid spec in {path} (1 problem):\n"
+        "  - foo: --set needs KEY=VALUE with a dotted key, got 'foo'\n"
+    )
+    assert not (workdir / "hpsearch-results").exists()
+
+
+def test_run_refuses_an_existing_experiment_folder_before_starting_ray(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ray
+
+    assert not ray.is_initialized()
+    path = write(workdir, "good.yaml", GOOD)
+    existing = workdir / "hpsearch-results" / "good"
+    existing.mkdir(parents=True)
+    (existing / "keep.txt").write_text("old results", encoding="utf-8")
+
+    assert main(["run", str(path)]) == 2
+
+    err = capsys.readouterr().err
+    assert err == (
+        f"Error: experiment folder {existing.resolve()} already exists; pass --overwrite (overwrite=True) "
+        "to delete it and start again, or choose another name (--set name=...)\n"
+    )
+    assert not ray.is_initialized()
+    assert [p.name for p in existing.iterdir()] == ["keep.txt"]
+
+
+def test_debug_after_the_command_reraises(workdir: Path) -> None:
+    path = bad_spec(workdir)
+    with pytest.raises(SpecError) as info:
+        main(["validate", str(path), "--debug"])
+    assert [str(p) for p in info.value.problems] == [TYPO_LINE.removeprefix("  - ")]
+
+
+def test_debug_before_the_command_reraises(workdir: Path) -> None:
+    path = bad_spec(workdir)
+    with pytest.raises(SpecError):
+        main(["--debug", "validate", str(path)])
+
+
+def test_missing_spec_argument_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["validate"])
+    assert info.value.code == 2
+    assert "the following arguments are required: SPEC.yaml" in capsys.readouterr().err
+
+
+def test_missing_spec_file(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "nope.yaml"]) == 2
+    assert capsys.readouterr().err == (
+        "Error: invalid spec in nope.yaml (1 problem):\n  - <spec>: cannot read the spec file: No such file or directory\n"
+    )
+
+
+def test_python_dash_m_validate_bad_spec(workdir: Path) -> None:
+    path = bad_spec(workdir, trainable="json:dumps")  # a quick import: this test is about the process
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=workdir,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == f"Error: invalid spec in {path} (1 problem):\n{TYPO_LINE}\n"

@@ -1,0 +1,673 @@
+"""Spec loading and validation: every user mistake is one exact line, all found at once."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hpsearch.errors import HpsearchError, SpecError
+from hpsearch.space import ChoiceParam, ConstParam, FloatParam, GridParam, IntParam
+from hpsearch.spec import SPEC_KEYS, load_spec
+from hpsearch.tuner import total_trials, varying_params
+
+TRAIN_PY = """\
+def train_loop(config):
+    return None
+
+
+CONFIG = {"epochs": 3}
+"""
+
+#: A small valid spec; the table below patches one fragment of it at a time.
+BASE: dict[str, Any] = {
+    "name": "unit",
+    "trainable": "train.py:train_loop",
+    "metric": "loss",
+    "mode": "min",
+    "search_space": {"lr": {"type": "float", "low": 1.0e-4, "high": 1.0e-1, "log": True}},
+}
+
+ALLOWED_TOP = (
+    "name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, "
+    "resources, failure, checkpoint, aggregate, storage_path"
+)
+
+
+def write_spec(folder: Path, spec: dict[str, Any], filename: str = "spec.yaml") -> Path:
+    path = folder / filename
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def spec_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tmp_path holding ``train.py``, and the current directory (for relative storage paths)."""
+    (tmp_path / "train.py").write_text(TRAIN_PY, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def problems_of(err: SpecError) -> list[str]:
+    return [str(p) for p in err.problems]
+
+
+# --------------------------------------------------------------------------- a valid spec
+
+
+def test_minimal_dict_spec_gets_every_default() -> None:
+    spec = load_spec(
+        {"name": "mini", "trainable": "pkg.mod:fn", "metric": "loss", "mode": "max"}, check_trainable=False
+    )
+    assert spec.to_dict() == {
+        "name": "mini",
+        "trainable": "pkg.mod:fn",
+        "metric": "loss",
+        "mode": "max",
+        "num_samples": 1,
+        "search_space": {},
+        "searcher": {"type": "random", "seed": None},
+        "scheduler": {"type": "fifo"},
+        "scaling": {"num_workers": 1, "use_gpu": False, "resources_per_worker": None, "placement_strategy": "PACK"},
+        "resources": {"driver_cpus": 0.25, "max_concurrent_trials": "auto"},
+        "failure": {"worker_retries": 1, "trial_retries": 0, "controller_retries": 2, "worker_start_timeout_s": 60.0},
+        "checkpoint": {"num_to_keep": 2},
+        "aggregate": {"default": "mean", "metrics": {}},
+        "storage_path": str(Path("hpsearch-results").resolve()),
+    }
+    assert spec.source is None
+
+
+def test_to_dict_round_trips_through_yaml(spec_dir: Path) -> None:
+    raw = {
+        **BASE,
+        "num_samples": 3,
+        "search_space": {
+            "lr": {"type": "float", "low": 1.0e-4, "high": 1.0e-1, "log": True},
+            "dropout": {"type": "float", "low": 0.0, "high": 0.4, "step": 0.1},
+            "opt": {"betas": {"b1": 0.9}, "layers": {"type": "int", "low": 1, "high": 3}},
+            "batch": {"type": "grid", "values": [32, 64]},
+            "extra": {"type": "const", "value": {"type": "literal"}},
+        },
+        "scheduler": {"type": "asha", "max_t": 9, "grace_period": 3},
+        "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 0.5}},
+    }
+    spec = load_spec(write_spec(spec_dir, raw))
+    again = load_spec(write_spec(spec_dir, spec.to_dict(), "as_run.yaml"))
+    assert again == spec
+    assert again.to_dict() == spec.to_dict()
+
+
+def test_spec_from_yaml_file(spec_dir: Path) -> None:
+    path = spec_dir / "spec.yaml"
+    path.write_text(
+        "name: from-file\n"
+        "trainable: train.py:train_loop\n"
+        "metric: val_loss\n"
+        "mode: min\n"
+        "num_samples: 4\n"
+        "search_space:\n"
+        "  lr: {type: float, low: 1e-4, high: 1e-1, log: true}\n"
+        "  wd: {type: float, low: 1E-6, high: 1.0e-2, log: true}\n"
+        "  hidden: {type: choice, values: [32, 64]}\n"
+        "  layers: {type: int, low: 1, high: 3}\n"
+        "  epochs: 5\n"
+        "searcher: {type: optuna, seed: 0}\n"
+        "scheduler: asha\n",
+        encoding="utf-8",
+    )
+    spec = load_spec(path)
+    assert spec.source == path
+    assert spec.num_samples == 4
+    assert spec.search_space == {
+        "lr": FloatParam(low=1e-4, high=1e-1, log=True),
+        "wd": FloatParam(low=1e-6, high=1e-2, log=True),
+        "hidden": ChoiceParam(values=[32, 64]),
+        "layers": IntParam(low=1, high=3),
+        "epochs": ConstParam(value=5),
+    }
+    assert spec.searcher.as_dict() == {"type": "optuna", "sampler": "tpe", "seed": 0, "n_startup_trials": None}
+    assert spec.scheduler.type == "asha"
+
+
+def test_yaml_1e_minus_4_without_a_dot_is_a_float(spec_dir: Path) -> None:
+    path = spec_dir / "spec.yaml"
+    path.write_text(
+        "name: n\ntrainable: train.py:train_loop\nmetric: m\nmode: min\n"
+        "search_space:\n  lr: {type: float, low: 1e-4, high: 1e-1}\n  tag: 1e-4\n",
+        encoding="utf-8",
+    )
+    spec = load_spec(path)
+    assert spec.search_space["lr"].low == 1e-4 and isinstance(spec.search_space["lr"].low, float)
+    assert spec.search_space["tag"] == ConstParam(value=1e-4)
+    assert isinstance(spec.search_space["tag"].value, float)
+
+
+def test_numeric_string_bound_says_how_to_write_a_number() -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec({**BASE, "search_space": {"lr": {"type": "float", "low": "1e-4", "high": 0.1}}}, check_trainable=False)
+    assert problems_of(info.value) == [
+        "search_space.lr.low: must be a valid number (write it as a number, e.g. 1.0e-4, not as a string), got '1e-4'"
+    ]
+
+
+def test_nested_groups_and_a_const_that_looks_like_a_distribution() -> None:
+    spec = load_spec(
+        {
+            **BASE,
+            "search_space": {
+                "optimizer": {
+                    "lr": {"type": "float", "low": 0.1, "high": 1.0},
+                    "betas": {"b1": 0.9, "b2": {"type": "choice", "values": [0.99, 0.999]}},
+                },
+                "extra": {"type": "const", "value": {"type": "literal"}},
+                "epochs": 3,
+            },
+        },
+        check_trainable=False,
+    )
+    assert spec.search_space == {
+        "optimizer": {
+            "lr": FloatParam(low=0.1, high=1.0),
+            "betas": {"b1": ConstParam(value=0.9), "b2": ChoiceParam(values=[0.99, 0.999])},
+        },
+        "extra": ConstParam(value={"type": "literal"}),
+        "epochs": ConstParam(value=3),
+    }
+    assert varying_params(spec) == ["optimizer.lr", "optimizer.betas.b2"]
+
+
+@pytest.mark.parametrize(
+    ("search_space", "num_samples", "expected"),
+    [
+        ({}, 4, 4),
+        ({"b": {"type": "grid", "values": [1, 2, 3]}}, 2, 6),
+        ({"b": {"type": "grid", "values": [1, 2, 3]}, "g": {"x": {"type": "grid", "values": ["a", "b"]}}}, 1, 6),
+        ({"c": {"type": "choice", "values": [1, 2, 3]}}, 5, 5),
+    ],
+    ids=["no-grid", "grid-times-samples", "two-grids-multiply", "choice-is-not-a-grid"],
+)
+def test_total_trials(search_space: dict, num_samples: int, expected: int) -> None:
+    spec = load_spec({**BASE, "num_samples": num_samples, "search_space": search_space}, check_trainable=False)
+    assert total_trials(spec) == expected
+
+
+# --------------------------------------------------------------------------- one mistake -> one exact line
+
+
+def _set(path: str, value: Any):
+    """A patch that sets a dotted path in the spec (``None`` removes the key)."""
+
+    def patch(spec: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = spec
+        for part in parents:
+            node = node.setdefault(part, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+
+    return patch
+
+
+def _space(**params: Any):
+    return _set("search_space", params)
+
+
+BAD_FRAGMENTS = [
+    pytest.param(
+        _set("serch_space", {}),
+        f"serch_space: unknown key; did you mean 'search_space'? (allowed: {ALLOWED_TOP})",
+        id="top-level-key-typo",
+    ),
+    pytest.param(
+        _space(lr={"type": "float", "low": 0.1, "high": 1.0, "stpe": 0.1}),
+        "search_space.lr.stpe: unknown key; did you mean 'step'? (allowed: low, high, log, step)",
+        id="distribution-key-typo",
+    ),
+    pytest.param(
+        _space(lr={"type": "flaot", "low": 0.1, "high": 1.0}),
+        "search_space.lr.type: unknown distribution type 'flaot'; did you mean 'float'? (allowed: 'float', 'int', "
+        "'choice', 'grid' or 'const'; to pass a mapping with a 'type' key as a constant, write {type: const, value: ...})",
+        id="distribution-type-typo",
+    ),
+    pytest.param(
+        _space(lr={"type": "float", "low": 1.0, "high": 1.0}),
+        "search_space.lr.low: must be less than high (1.0), got 1.0",
+        id="low-equals-high",
+    ),
+    pytest.param(
+        _space(n={"type": "int", "low": 5, "high": 2}),
+        "search_space.n.low: must be less than high (2), got 5",
+        id="int-low-above-high",
+    ),
+    pytest.param(
+        _space(lr={"type": "float", "low": 0.0, "high": 1.0, "log": True}),
+        "search_space.lr.low: must be > 0 when log is true, got 0.0",
+        id="log-with-low-zero",
+    ),
+    pytest.param(
+        _space(d={"type": "float", "low": 0.0, "high": 0.45, "step": 0.1}),
+        "search_space.d.high: must be a multiple of step (0.1), got 0.45",
+        id="float-high-not-multiple-of-step",
+    ),
+    pytest.param(
+        _space(n={"type": "int", "low": 1, "high": 10, "step": 2}),
+        "search_space.n.low: must be a multiple of step (2), got 1",
+        id="int-low-not-multiple-of-step",
+    ),
+    pytest.param(
+        _space(d={"type": "float", "low": 0.1, "high": 0.5, "step": 0.1, "log": True}),
+        "search_space.d.step: cannot be combined with log: true",
+        id="step-with-log",
+    ),
+    pytest.param(
+        _space(d={"type": "float", "low": 0.0, "high": 1.0, "step": -0.1}),
+        "search_space.d.step: must be greater than 0, got -0.1",
+        id="negative-step",
+    ),
+    pytest.param(
+        _space(**{"a.b": 1}),
+        "search_space.a.b: parameter names must be non-empty strings without '.' or '/', got 'a.b'",
+        id="dotted-parameter-name",
+    ),
+    pytest.param(
+        _space(c={"type": "choice", "values": []}),
+        "search_space.c.values: must have at least 1 value, got []",
+        id="empty-choice-values",
+    ),
+    pytest.param(
+        _set("num_samples", 0), "num_samples: must be greater than 0, got 0", id="num-samples-zero"
+    ),
+    pytest.param(
+        _set("num_samples", 2.0), "num_samples: must be a valid integer, got 2.0", id="num-samples-float"
+    ),
+    pytest.param(
+        _set("mode", "mni"), "mode: must be 'min' or 'max', got 'mni'; did you mean 'min'?", id="mode-typo"
+    ),
+    pytest.param(_set("name", None), "name: required key is missing", id="name-missing"),
+    pytest.param(
+        _set("name", ".hidden"),
+        "name: must use only letters, digits, '.', '_' and '-' and not start with '.', got '.hidden'",
+        id="name-starts-with-dot",
+    ),
+    pytest.param(
+        _set("name", "a/b"),
+        "name: must use only letters, digits, '.', '_' and '-' and not start with '.', got 'a/b'",
+        id="name-with-slash",
+    ),
+    pytest.param(
+        _set("metric", ""),
+        "metric: must be a non-empty string, got ''",
+        id="metric-empty",
+    ),
+    pytest.param(
+        _set("searcher", {"type": "optuan"}),
+        "searcher.type: unknown searcher 'optuan'; did you mean 'optuna'? (allowed: 'random', 'optuna' or 'hyperopt')",
+        id="searcher-type-typo",
+    ),
+    pytest.param(
+        _set("searcher", "hyperpot"),
+        "searcher.type: unknown searcher 'hyperpot'; did you mean 'hyperopt'? "
+        "(allowed: 'random', 'optuna' or 'hyperopt')",
+        id="searcher-shorthand-typo",
+    ),
+    pytest.param(
+        _set("searcher", {"type": "optuna", "seeed": 1}),
+        "searcher.seeed: unknown key; did you mean 'seed'? (allowed: sampler, seed, n_startup_trials)",
+        id="searcher-option-typo",
+    ),
+    pytest.param(
+        _set("searcher", {"type": "optuna", "sampler": "tpee"}),
+        "searcher.sampler: must be 'tpe', 'cmaes', 'gp' or 'random', got 'tpee'; did you mean 'tpe'?",
+        id="optuna-sampler-typo",
+    ),
+    pytest.param(
+        _set("searcher", {"type": "optuna", "sampler": "cmaes", "n_startup_trials": 3}),
+        "searcher.n_startup_trials: applies to samplers 'tpe' and 'gp' only, not 'cmaes'",
+        id="optuna-startup-with-cmaes",
+    ),
+    pytest.param(
+        _set("searcher", [1]), "searcher: must be a mapping with a 'type' key, got [1]", id="searcher-not-a-mapping"
+    ),
+    pytest.param(
+        _set("scheduler", "ashaa"),
+        "scheduler.type: unknown scheduler 'ashaa'; did you mean 'asha'? "
+        "(allowed: 'fifo', 'asha', 'median' or 'hyperband')",
+        id="scheduler-type-typo",
+    ),
+    pytest.param(
+        _set("scheduler", {"type": "asha", "max_tt": 3}),
+        "scheduler.max_tt: unknown key; did you mean 'max_t'? "
+        "(allowed: max_t, grace_period, reduction_factor, brackets, time_attr)",
+        id="scheduler-option-typo",
+    ),
+    pytest.param(
+        _set("scheduler", {"type": "asha", "max_t": 5, "grace_period": 10}),
+        "scheduler.grace_period: must be <= max_t (5), got 10",
+        id="asha-grace-period-above-max-t",
+    ),
+    pytest.param(
+        _set("scheduler", {"type": "asha", "reduction_factor": 1}),
+        "scheduler.reduction_factor: must be greater than 1, got 1",
+        id="asha-reduction-factor-one",
+    ),
+    pytest.param(
+        _set("scheduler", {"max_t": 5}),
+        "scheduler.max_t: unknown key; scheduler 'fifo' takes no options",
+        id="option-for-default-fifo",
+    ),
+    pytest.param(
+        lambda s: (
+            _set("searcher", {"type": "optuna"})(s),
+            _space(batch={"type": "grid", "values": [32, 64]})(s),
+        ),
+        "search_space.batch: grid values need searcher random; searcher 'optuna' cannot take them (use type: choice)",
+        id="grid-with-optuna",
+    ),
+    pytest.param(
+        lambda s: (_set("searcher", "hyperopt")(s), _space(batch={"type": "grid", "values": [32, 64]})(s)),
+        "search_space.batch: grid values need searcher random; searcher 'hyperopt' cannot take them (use type: choice)",
+        id="grid-with-hyperopt",
+    ),
+    pytest.param(
+        _set("scaling", {"resources_per_worker": {"GPU": 1}}),
+        "scaling.use_gpu: must be true when resources_per_worker asks for GPU",
+        id="gpu-resources-without-use-gpu",
+    ),
+    pytest.param(
+        _set("scaling", {"resources_per_worker": {"CPU": -1}}),
+        "scaling.resources_per_worker.CPU: must be >= 0, got -1.0",
+        id="negative-worker-resource",
+    ),
+    pytest.param(
+        _set("scaling", {"resources_per_worker": {"CPU": 0}}),
+        "scaling.resources_per_worker: must ask for some resource (e.g. {CPU: 1}), got {'CPU': 0.0}",
+        id="zero-worker-resources",
+    ),
+    pytest.param(
+        _set("scaling", {"num_workers": 0}), "scaling.num_workers: must be greater than 0, got 0", id="zero-workers"
+    ),
+    pytest.param(
+        _set("scaling", {"placement_strategy": "SPRED"}),
+        "scaling.placement_strategy: must be 'PACK', 'SPREAD', 'STRICT_PACK' or 'STRICT_SPREAD', got 'SPRED'; "
+        "did you mean 'SPREAD'?",
+        id="placement-strategy-typo",
+    ),
+    pytest.param(
+        _set("resources", {"max_concurrent_trials": "many"}),
+        "resources.max_concurrent_trials: must be 'auto' or a valid integer, got 'many'",
+        id="max-concurrent-trials-many",
+    ),
+    pytest.param(
+        _set("resources", {"driver_cpus": 0}),
+        "resources.driver_cpus: must be greater than 0, got 0",
+        id="driver-cpus-zero",
+    ),
+    pytest.param(
+        _set("failure", {"trial_retries": -1}),
+        "failure.trial_retries: must be greater than or equal to 0, got -1",
+        id="negative-retries",
+    ),
+    pytest.param(
+        _set("aggregate", {"default": "meen"}),
+        "aggregate.default: must be 'mean', 'min', 'max', 'sum' or 'rank0', got 'meen'; did you mean 'mean'?",
+        id="aggregate-default-typo",
+    ),
+    pytest.param(
+        _set("aggregate", {"metrics": {"loss": "mx"}}),
+        "aggregate.metrics.loss: must be 'mean', 'min', 'max', 'sum' or 'rank0', got 'mx'; did you mean 'max'?",
+        id="aggregate-metric-method-typo",
+    ),
+    pytest.param(
+        _set("trainable", "no_such_module_hps:train_loop"),
+        "trainable: cannot import module 'no_such_module_hps': ModuleNotFoundError: No module named 'no_such_module_hps'",
+        id="trainable-module-not-importable",
+    ),
+    pytest.param(
+        _set("trainable", "train.py:trian_loop"),
+        "trainable: 'train.py' has no attribute 'trian_loop' (callables there: train_loop)",
+        id="trainable-missing-attribute",
+    ),
+    pytest.param(
+        _set("trainable", "train.py:CONFIG"),
+        "trainable: 'train.py:CONFIG' is not a callable but a dict: {'epochs': 3}",
+        id="trainable-not-callable",
+    ),
+    pytest.param(
+        _set("trainable", "train_loop"),
+        "trainable: must look like 'package.module:function' or 'path/to/file.py:function', got 'train_loop'",
+        id="trainable-without-colon",
+    ),
+]
+
+
+@pytest.mark.parametrize(("patch", "expected"), BAD_FRAGMENTS)
+def test_each_mistake_is_one_exact_problem_line(spec_dir: Path, patch, expected: str) -> None:
+    raw = copy.deepcopy(BASE)
+    patch(raw)
+    path = write_spec(spec_dir, raw)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == [expected]
+    assert str(info.value) == f"invalid spec in {path} (1 problem):\n  - {expected}"
+
+
+def test_trainable_file_not_found_names_the_absolute_path(spec_dir: Path) -> None:
+    path = write_spec(spec_dir, {**BASE, "trainable": "loops/missing.py:train_loop"})
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == [f"trainable: file not found: {spec_dir.resolve() / 'loops' / 'missing.py'}"]
+
+
+def test_grid_is_allowed_with_the_random_searcher() -> None:
+    spec = load_spec(
+        {**BASE, "searcher": {"type": "random", "seed": 1}, "search_space": {"b": {"type": "grid", "values": [1, 2]}}},
+        check_trainable=False,
+    )
+    assert spec.search_space == {"b": GridParam(values=[1, 2])}
+
+
+def test_all_problems_come_back_in_one_error() -> None:
+    bad = {
+        "name": "five-mistakes",
+        "trainable": "pkg.mod:fn",
+        "metric": "loss",
+        "mode": "mni",
+        "num_samples": 0,
+        "serch_space": {},
+        "searcher": "optuan",
+        "scheduler": {"type": "asha", "max_t": 1, "grace_period": 2},
+        "resources": {"driver_cpus": 0},
+    }
+    with pytest.raises(SpecError) as info:
+        load_spec(bad, check_trainable=False)
+    err = info.value
+    assert len(err.problems) >= 5
+    assert {p.path for p in err.problems} >= {
+        "mode",
+        "num_samples",
+        "serch_space",
+        "searcher.type",
+        "scheduler.grace_period",
+        "resources.driver_cpus",
+    }
+    lines = str(err).splitlines()
+    assert lines[0] == f"invalid spec ({len(err.problems)} problems):"
+    assert lines[1:] == [f"  - {p}" for p in err.problems]
+
+
+def test_spec_error_is_also_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        load_spec({"name": "x"}, check_trainable=False)
+    assert issubclass(SpecError, HpsearchError)
+
+
+def test_spec_keys_are_the_documented_top_level_keys() -> None:
+    assert ", ".join(SPEC_KEYS) == ALLOWED_TOP
+
+
+# --------------------------------------------------------------------------- YAML problems
+
+
+def test_duplicate_yaml_key_names_both_lines(spec_dir: Path) -> None:
+    path = spec_dir / "dup.yaml"
+    path.write_text("name: a\nmetric: loss\nmode: min\nname: b\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == [
+        "<spec>: not valid YAML: line 4, column 1: duplicate key 'name' (first on line 1, again on line 4)"
+    ]
+
+
+def test_duplicate_key_inside_a_distribution(spec_dir: Path) -> None:
+    path = spec_dir / "dup.yaml"
+    path.write_text(
+        "name: a\nsearch_space:\n  lr:\n    type: float\n    low: 0.1\n    low: 0.2\n", encoding="utf-8"
+    )
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == [
+        "<spec>: not valid YAML: line 6, column 5: duplicate key 'low' (first on line 5, again on line 6)"
+    ]
+
+
+def test_invalid_yaml_syntax_names_the_line(spec_dir: Path) -> None:
+    path = spec_dir / "broken.yaml"
+    path.write_text("name: a\nmetric: [loss\nmode: min\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert str(info.value) == (
+        f"invalid spec in {path} (1 problem):\n"
+        "  - <spec>: not valid YAML: line 3, column 5: expected ',' or ']', but got ':'"
+    )
+
+
+def test_spec_file_that_is_not_a_mapping(spec_dir: Path) -> None:
+    path = spec_dir / "list.yaml"
+    path.write_text("- name\n- metric\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == ["<spec>: a spec must be a mapping of keys, got ['name', 'metric']"]
+
+
+def test_missing_spec_file(spec_dir: Path) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(spec_dir / "nope.yaml")
+    assert problems_of(info.value) == ["<spec>: cannot read the spec file: No such file or directory"]
+
+
+def test_empty_spec_file_lists_every_required_key(spec_dir: Path) -> None:
+    path = spec_dir / "empty.yaml"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == [f"{key}: required key is missing" for key in ("name", "trainable", "metric", "mode")]
+
+
+# --------------------------------------------------------------------------- --set overrides
+
+
+def test_overrides_create_nested_keys_and_read_values_as_yaml(spec_dir: Path) -> None:
+    path = write_spec(spec_dir, BASE)
+    spec = load_spec(
+        path,
+        overrides=[
+            "num_samples=3",
+            "searcher.type=hyperopt",
+            "scheduler.type=asha",
+            "scheduler.max_t=5",
+            "scaling.resources_per_worker.CPU=0.5",
+            "search_space.lr.high=1e-2",
+            "name=renamed",
+        ],
+    )
+    assert spec.num_samples == 3 and type(spec.num_samples) is int
+    assert spec.searcher.type == "hyperopt"
+    assert spec.scheduler.as_dict()["max_t"] == 5
+    assert spec.scaling.resources_per_worker == {"CPU": 0.5}
+    assert spec.search_space["lr"].high == 1e-2
+    assert spec.name == "renamed"
+    assert spec.experiment_dir.name == "renamed"
+
+
+def test_override_values_that_break_the_spec_are_reported_like_the_file(spec_dir: Path) -> None:
+    path = write_spec(spec_dir, BASE)
+    with pytest.raises(SpecError) as info:
+        load_spec(path, overrides=["num_samples=0", "mode=mx"])
+    assert problems_of(info.value) == [
+        "mode: must be 'min' or 'max', got 'mx'; did you mean 'max'?",
+        "num_samples: must be greater than 0, got 0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("foo", "foo: --set needs KEY=VALUE with a dotted key, got 'foo'"),
+        ("a..b=1", "a..b: --set needs KEY=VALUE with a dotted key, got 'a..b=1'"),
+        ("name.x=3", "name: cannot set name.x: this key holds 'unit', not a mapping"),
+    ],
+    ids=["no-equals-sign", "empty-path-part", "through-a-scalar"],
+)
+def test_bad_override(spec_dir: Path, override: str, expected: str) -> None:
+    path = write_spec(spec_dir, BASE)
+    with pytest.raises(SpecError) as info:
+        load_spec(path, overrides=[override])
+    assert str(info.value) == f"invalid spec in {path} (1 problem):\n  - {expected}"
+
+
+def test_override_option_of_a_shorthand_plugin(spec_dir: Path) -> None:
+    path = write_spec(spec_dir, {**BASE, "scheduler": "asha"})
+    spec = load_spec(path, overrides=["scheduler.max_t=5"])
+    assert spec.scheduler.as_dict()["max_t"] == 5
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def test_relative_file_trainable_resolves_against_the_spec_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec_folder = tmp_path / "specs"
+    (spec_folder / "loops").mkdir(parents=True)
+    (spec_folder / "loops" / "train.py").write_text(TRAIN_PY, encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the trainable is found relative to the spec, not the cwd
+    path = write_spec(spec_folder, {**BASE, "trainable": "loops/train.py:train_loop"})
+
+    spec = load_spec(path)
+
+    assert spec.trainable == f"{spec_folder.resolve() / 'loops' / 'train.py'}:train_loop"
+    assert Path(spec.trainable.rpartition(":")[0]).is_absolute()
+    loop = spec.load_trainable()
+    assert callable(loop) and loop.__name__ == "train_loop"
+    assert loop({}) is None
+
+
+def test_storage_path_is_absolute_and_experiment_dir_is_storage_over_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec({**BASE, "name": "exp-1", "storage_path": "runs/here"}, check_trainable=False)
+    assert spec.storage_path == (tmp_path / "runs" / "here").resolve()
+    assert spec.storage_path.is_absolute()
+    assert spec.experiment_dir == spec.storage_path / "exp-1"
+    assert not (tmp_path / "runs").exists()  # loading a spec writes nothing
+
+
+def test_default_storage_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(BASE, check_trainable=False)
+    assert spec.experiment_dir == tmp_path.resolve() / "hpsearch-results" / "unit"
+
+
+def test_dict_source_is_not_modified() -> None:
+    raw = copy.deepcopy(BASE)
+    load_spec(raw, overrides=["num_samples=2", "scheduler.type=asha"], check_trainable=False)
+    assert raw == BASE
