@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.errors import ExperimentExistsError, HpsearchError, PlanError, SpecError
+from hpsearch.errors import ClusterError, ExperimentExistsError, HpsearchError, PlanError, SpecError
 
 __version__ = "0.1.0"
 
@@ -26,6 +26,7 @@ __all__ = [
     "SpecError",
     "PlanError",
     "ExperimentExistsError",
+    "ClusterError",
     "__version__",
 ]
 

@@ -54,7 +54,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         for trial in errored:
             print(f"  {trial.trial_id}: {trial.error}\n    folder: {trial.path}")
     print(f"\nExperiment folder: {spec.experiment_dir}")
-    print(f"Wall time: {summary.wall_time_s:.1f} s ({len(summary.trials)} trials: {counts})")
+    n = len(summary.trials)
+    print(f"Wall time: {summary.wall_time_s:.1f} s ({n} trial{'s' if n != 1 else ''}: {counts})")
     ok = summary.count("finished") + summary.count("stopped")
     return EXIT_OK if ok > 0 else EXIT_FAILED
 

@@ -12,6 +12,7 @@ import logging
 import os
 from typing import Any
 
+from hpsearch.errors import ClusterError
 from hpsearch.planner import Node
 from hpsearch.trainable import RAY_TRAIN_ENV_DEFAULTS
 
@@ -41,10 +42,24 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
         "configure_logging": True,
     }
     if address:
-        ray.init(address=address, **common)
+        try:
+            ray.init(address=address, **common)
+        except ConnectionError as err:
+            raise ClusterError(_cannot_connect(address, err)) from err
     else:
         ray.init(include_dashboard=True, dashboard_host="127.0.0.1", num_cpus=num_cpus, **common)
     return True
+
+
+def _cannot_connect(address: str, err: Exception) -> str:
+    message = f"cannot connect to the Ray cluster at {address!r}: {err}"
+    if address != "auto" and os.environ.get("RAY_AUTH_MODE") is None:
+        message += (
+            "\nRay clusters use token authentication by default, and Ray only sends the token to an "
+            "explicit address when RAY_AUTH_MODE=token is set (the token comes from RAY_AUTH_TOKEN or "
+            "~/.ray/auth_token). Set it, or use --address auto on a node of the cluster."
+        )
+    return message
 
 
 def cluster_nodes() -> list[Node]:

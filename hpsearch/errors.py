@@ -10,7 +10,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-__all__ = ["HpsearchError", "Problem", "SpecError", "PlanError", "ExperimentExistsError"]
+__all__ = ["HpsearchError", "Problem", "SpecError", "PlanError", "ExperimentExistsError", "ClusterError"]
 
 
 class HpsearchError(Exception):
@@ -49,6 +49,10 @@ class PlanError(HpsearchError, ValueError):
 
 class ExperimentExistsError(HpsearchError, FileExistsError):
     """The experiment folder already exists and the user did not say to overwrite it."""
+
+
+class ClusterError(HpsearchError, ConnectionError):
+    """The Ray cluster named by ``--address`` cannot be reached."""
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

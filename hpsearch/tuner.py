@@ -220,8 +220,9 @@ def run_with_summary(
 
 def _banner(spec: Spec, plan: Plan) -> str:
     worker = ", ".join(f"{k}: {v:g}" for k, v in spec.scaling.worker_bundle().items())
+    n = total_trials(spec)
     return (
-        f"hpsearch: {spec.name}: {total_trials(spec)} trials ({spec.searcher.type} searcher, "
+        f"hpsearch: {spec.name}: {n} trial{'s' if n != 1 else ''} ({spec.searcher.type} searcher, "
         f"{spec.scheduler.type} scheduler), {plan.max_concurrent_trials} at once; each trial = "
         f"{spec.scaling.num_workers} worker(s) of {{{worker}}} + a driver of {{CPU: {spec.resources.driver_cpus:g}}}\n"
         f"hpsearch: experiment folder {spec.experiment_dir}"

@@ -6,6 +6,8 @@ Ray pickles them by value (the test folder is not importable on Ray's workers).
 
 from __future__ import annotations
 
+import time
+
 import ray.train
 
 
@@ -17,9 +19,10 @@ def rank_report(config: dict) -> None:
 
 
 def quadratic(config: dict) -> None:
-    """A fast loss surface with a minimum at x=0.3 that improves with epochs."""
+    """A fast loss surface with a minimum at x=0.3 that improves with epochs (``sleep_s`` per epoch)."""
     x = config["x"]
     for epoch in range(1, config.get("epochs", 4) + 1):
+        time.sleep(config.get("sleep_s", 0.0))
         ray.train.report({"loss": (x - 0.3) ** 2 + 1.0 / epoch, "epoch": epoch})
 
 
