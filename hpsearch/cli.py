@@ -60,6 +60,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if ok > 0 else EXIT_FAILED
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Show how many trials of a spec run at once, where, and what stays idle, without starting any trial."""
+    import json
+
+    from hpsearch.plan_report import render_plan
+    from hpsearch.tuner import plan_for, total_trials
+
+    spec = _load(args)
+    if args.cluster:
+        from hpsearch.cluster_shape import parse_cluster
+
+        nodes = parse_cluster(args.cluster)
+        where = "the described cluster"
+    else:
+        import ray
+
+        from hpsearch.cluster import cluster_nodes, connect
+
+        started = connect(args.address)
+        try:
+            nodes = cluster_nodes()
+        finally:
+            if started:
+                ray.shutdown()
+        where = f"the cluster at {args.address}" if args.address else "this machine"
+    plan = plan_for(spec, nodes)
+    if args.format == "json":
+        print(json.dumps({"name": spec.name, "total_trials": total_trials(spec), **plan.as_dict()}, indent=2))
+    else:
+        title = f"Plan for {spec.name} on {where} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})"
+        print(render_plan(plan, title=title, total_trials=total_trials(spec)))
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hpsearch",
@@ -86,6 +120,16 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument("--overwrite", action="store_true", help="delete an existing experiment folder of the same name first")
     run_p.add_argument("--verbose", action="store_true", help="show the Train workers' own output")
     spec_command("validate", cmd_validate, "check a spec without starting Ray")
+    plan_p = spec_command("plan", cmd_plan, "show the resource plan for a spec without starting any trial")
+    target = plan_p.add_mutually_exclusive_group()
+    target.add_argument("--address", help="plan against a running Ray cluster (e.g. 'auto')")
+    target.add_argument(
+        "--cluster",
+        metavar="SHAPE",
+        help="plan against a described cluster: '4x{CPU: 32, GPU: 8}', '1x{CPU: 16} + 3x{CPU: 8, GPU: 3}' "
+        "(memory in GB; the first node is the head) or a YAML file listing nodes",
+    )
+    plan_p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     return parser
 
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import uuid
+from pathlib import Path
 from typing import Any
 
 from hpsearch.errors import ClusterError
-from hpsearch.planner import Node
+from hpsearch.planner import HEAD_RESOURCE, Node
 from hpsearch.trainable import RAY_TRAIN_ENV_DEFAULTS
 
-__all__ = ["connect", "cluster_nodes"]
+__all__ = ["connect", "cluster_nodes", "check_shared_storage"]
 
 _ENV = {"RAY_TRAIN_V2_ENABLED": "1"}
 
@@ -47,7 +50,8 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
         except ConnectionError as err:
             raise ClusterError(_cannot_connect(address, err)) from err
     else:
-        ray.init(include_dashboard=True, dashboard_host="127.0.0.1", num_cpus=num_cpus, **common)
+        # address="local": always a new embedded cluster, never one found on the machine by accident.
+        ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1", num_cpus=num_cpus, **common)
     return True
 
 
@@ -70,8 +74,77 @@ def cluster_nodes() -> list[Node]:
     for info in ray.nodes():
         if not info.get("Alive", False):
             continue
-        resources = {
-            k: float(v) for k, v in info.get("Resources", {}).items() if not k.startswith("node:")
-        }
-        nodes.append(Node(resources=resources, node_id=info.get("NodeID", "")))
+        raw = info.get("Resources", {})
+        resources = {k: float(v) for k, v in raw.items() if not k.startswith("node:")}
+        nodes.append(
+            Node(
+                resources=resources,
+                node_id=info.get("NodeID", ""),
+                is_head=HEAD_RESOURCE in raw,
+                labels=dict(info.get("Labels") or {}),
+            )
+        )
     return nodes
+
+
+_PROBE_DIR = ".hpsearch-storage-check-"
+
+
+def check_shared_storage(storage_path: Path, nodes: list[Node], *, timeout_s: float = 60.0) -> None:
+    """With several nodes, check that every node can read and write ``storage_path``.
+
+    A node-local path otherwise fails only at a trial's first checkpoint. Writes one
+    file from here, has a zero-CPU task on every node read it and write its own, then
+    removes them all.
+
+    Raises:
+        ClusterError: Naming the nodes that cannot reach the folder.
+    """
+    if len(nodes) <= 1:
+        return
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    token = uuid.uuid4().hex
+    probe_dir = Path(storage_path) / f"{_PROBE_DIR}{token}"
+    probe_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        (probe_dir / "from-driver").write_text(token)
+        probe = ray.remote(num_cpus=0, max_retries=0)(_probe_storage)
+        refs = {
+            node.node_id: probe.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+            ).remote(str(probe_dir), token, node.node_id)
+            for node in nodes
+        }
+        failures = []
+        for node_id, ref in refs.items():
+            try:
+                error = ray.get(ref, timeout=timeout_s)
+            except Exception as err:  # noqa: BLE001 - a node that cannot run the probe cannot run trials either
+                error = f"the check could not run there: {type(err).__name__}: {err}"
+            if error is None and not (probe_dir / f"from-{node_id}").is_file():
+                error = "its file did not appear here"
+            if error:
+                failures.append(f"node {node_id}: {error}")
+        if failures:
+            raise ClusterError(
+                f"storage_path {storage_path} is not shared by all {len(nodes)} nodes of the cluster:\n  "
+                + "\n  ".join(failures)
+                + "\nWith several nodes, storage_path must be storage every node reaches at the same path "
+                "(an NFS or other shared mount): trials checkpoint there and resume from there."
+            )
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+
+
+def _probe_storage(folder: str, token: str, node_id: str) -> str | None:
+    """Runs on one node: read the driver's file, write this node's."""
+    probe = Path(folder)
+    try:
+        if (probe / "from-driver").read_text() != token:
+            return f"{folder} holds other content there"
+        (probe / f"from-{node_id}").write_text(token)
+    except OSError as err:
+        return f"{folder} is not reachable there ({err.strerror or err})"
+    return None

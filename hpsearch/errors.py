@@ -52,7 +52,7 @@ class ExperimentExistsError(HpsearchError, FileExistsError):
 
 
 class ClusterError(HpsearchError, ConnectionError):
-    """The Ray cluster named by ``--address`` cannot be reached."""
+    """The Ray cluster cannot be reached, or cannot run the search as it is set up."""
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

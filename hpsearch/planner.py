@@ -1,11 +1,21 @@
-"""Resource planning: how many nested trials can really run at once on a cluster.
+"""Resource planning: how many nested trials can really run at once, and where.
 
-Pure logic on plain data: a cluster is a list of nodes' resources, a trial is one
-driver bundle plus ``num_workers`` worker bundles. Tune only sees the driver; Ray
+Pure logic on plain data: a cluster is a list of :class:`Node` (resources per node),
+a trial is a :class:`TrialDemand` (one driver bundle plus ``num_workers`` identical
+worker bundles and Ray Train's placement strategy). Tune only sees the driver; Ray
 Train asks for the workers later, in its own placement group. Starting more drivers
 than the workers can be placed for makes trials wait forever while their drivers
-hold CPUs the workers need, so the planner places whole trials, node by node, and
-never reports more concurrent trials than it could place itself.
+hold CPUs the workers need, so the planner places whole trials.
+
+How it counts. Worker bundles are identical, so each node holds a whole number of
+them (``slots``), and each strategy is a condition on those counts: ``STRICT_PACK``
+needs ``num_workers`` slots on one node, ``PACK``/``SPREAD`` any ``num_workers``
+slots, ``STRICT_SPREAD`` slots on ``num_workers`` distinct nodes. Drivers go where
+they cost the fewest worker slots: by default on the head node, which hpsearch pins
+them to (``node:__internal_head__``) so that Ray places them exactly where planned.
+The number of trials is the largest that satisfies both, found by bisection.
+Memory counts too, as an estimate per driver and per worker, against each node's
+``memory`` (nodes that report none are not limited by it).
 
 Amounts are compared in Ray's fixed-point units (1/10000 of a resource), so
 ``0.1 + 0.2`` CPUs fit in ``0.3``.
@@ -13,70 +23,369 @@ Amounts are compared in Ray's fixed-point units (1/10000 of a resource), so
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence, Union
 
 from hpsearch.errors import PlanError
 
-__all__ = ["Node", "TrialDemand", "Plan", "plan_trials"]
+__all__ = ["Node", "TrialDemand", "TrialPlacement", "NodeUsage", "Plan", "plan_trials", "MEMORY", "GB"]
 
 _UNIT = 10_000
+_INF = 1 << 62
+MEMORY = "memory"
+GB = 1024**3
+#: The resource Ray gives the head node; a driver bundle asking for a sliver of it runs there.
+HEAD_RESOURCE = "node:__internal_head__"
+HEAD_SLIVER = 0.001
+_NOT_PLANNED = {"object_store_memory"}
+#: Resources Ray allocates per device: a fraction below 1 must fit on one device, so four
+#: workers of GPU 0.3 fit three to a GPU, not 3.33; amounts above 1 must be whole.
+UNIT_INSTANCE = frozenset({"GPU", "TPU", "neuron_cores", "NPU", "HPU", "RBLN", "FURIOSA", "TTNPU", "MBLT"})
 Strategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
+DriverNode = Literal["head", "any"]
 
 
 def _units(resources: Mapping[str, float]) -> dict[str, int]:
     return {k: round(float(v) * _UNIT) for k, v in resources.items() if float(v) > 0}
 
 
-def _fmt(resources: Mapping[str, float]) -> str:
-    return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(resources.items())) + "}"
+def _amount(key: str, value: float) -> str:
+    return f"{value / GB:.3g} GB" if key == MEMORY else f"{value:g}"
+
+
+def fmt_resources(resources: Mapping[str, float]) -> str:
+    """``{CPU: 1, GPU: 0.5, memory: 2 GB}``: sorted, memory in GB."""
+    order = sorted(resources, key=lambda k: (k != "CPU", k != "GPU", k == MEMORY, k))
+    return "{" + ", ".join(f"{k}: {_amount(k, resources[k])}" for k in order) + "}"
 
 
 @dataclass(frozen=True)
 class Node:
-    """One node of a cluster: its resources (``CPU``, ``GPU``, custom ones) and an id."""
+    """One node of a cluster: its total resources (``memory`` in bytes), an id, and whether it is the head."""
 
     resources: Mapping[str, float]
     node_id: str = ""
+    is_head: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class TrialDemand:
-    """What one trial reserves: the driver's bundle and its Train workers' bundles."""
+    """What one trial reserves: the driver's bundle and its Train workers' bundles.
+
+    ``driver_memory`` and ``worker_memory`` (bytes) are estimates used for planning only;
+    ``driver_node`` says where drivers may run: ``"head"`` (pinned there) or ``"any"``.
+    """
 
     driver: Mapping[str, float]
     worker: Mapping[str, float]
     num_workers: int
     strategy: Strategy = "PACK"
+    driver_node: DriverNode = "head"
+    driver_memory: float = 0.0
+    worker_memory: float = 0.0
+
+    def driver_bundle(self) -> dict[str, float]:
+        out = {k: float(v) for k, v in self.driver.items() if float(v) > 0}
+        if self.driver_memory > 0:
+            out[MEMORY] = out.get(MEMORY, 0.0) + self.driver_memory
+        return out
+
+    def worker_bundle(self) -> dict[str, float]:
+        out = {k: float(v) for k, v in self.worker.items() if float(v) > 0}
+        if self.worker_memory > 0:
+            out[MEMORY] = out.get(MEMORY, 0.0) + self.worker_memory
+        return out
 
     def total(self) -> dict[str, float]:
-        out = {k: float(v) for k, v in self.driver.items()}
-        for k, v in self.worker.items():
-            out[k] = out.get(k, 0.0) + float(v) * self.num_workers
+        """One trial's resources: the driver plus every worker."""
+        out = self.driver_bundle()
+        for k, v in self.worker_bundle().items():
+            out[k] = out.get(k, 0.0) + v * self.num_workers
         return out
 
 
 @dataclass(frozen=True)
+class TrialPlacement:
+    """Where one trial's driver and each of its workers would run."""
+
+    driver_node: str
+    worker_nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """One node at the planned concurrency: what it has and what the trials use of it."""
+
+    node_id: str
+    total: Mapping[str, float]
+    used: Mapping[str, float]
+    drivers: int
+    workers: int
+    is_head: bool = False
+
+
+@dataclass(frozen=True)
 class Plan:
-    """The outcome of planning: how many trials run at once, and from what."""
+    """How many trials run at once (``max_concurrent_trials``), where, and what is left idle."""
 
     max_concurrent_trials: int
     capacity: int
     demand: TrialDemand
     nodes: Sequence[Node]
-    per_trial: Mapping[str, float] = field(default_factory=dict)
+    placements: Sequence[TrialPlacement] = ()
+    usage: Sequence[NodeUsage] = ()
+    warnings: Sequence[str] = ()
+
+    @property
+    def per_trial(self) -> dict[str, float]:
+        return self.demand.total()
+
+    def totals(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for u in self.usage:
+            for k, v in u.total.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+    def used(self) -> dict[str, float]:
+        out = {k: 0.0 for k in self.totals()}
+        for u in self.usage:
+            for k, v in u.used.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+    def utilisation(self) -> dict[str, float]:
+        """Fraction of each resource the planned trials reserve (memory: the estimate)."""
+        used = self.used()
+        return {k: (used[k] / v if v else 0.0) for k, v in self.totals().items()}
+
+    def idle(self) -> dict[str, float]:
+        """What the planned trials leave unused, per resource."""
+        used = self.used()
+        return {k: max(0.0, v - used[k]) for k, v in self.totals().items()}
 
     def as_dict(self) -> dict:
         return {
             "max_concurrent_trials": self.max_concurrent_trials,
             "capacity": self.capacity,
-            "per_trial": dict(self.per_trial),
-            "driver_bundle": dict(self.demand.driver),
-            "worker_bundle": dict(self.demand.worker),
+            "per_trial": self.per_trial,
+            "driver_bundle": self.demand.driver_bundle(),
+            "worker_bundle": self.demand.worker_bundle(),
             "num_workers": self.demand.num_workers,
             "placement_strategy": self.demand.strategy,
-            "nodes": [{"node_id": n.node_id, "resources": dict(n.resources)} for n in self.nodes],
+            "driver_node": self.demand.driver_node,
+            "utilisation": self.utilisation(),
+            "idle": self.idle(),
+            "warnings": list(self.warnings),
+            "nodes": [
+                {
+                    "node_id": u.node_id,
+                    "is_head": u.is_head,
+                    "resources": dict(u.total),
+                    "used": dict(u.used),
+                    "drivers": u.drivers,
+                    "workers": u.workers,
+                }
+                for u in self.usage
+            ],
+            "trials": [{"driver": p.driver_node, "workers": list(p.worker_nodes)} for p in self.placements],
         }
+
+
+# ----------------------------------------------------------------------------- the search
+
+
+def _fit(free: Mapping[str, int], bundle: Mapping[str, int]) -> int:
+    """How many ``bundle`` fit in ``free``; a node that reports no memory is not limited by it.
+
+    Per-device resources (GPUs) count whole devices: ``need < 1`` packs ``1 // need`` to a device.
+    """
+    best = _INF
+    for key, need in bundle.items():
+        have = free.get(key)
+        if have is None:
+            if key == MEMORY:
+                continue
+            return 0
+        if key in UNIT_INSTANCE and need < _UNIT:
+            best = min(best, (have // _UNIT) * (_UNIT // need))
+        else:
+            best = min(best, have // need)
+    return best
+
+
+def _minus(free: Mapping[str, int], bundle: Mapping[str, int], times: int) -> dict[str, int]:
+    return {k: v - bundle.get(k, 0) * times for k, v in free.items()}
+
+
+class _Problem:
+    """The cluster in fixed-point units, with what each node can hold."""
+
+    def __init__(self, nodes: Sequence[Node], demand: TrialDemand):
+        self.nodes = list(nodes)
+        self.n = demand.num_workers
+        self.strategy = demand.strategy
+        self.worker = _units(demand.worker_bundle())
+        self.driver = _units(demand.driver_bundle())
+        self.free = [_units(node.resources) for node in self.nodes]
+        self.slots = [_fit(f, self.worker) for f in self.free]
+        head = [i for i, node in enumerate(self.nodes) if node.is_head] or [0][: len(self.nodes)]
+        allowed = head if demand.driver_node == "head" else range(len(self.nodes))
+        self.driver_nodes = set(allowed)
+        self._cache: dict[tuple[int, int], int] = {}
+
+    def drivers_on(self, i: int, workers: int) -> int:
+        """Drivers node ``i`` can hold next to ``workers`` worker bundles."""
+        if i not in self.driver_nodes:
+            return 0
+        key = (i, workers)
+        if key not in self._cache:
+            self._cache[key] = min(_fit(_minus(self.free[i], self.worker, workers), self.driver), _INF)
+        return self._cache[key]
+
+    def initial_workers(self, trials: int) -> list[int]:
+        if self.strategy == "STRICT_PACK":
+            return [s - s % self.n for s in self.slots]
+        if self.strategy == "STRICT_SPREAD":
+            return [min(s, trials) for s in self.slots]
+        return list(self.slots)
+
+    def worker_room(self, w: Sequence[int], trials: int) -> int:
+        """How many trials' workers ``w`` slots per node can hold (capped at ``trials`` for STRICT_SPREAD)."""
+        if self.strategy == "STRICT_PACK":
+            return sum(x // self.n for x in w)
+        if self.strategy == "STRICT_SPREAD":
+            return sum(min(x, trials) for x in w) // self.n
+        return sum(w) // self.n
+
+    def feasible(self, trials: int) -> list[int] | None:
+        """Worker slots to use per node so that ``trials`` whole trials fit, or None."""
+        w = self.initial_workers(trials)
+        if self.worker_room(w, trials) < trials:
+            return None
+        drivers = sum(self.drivers_on(i, x) for i, x in enumerate(w))
+        if drivers >= trials:
+            return w
+        # Give worker slots up on driver nodes, best gain per slot first, until the drivers fit.
+        step = self.n if self.strategy == "STRICT_PACK" else 1
+        spare_slots = sum(w) - trials * self.n  # slots beyond what the workers need (PACK/SPREAD)
+        heap: list[tuple[float, int, int, int, int]] = []
+        for i in self.driver_nodes:
+            self._push(heap, i, w[i], step)
+        while drivers < trials and heap:
+            _, i, steps, gain, seen = heapq.heappop(heap)
+            if seen != w[i]:
+                continue  # stale: this node changed since the entry was pushed
+            candidate = list(w)
+            candidate[i] -= steps * step
+            if self.strategy in ("PACK", "SPREAD"):
+                fits = spare_slots >= steps * step
+            else:
+                fits = self.worker_room(candidate, trials) >= trials
+            if not fits:
+                continue  # giving these slots up would strand workers; try other nodes
+            if self.strategy in ("PACK", "SPREAD"):
+                spare_slots -= steps * step
+            w = candidate
+            drivers += gain
+            self._push(heap, i, w[i], step)
+        return w if drivers >= trials else None
+
+    def _push(self, heap: list, i: int, workers: int, step: int, max_options: int = 8) -> None:
+        """Offer releases of 1, 2, ... groups of slots on node ``i`` that let more drivers in."""
+        base = self.drivers_on(i, workers)
+        last = base
+        offered = 0
+        for steps in range(1, workers // step + 1):
+            now = self.drivers_on(i, workers - steps * step)
+            if now > last:
+                heapq.heappush(heap, (-(now - base) / steps, i, steps, now - base, workers))
+                offered += 1
+                if offered >= max_options:
+                    return
+            last = now
+
+    def capacity(self) -> tuple[int, list[int]]:
+        upper = sum(self.slots) // self.n if self.n else 0
+        upper = min(upper, sum(self.drivers_on(i, 0) for i in self.driver_nodes))
+        best, best_w = 0, self.initial_workers(0)
+        lo, hi = 1, upper
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            w = self.feasible(mid)
+            if w is None:
+                hi = mid - 1
+            else:
+                best, best_w, lo = mid, w, mid + 1
+        return best, best_w
+
+    def place(self, trials: int, w: Sequence[int]) -> list[TrialPlacement]:
+        """Assign ``trials`` trials to nodes within ``w`` worker slots per node, as Ray would."""
+        ids = [node.node_id or f"node{i}" for i, node in enumerate(self.nodes)]
+        left = list(w)
+        # Nodes by most free slots (max-heap); entries are refreshed lazily.
+        roomiest = [(-x, i) for i, x in enumerate(left) if x > 0]
+        heapq.heapify(roomiest)
+        drivers = [(-self.drivers_on(i, w[i]), i) for i in self.driver_nodes if self.drivers_on(i, w[i]) > 0]
+        heapq.heapify(drivers)
+        placements = []
+        for _ in range(trials):
+            workers = self._take_workers(left, roomiest)
+            free, d = heapq.heappop(drivers)
+            if free + 1 < 0:
+                heapq.heappush(drivers, (free + 1, d))
+            placements.append(TrialPlacement(ids[d], tuple(ids[i] for i in workers)))
+        return placements
+
+    def _take_workers(self, left: list[int], roomiest: list[tuple[int, int]]) -> list[int]:
+        n = self.n
+        if self.strategy in ("PACK", "STRICT_PACK"):
+            whole = self._whole_node(left, roomiest)
+            if whole is not None:
+                left[whole] -= n
+                heapq.heappush(roomiest, (-left[whole], whole))
+                return [whole] * n
+        taken: list[int] = []
+        popped: list[int] = []
+        while len(taken) < n:
+            i = self._pop_roomiest(left, roomiest)
+            if i is None:  # SPREAD may reuse nodes once every node with room has one of this trial's workers
+                if not popped or self.strategy == "STRICT_SPREAD":
+                    break
+                for j in popped:
+                    heapq.heappush(roomiest, (-left[j], j))
+                popped = []
+                continue
+            k = min(left[i], n - len(taken)) if self.strategy == "PACK" else 1
+            left[i] -= k
+            taken += [i] * k
+            popped.append(i)
+        for j in popped:
+            if left[j] > 0:
+                heapq.heappush(roomiest, (-left[j], j))
+        return taken
+
+    @staticmethod
+    def _pop_roomiest(left: list[int], roomiest: list[tuple[int, int]]) -> int | None:
+        while roomiest:
+            neg, i = heapq.heappop(roomiest)
+            if -neg == left[i] and left[i] > 0:
+                return i
+            if left[i] > 0 and -neg != left[i]:
+                heapq.heappush(roomiest, (-left[i], i))
+        return None
+
+    def _whole_node(self, left: list[int], roomiest: list[tuple[int, int]]) -> int | None:
+        """A node that holds a whole group (the roomiest; for STRICT_PACK any node with ``n`` slots left)."""
+        i = self._pop_roomiest(left, roomiest)
+        if i is None:
+            return None
+        if left[i] >= self.n:
+            return i
+        heapq.heappush(roomiest, (-left[i], i))
+        return None
 
 
 def plan_trials(
@@ -85,95 +394,136 @@ def plan_trials(
     *,
     requested: Union[int, Literal["auto"]] = "auto",
 ) -> Plan:
-    """Decide how many trials can run at once.
+    """Decide how many trials can run at once and where each would go.
 
     Args:
-        nodes: The cluster's nodes and their total resources.
+        nodes: The cluster's nodes and their total resources. With ``driver_node="head"``,
+            the node marked ``is_head`` (else the first) holds the drivers.
         demand: One trial's driver and worker bundles.
         requested: ``"auto"`` or the user's ``max_concurrent_trials``.
 
     Raises:
-        PlanError: No trial can ever be placed, or ``requested`` is more than fit.
+        PlanError: No trial can ever be placed (the message says why), or ``requested``
+            is more than fit.
 
     Example:
         >>> demand = TrialDemand(driver={"CPU": 0.25}, worker={"CPU": 0.5}, num_workers=2)
         >>> plan_trials([Node({"CPU": 2})], demand).max_concurrent_trials
         1
     """
-    free = [_units(n.resources) for n in nodes]
-    driver, worker = _units(demand.driver), _units(demand.worker)
-    capacity = 0
-    while _place_trial(free, driver, worker, demand.num_workers, demand.strategy):
-        capacity += 1
+    if demand.num_workers < 1:
+        raise PlanError(f"a trial needs at least one worker, got num_workers={demand.num_workers}")
+    for key, amount in demand.worker.items():
+        if key in UNIT_INSTANCE and amount > 1 and float(amount) != int(amount):
+            raise PlanError(
+                f"a worker asks for {key}: {amount:g}, but Ray gives a worker either a fraction of one {key} "
+                f"or whole {key}s"
+            )
+    problem = _Problem(nodes, demand)
+    capacity, _ = problem.capacity()
     if capacity == 0:
-        raise PlanError(_why_infeasible(nodes, demand))
+        raise PlanError(_why_infeasible(problem, demand))
     if requested == "auto":
         chosen = capacity
     elif requested > capacity:
         raise PlanError(
             f"max_concurrent_trials is {requested}, but only {capacity} trial(s) of "
-            f"{_fmt(demand.total())} each fit on this cluster at once; lower it or use 'auto'"
+            f"{fmt_resources(demand.total())} each fit on this cluster at once; lower it or use 'auto'"
         )
     else:
         chosen = requested
-    return Plan(chosen, capacity, demand, list(nodes), demand.total())
+    w = problem.feasible(chosen)
+    assert w is not None  # feasibility is monotone and capacity >= chosen
+    placements = problem.place(chosen, w)
+    usage = _usage(problem, demand, placements)
+    warnings = _warnings(problem, demand, capacity, chosen, usage)
+    return Plan(chosen, capacity, demand, list(nodes), placements, usage, warnings)
 
 
-def _fits(free: Mapping[str, int], need: Mapping[str, int]) -> bool:
-    return all(free.get(k, 0) >= v for k, v in need.items())
+def _usage(problem: _Problem, demand: TrialDemand, placements: Sequence[TrialPlacement]) -> list[NodeUsage]:
+    drivers: dict[str, int] = {}
+    workers: dict[str, int] = {}
+    for p in placements:
+        drivers[p.driver_node] = drivers.get(p.driver_node, 0) + 1
+        for w in p.worker_nodes:
+            workers[w] = workers.get(w, 0) + 1
+    d, b = demand.driver_bundle(), demand.worker_bundle()
+    out = []
+    for i, node in enumerate(problem.nodes):
+        node_id = node.node_id or f"node{i}"
+        total = {k: float(v) for k, v in node.resources.items() if k not in _NOT_PLANNED and not k.startswith("node:")}
+        nd, nw = drivers.get(node_id, 0), workers.get(node_id, 0)
+        used = {k: d.get(k, 0.0) * nd + b.get(k, 0.0) * nw for k in total}
+        out.append(NodeUsage(node_id, total, used, nd, nw, node.is_head or (i == 0 and not any(n.is_head for n in problem.nodes))))
+    return out
 
 
-def _take(free: dict[str, int], need: Mapping[str, int]) -> None:
-    for k, v in need.items():
-        free[k] -= v
+def _warnings(problem: _Problem, demand: TrialDemand, capacity: int, chosen: int, usage: Sequence[NodeUsage]) -> list[str]:
+    notes = []
+    if chosen < capacity:
+        notes.append(f"max_concurrent_trials={chosen} leaves room for {capacity} trials at once")
+    gpu_nodes = [u for u in usage if u.total.get("GPU", 0) > 0]
+    if any(u.drivers for u in gpu_nodes):
+        cpus = sum(demand.driver.get("CPU", 0) * u.drivers for u in gpu_nodes)
+        total = sum(u.total.get("CPU", 0) for u in gpu_nodes)
+        notes.append(f"drivers use {cpus:g} of {total:g} CPUs on GPU nodes")
+    # Which resource binds: would one more of it per node allow more trials?
+    for key in demand.worker_bundle():
+        bigger = [
+            Node({**n.resources, key: n.resources.get(key, 0) + (GB if key == MEMORY else 1)}, n.node_id, n.is_head)
+            if n.resources.get(key, 0) > 0 or key == "CPU"
+            else n
+            for n in problem.nodes
+        ]
+        more, _ = _Problem(bigger, demand).capacity()
+        if more > capacity:
+            unit = "1 GB more memory" if key == MEMORY else f"one more {key}"
+            notes.append(f"{unit} per node would allow {more - capacity} more trial(s) at once")
+    if demand.driver_memory or demand.worker_memory:
+        unlimited = [Node({k: v for k, v in n.resources.items() if k != MEMORY}, n.node_id, n.is_head) for n in problem.nodes]
+        without, _ = _Problem(unlimited, demand).capacity()
+        if without > capacity:
+            notes.append(
+                f"memory limits this to {capacity} trial(s) at once (estimated {_amount(MEMORY, demand.driver_memory)} "
+                f"per driver, {_amount(MEMORY, demand.worker_memory)} per worker); CPUs and GPUs alone would allow {without}"
+            )
+    return notes
 
 
-def _place_trial(free: list[dict[str, int]], driver: dict, worker: dict, n: int, strategy: str) -> bool:
-    """Reserve one trial's bundles in ``free`` (workers first, the scarcer part); False if it does not fit."""
-    trial = [dict(f) for f in free]
-    if strategy in ("PACK", "STRICT_PACK"):
-        one_node = next((i for i, f in enumerate(trial) if _fits(f, {k: v * n for k, v in worker.items()})), None)
-        if one_node is not None:
-            for _ in range(n):
-                _take(trial[one_node], worker)
-        elif strategy == "STRICT_PACK" or not _first_fit(trial, worker, n, distinct=False):
-            return False
-    elif not _first_fit(trial, worker, n, distinct=strategy == "STRICT_SPREAD"):
-        return False
-    # The driver goes where it leaves most room: the node with the most of its resources left.
-    candidates = [i for i, f in enumerate(trial) if _fits(f, driver)]
-    if not candidates:
-        return False
-    best = max(candidates, key=lambda i: tuple(trial[i].get(k, 0) - v for k, v in driver.items()))
-    _take(trial[best], driver)
-    free[:] = trial
-    return True
-
-
-def _first_fit(trial: list[dict[str, int]], worker: dict, n: int, *, distinct: bool) -> bool:
-    """Place ``n`` worker bundles one by one on the least-loaded node that fits (as SPREAD does)."""
-    used: set[int] = set()
-    for _ in range(n):
-        fitting = [i for i, f in enumerate(trial) if (not distinct or i not in used) and _fits(f, worker)]
-        if not fitting:
-            return False
-        roomiest = max(fitting, key=lambda i: min(trial[i].get(k, 0) // v for k, v in worker.items()) if worker else 0)
-        _take(trial[roomiest], worker)
-        used.add(roomiest)
-    return True
-
-
-def _why_infeasible(nodes: Sequence[Node], demand: TrialDemand) -> str:
+def _why_infeasible(problem: _Problem, demand: TrialDemand) -> str:
+    nodes = problem.nodes
     if not nodes:
         return "the cluster has no nodes"
-    for name, bundle in (("a worker", demand.worker), ("the trial driver", demand.driver)):
-        for key, amount in bundle.items():
-            largest = max(float(n.resources.get(key, 0)) for n in nodes)
-            if largest < amount:
-                return f"{name} needs {key}: {amount:g} but the largest node has {key}: {largest:g}"
+    worker, driver = demand.worker_bundle(), demand.driver_bundle()
+    for key, amount in worker.items():
+        largest = max(float(n.resources.get(key, 0)) for n in nodes)
+        if key == MEMORY and not any(MEMORY in n.resources for n in nodes):
+            continue
+        if largest < amount:
+            return f"a worker needs {key}: {_amount(key, amount)} but the largest node has {key}: {_amount(key, largest)}"
+    driver_hosts = [nodes[i] for i in sorted(problem.driver_nodes)]
+    where = "the head node" if demand.driver_node == "head" else "the largest node"
+    for key, amount in driver.items():
+        largest = max(float(n.resources.get(key, 0)) for n in driver_hosts)
+        if key == MEMORY and not any(MEMORY in n.resources for n in driver_hosts):
+            continue
+        if largest < amount:
+            hint = " (trial drivers run on the head node; give it CPUs or set resources.driver_node: any)" if demand.driver_node == "head" else ""
+            return f"the trial driver needs {key}: {_amount(key, amount)} but {where} has {key}: {_amount(key, largest)}{hint}"
+    n = demand.num_workers
+    if demand.strategy == "STRICT_PACK" and not any(s >= n for s in problem.slots):
+        return (
+            f"STRICT_PACK puts all {n} workers of {fmt_resources(worker)} on one node, but the node with the most "
+            f"room holds {max(problem.slots)}"
+        )
+    if demand.strategy == "STRICT_SPREAD" and sum(1 for s in problem.slots if s) < n:
+        holding = sum(1 for s in problem.slots if s)
+        return (
+            f"STRICT_SPREAD puts each of the {n} workers on a different node, but only {holding} node(s) can hold "
+            f"a worker of {fmt_resources(worker)}"
+        )
     return (
-        f"one trial needs {_fmt(demand.total())} ({demand.num_workers} worker(s) of "
-        f"{_fmt(demand.worker)} placed {demand.strategy}, plus a driver of {_fmt(demand.driver)}), "
-        f"which no node or set of nodes can hold; nodes: "
-        + "; ".join(_fmt(n.resources) for n in nodes)
+        f"one trial needs {fmt_resources(demand.total())} ({n} worker(s) of {fmt_resources(worker)} placed "
+        f"{demand.strategy}, plus a driver of {fmt_resources(driver)} on {where if demand.driver_node == 'head' else 'any node'}), "
+        "which no node or set of nodes can hold; nodes: " + "; ".join(fmt_resources(x.resources) for x in nodes)
     )

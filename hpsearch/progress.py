@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from ray.tune import Callback
 
@@ -36,6 +36,8 @@ class ProgressPrinter(Callback):
         stream: TextIO | None = None,
         status_every_s: float = 30.0,
         budget: tuple[str, float] | None = None,
+        concurrency: int | None = None,
+        waiting_reason: Callable[[], str | None] | None = None,
     ):
         self.metric, self.mode = metric, mode
         self.total = total
@@ -47,6 +49,8 @@ class ProgressPrinter(Callback):
         self._best: tuple[float, str] | None = None
         self._counts = {"finished": 0, "stopped": 0, "errored": 0}
         self._budget = budget
+        self._concurrency = concurrency
+        self._waiting_reason = waiting_reason
         self._stopped: set[str] = set()
         #: How each ended trial ended: "finished", "stopped" (early, by the scheduler) or "errored".
         self.outcomes: dict[str, str] = {}
@@ -130,3 +134,10 @@ class ProgressPrinter(Callback):
             f"status   {done}{total} done ({self._counts['stopped']} stopped early, "
             f"{self._counts['errored']} errored), {running} running, {pending} pending{best}"
         )
+        if pending and self._concurrency and running < self._concurrency and self._waiting_reason:
+            try:
+                reason = self._waiting_reason()
+            except Exception as err:  # noqa: BLE001 - a diagnosis must never break the search
+                reason = f"could not read the cluster: {err}"
+            if reason:
+                self._print(f"waiting  {pending} trial(s) cannot start: {reason}")

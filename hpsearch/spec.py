@@ -54,6 +54,11 @@ class Scaling(StrictModel):
         for key, amount in res.items():
             if amount < 0:
                 raise field_error(f"resources_per_worker.{key}", f"must be >= 0, got {amount!r}")
+        gpus = res.get("GPU", 0)
+        if gpus > 1 and gpus != int(gpus):
+            raise field_error(
+                "resources_per_worker.GPU", f"must be a fraction of one GPU or a whole number of GPUs, got {gpus!r}"
+            )
         if res.get("GPU", 0) > 0 and not self.use_gpu:
             raise field_error("use_gpu", "must be true when resources_per_worker asks for GPU")
         if res and not any(v > 0 for v in res.values()):
@@ -75,6 +80,9 @@ class Resources(StrictModel):
 
     driver_cpus: PositiveFloat = 0.25
     max_concurrent_trials: Union[Literal["auto"], PositiveInt] = "auto"
+    driver_node: Literal["head", "any"] = "head"
+    driver_memory_gb: float = Field(default=1.5, ge=0)
+    worker_memory_gb: float = Field(default=0.7, ge=0)
 
 
 class Failure(StrictModel):

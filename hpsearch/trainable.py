@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from hpsearch.aggregate import aggregate_metrics
+from hpsearch.planner import HEAD_RESOURCE, HEAD_SLIVER
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
 
 __all__ = ["make_trainable", "TRAIN_RUNS_DIR", "RAY_TRAIN_ENV_DEFAULTS"]
@@ -33,6 +34,7 @@ def make_trainable(
     *,
     scaling: Scaling | Mapping[str, Any] | None = None,
     driver_cpus: float = 0.25,
+    driver_node: str = "head",
     failure: Failure | Mapping[str, Any] | None = None,
     checkpoint: CheckpointSettings | Mapping[str, Any] | None = None,
     aggregate: Aggregate | Mapping[str, Any] | None = None,
@@ -45,6 +47,8 @@ def make_trainable(
             ``ray.train.report`` from every rank.
         scaling: Workers per trial, as the spec's ``scaling`` section.
         driver_cpus: CPUs reserved for the trial driver, apart from the workers.
+        driver_node: ``"head"`` pins trial drivers to the head node, where the planner
+            counts them (they then never take room a worker needs); ``"any"`` lets Ray choose.
         failure: Retry settings, as the spec's ``failure`` section.
         checkpoint: Checkpoint settings, as the spec's ``checkpoint`` section.
         aggregate: How each metric is combined across workers, as the spec's ``aggregate``.
@@ -75,7 +79,12 @@ def make_trainable(
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
     hpsearch_trial.__qualname__ = hpsearch_trial.__name__
-    return tune.with_resources(hpsearch_trial, {"CPU": driver_cpus})
+    bundle = {"CPU": driver_cpus}
+    if driver_node == "head":
+        bundle[HEAD_RESOURCE] = HEAD_SLIVER
+    elif driver_node != "any":
+        raise ValueError(f"driver_node must be 'head' or 'any', got {driver_node!r}")
+    return tune.with_resources(hpsearch_trial, tune.PlacementGroupFactory([bundle]))
 
 
 def _as(model: type, value: Any) -> Any:

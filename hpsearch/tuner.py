@@ -7,6 +7,7 @@ trial's nested Train run under ``train/<trial_id>/``, and hpsearch's own files
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -18,8 +19,8 @@ from typing import Any, Mapping, Sequence, TextIO
 
 import yaml
 
-from hpsearch.errors import ExperimentExistsError
-from hpsearch.planner import Node, Plan, TrialDemand, plan_trials
+from hpsearch.errors import ExperimentExistsError, PlanError
+from hpsearch.planner import GB, Node, Plan, TrialDemand, plan_trials
 from hpsearch.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
 from hpsearch.space import ConstParam, GridParam, iter_params, to_tune
 from hpsearch.spec import Spec, load_spec
@@ -38,13 +39,20 @@ SUMMARY_FILE = "hpsearch_summary.json"
 
 def plan_for(spec: Spec, nodes: Sequence[Node]) -> Plan:
     """Plan the spec's trials on a cluster given as plain data."""
-    demand = TrialDemand(
+    return plan_trials(nodes, demand_for(spec), requested=spec.resources.max_concurrent_trials)
+
+
+def demand_for(spec: Spec) -> TrialDemand:
+    """One trial of the spec, as the planner counts it."""
+    return TrialDemand(
         driver={"CPU": spec.resources.driver_cpus},
         worker=spec.scaling.worker_bundle(),
         num_workers=spec.scaling.num_workers,
         strategy=spec.scaling.placement_strategy,
+        driver_node=spec.resources.driver_node,
+        driver_memory=spec.resources.driver_memory_gb * GB,
+        worker_memory=spec.resources.worker_memory_gb * GB,
     )
-    return plan_trials(nodes, demand, requested=spec.resources.max_concurrent_trials)
 
 
 def total_trials(spec: Spec) -> int:
@@ -82,6 +90,7 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None) -> _
         spec.load_trainable(),
         scaling=spec.scaling,
         driver_cpus=spec.resources.driver_cpus,
+        driver_node=spec.resources.driver_node,
         failure=spec.failure,
         checkpoint=spec.checkpoint,
         aggregate=spec.aggregate,
@@ -98,6 +107,8 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None) -> _
         varying=varying_params(spec),
         stream=stream,
         budget=(time_attr, max_t) if max_t is not None else None,
+        concurrency=plan.max_concurrent_trials,
+        waiting_reason=functools.partial(_waiting_reason, spec, plan.max_concurrent_trials),
     )
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # Tune's legacy reporter is silent at verbose=0
     tuner = tune.Tuner(
@@ -120,6 +131,19 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None) -> _
         ),
     )
     return _Built(tuner, plan, progress)
+
+
+def _waiting_reason(spec: Spec, planned: int) -> str | None:
+    """Why trials wait: re-plan on the cluster as it is now (a node may have left)."""
+    from hpsearch.cluster import cluster_nodes
+
+    try:
+        now = plan_for(spec, cluster_nodes())
+    except PlanError as err:
+        return f"no trial fits on the cluster as it is now: {err}"
+    if now.capacity < planned:
+        return f"the cluster now fits {now.capacity} trial(s) at once, not the {planned} planned (did a node leave?)"
+    return None
 
 
 def build_tuner(spec: Spec, *, nodes: Sequence[Node] | None = None) -> Any:
@@ -185,7 +209,7 @@ def run_with_summary(
     stream: TextIO | None = None,
 ) -> tuple[Any, SearchSummary]:
     """:func:`run`, also returning the :class:`SearchSummary` written to the experiment folder."""
-    from hpsearch.cluster import cluster_nodes, connect
+    from hpsearch.cluster import check_shared_storage, cluster_nodes, connect
 
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -196,7 +220,9 @@ def run_with_summary(
             "and start again, or choose another name (--set name=...)"
         )
     connect(address, verbose=verbose)
-    built = _build(spec, cluster_nodes(), stream)  # plans (and may refuse) before anything is written
+    nodes = cluster_nodes()
+    built = _build(spec, nodes, stream)  # plans (and may refuse) before anything is written
+    check_shared_storage(spec.storage_path, nodes)
     if exp_dir.exists():
         shutil.rmtree(exp_dir)
     exp_dir.mkdir(parents=True)
@@ -219,6 +245,11 @@ def run_with_summary(
 
 
 def _banner(spec: Spec, plan: Plan) -> str:
+    notes = "".join(f"\nhpsearch: note: {w}" for w in plan.warnings)
+    return _banner_head(spec, plan) + notes
+
+
+def _banner_head(spec: Spec, plan: Plan) -> str:
     worker = ", ".join(f"{k}: {v:g}" for k, v in spec.scaling.worker_bundle().items())
     n = total_trials(spec)
     return (

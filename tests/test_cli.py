@@ -164,3 +164,48 @@ def test_python_dash_m_validate_bad_spec(workdir: Path) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr == f"Error: invalid spec in {path} (1 problem):\n{TYPO_LINE}\n"
+
+
+# --------------------------------------------------------------------------- plan
+
+QUICK = Path(__file__).resolve().parents[1] / "search_spaces" / "digits_quick.yaml"
+GPU_PAIRS = ["--set", "scaling.use_gpu=true", "--set", "scaling.resources_per_worker={CPU: 1, GPU: 1}"]
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [("PACK", 4), ("STRICT_PACK", 3)])
+def test_plan_on_a_described_cluster_as_json(strategy: str, expected: int, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    code = main(
+        ["plan", str(QUICK), "--cluster", "3x{CPU: 8, GPU: 3}", *GPU_PAIRS,
+         "--set", f"scaling.placement_strategy={strategy}", "--format", "json"]
+    )
+    assert code == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["max_concurrent_trials"] == expected
+    assert plan["total_trials"] == 12
+    assert len(plan["trials"]) == expected
+    assert all(t["driver"] == "head" for t in plan["trials"])
+
+
+def test_plan_text_explains_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(QUICK), "--cluster", "3x{CPU: 8, GPU: 3}", *GPU_PAIRS]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "Plan for digits-quick on the described cluster (3 nodes)"
+    assert "  trials at once  4 (of 12 in total)" in out
+    assert "    - one more GPU per node would allow 2 more trial(s) at once" in out
+
+
+def test_plan_refuses_a_trial_that_never_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["plan", str(QUICK), "--cluster", "2x{CPU: 8, GPU: 1}", *GPU_PAIRS,
+                 "--set", "scaling.placement_strategy=STRICT_PACK"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "Error: STRICT_PACK puts all 2 workers of {CPU: 1, GPU: 1, memory: 0.7 GB} on one node, "
+        "but the node with the most room holds 1\n"
+    )
+
+
+def test_plan_with_a_bad_cluster_description_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(QUICK), "--cluster", "3x{GPU: lots}"]) == 2
+    assert "--cluster term 1.GPU: must be a number >= 0, got 'lots'" in capsys.readouterr().err

@@ -8,18 +8,20 @@ from hpsearch import cluster
 from hpsearch.planner import Node
 
 
-def test_cluster_nodes_reads_alive_nodes_without_node_id_resources(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_nodes_reads_alive_nodes_and_marks_the_head(monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
     fake = [
-        {"Alive": True, "NodeID": "head", "Resources": {"CPU": 2.0, "memory": 1e9, "node:10.0.0.1": 1.0}},
+        {"Alive": True, "NodeID": "gpu", "Resources": {"CPU": 8.0, "GPU": 4.0, "node:10.0.0.2": 1.0},
+         "Labels": {"ray.io/node-id": "gpu"}},
         {"Alive": False, "NodeID": "dead", "Resources": {"CPU": 64.0}},
-        {"Alive": True, "NodeID": "gpu", "Resources": {"CPU": 8.0, "GPU": 4.0, "node:__internal_head__": 1.0}},
+        {"Alive": True, "NodeID": "head",
+         "Resources": {"CPU": 2.0, "memory": 1e9, "node:10.0.0.1": 1.0, "node:__internal_head__": 1.0}},
     ]
     monkeypatch.setattr(ray, "nodes", lambda: fake)
     assert cluster.cluster_nodes() == [
-        Node({"CPU": 2.0, "memory": 1e9}, "head"),
-        Node({"CPU": 8.0, "GPU": 4.0}, "gpu"),
+        Node({"CPU": 8.0, "GPU": 4.0}, "gpu", labels={"ray.io/node-id": "gpu"}),
+        Node({"CPU": 2.0, "memory": 1e9}, "head", is_head=True),
     ]
 
 
@@ -34,3 +36,22 @@ def test_connection_error_explains_token_authentication(monkeypatch: pytest.Monk
     ]
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     assert "\n" not in cluster._cannot_connect("10.0.0.1:6379", ConnectionError("refused"))
+
+
+def test_storage_probe_reports_a_folder_a_node_cannot_reach(tmp_path) -> None:
+    missing = tmp_path / "only-on-the-head"
+    assert cluster._probe_storage(str(missing), "token", "n1") == (
+        f"{missing} is not reachable there (No such file or directory)"
+    )
+
+
+def test_storage_probe_reads_the_drivers_file_and_writes_its_own(tmp_path) -> None:
+    (tmp_path / "from-driver").write_text("token")
+    assert cluster._probe_storage(str(tmp_path), "token", "n1") is None
+    assert (tmp_path / "from-n1").read_text() == "token"
+    assert cluster._probe_storage(str(tmp_path), "other", "n1") == f"{tmp_path} holds other content there"
+
+
+def test_storage_check_is_skipped_on_one_node(tmp_path) -> None:
+    cluster.check_shared_storage(tmp_path / "results", [Node({"CPU": 2.0}, "head", is_head=True)])
+    assert not (tmp_path / "results").exists()  # nothing written, Ray not needed

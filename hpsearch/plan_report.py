@@ -1,0 +1,72 @@
+"""The resource plan as a table a person reads (``hpsearch plan``) or JSON for scripts."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from hpsearch.planner import GB, MEMORY, Plan, fmt_resources
+
+__all__ = ["render_plan"]
+
+_MAX_ROWS = 20
+
+
+def _pct(used: float, total: float) -> str:
+    return f"{100 * used / total:.0f}%" if total else "-"
+
+
+def _cell(key: str, used: float, total: float) -> str:
+    if not total:
+        return "-"
+    if key == MEMORY:
+        return f"{used / GB:.1f}/{total / GB:.1f} GB ({_pct(used, total)})"
+    return f"{used:g}/{total:g} ({_pct(used, total)})"
+
+
+def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> str:
+    """A readable plan: per-trial demand, trials at once, per-node placement, utilisation, idle, warnings."""
+    d = plan.demand
+    driver_where = "on the head node" if d.driver_node == "head" else "on any node"
+    lines = [
+        title,
+        f"  per trial       driver {fmt_resources(d.driver_bundle())} {driver_where}"
+        f" + {d.num_workers} worker(s) x {fmt_resources(d.worker_bundle())}, placed {d.strategy}",
+        f"                  = {fmt_resources(plan.per_trial)}",
+        f"  trials at once  {plan.max_concurrent_trials}"
+        + (f" (of {total_trials} in total)" if total_trials is not None else "")
+        + (f"; the cluster fits {plan.capacity}" if plan.capacity != plan.max_concurrent_trials else ""),
+        "",
+    ]
+    keys = [k for k in plan.totals() if plan.totals()[k] > 0]
+    keys.sort(key=lambda k: (k != "CPU", k != "GPU", k == MEMORY, k))
+    header = ["nodes", "head", "drivers", "workers", *keys]
+    rows: list[list[str]] = []
+    groups: dict[tuple, int] = {}
+    order: list[tuple] = []
+    for u in plan.usage:
+        key = (u.is_head, u.drivers, u.workers, tuple(_cell(k, u.used.get(k, 0), u.total.get(k, 0)) for k in keys))
+        if key not in groups:
+            order.append(key)
+            groups[key] = 0
+        groups[key] += 1
+    for key in order[:_MAX_ROWS]:
+        is_head, drivers, workers, cells = key
+        rows.append([f"{groups[key]}x", "yes" if is_head else "", str(drivers), str(workers), *cells])
+    lines += _table([header, *rows], indent="  ")
+    if len(order) > _MAX_ROWS:
+        lines.append(f"  ... and {len(order) - _MAX_ROWS} more kinds of node (see --format json)")
+    util = plan.utilisation()
+    idle = plan.idle()
+    lines += [
+        "",
+        "  utilisation     " + ", ".join(f"{k} {100 * util[k]:.0f}%" for k in keys),
+        "  idle            " + (fmt_resources({k: idle[k] for k in keys if idle[k] > 1e-9})[1:-1] or "nothing"),
+    ]
+    if plan.warnings:
+        lines += ["  notes"] + [f"    - {w}" for w in plan.warnings]
+    return "\n".join(lines)
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
