@@ -1,0 +1,64 @@
+"""Results on disk -> pandas tables -> the data each plot is drawn from.
+
+:func:`load_results` reads an experiment folder (no Ray needed) into a :class:`Results`;
+the functions below compute, from it, the plain data objects that :mod:`hpsearch.plots`
+draws (each plot function calls the one of the same name). Tests assert on these
+objects, not on pixels.
+"""
+
+from hpsearch.analysis._curves import (
+    Curve,
+    LearningCurves,
+    OptimizationHistory,
+    learning_curves,
+    optimization_history,
+)
+from hpsearch.analysis._load import (
+    HISTORY_COLUMNS,
+    STATUSES,
+    TRIAL_COLUMNS,
+    ExperimentNotFoundError,
+    Results,
+    ResultsError,
+    load_results,
+)
+from hpsearch.analysis._params import (
+    ParallelCoordinates,
+    ParamAxis,
+    ParamImportances,
+    ParamPanel,
+    ParamVsMetric,
+    param_axis,
+    param_importances,
+    param_vs_metric,
+    parallel_coordinates,
+)
+from hpsearch.analysis._scheduler import SchedulerEffect, scheduler_effect
+from hpsearch.analysis._tables import best_trials
+
+__all__ = [
+    "load_results",
+    "Results",
+    "ExperimentNotFoundError",
+    "ResultsError",
+    "STATUSES",
+    "TRIAL_COLUMNS",
+    "HISTORY_COLUMNS",
+    "best_trials",
+    "learning_curves",
+    "LearningCurves",
+    "Curve",
+    "optimization_history",
+    "OptimizationHistory",
+    "param_vs_metric",
+    "ParamVsMetric",
+    "ParamPanel",
+    "param_axis",
+    "ParamAxis",
+    "parallel_coordinates",
+    "ParallelCoordinates",
+    "param_importances",
+    "ParamImportances",
+    "scheduler_effect",
+    "SchedulerEffect",
+]

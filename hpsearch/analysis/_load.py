@@ -1,0 +1,619 @@
+"""Read an experiment folder into pandas tables, without Ray.
+
+What is read, in order of trust:
+
+- ``hpsearch_spec.yaml`` and ``hpsearch_plan.json``: the spec and the resource plan.
+- Each Tune trial folder: ``params.json`` (the config) and ``result.json`` (one JSON
+  object per report). A half-written last line, as in a running search, is skipped.
+- A trial's status from ``hpsearch_trials.jsonl`` (one line per trial end, written
+  as trials end), else from ``hpsearch_summary.json`` (written when the search
+  ends), else inferred from Tune's own files: ``error.txt`` means errored; Tune's
+  ``experiment_state-*.json`` says terminated, running or pending. Tune cannot tell a
+  trial the scheduler stopped from one that finished: from Tune's files alone, a
+  terminated trial that ran fewer iterations than the scheduler's ``max_t`` counts
+  as stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from hpsearch.errors import HpsearchError, did_you_mean
+from hpsearch.summary import TUNE_COLUMNS, flatten_config, short_error
+from hpsearch.trainable import TRAIN_RUNS_DIR
+from hpsearch.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from hpsearch.space import Param
+
+__all__ = [
+    "Results",
+    "load_results",
+    "ExperimentNotFoundError",
+    "ResultsError",
+    "STATUSES",
+    "TRIAL_COLUMNS",
+    "HISTORY_COLUMNS",
+]
+
+#: Every status a trial can have, in the order tables and plots list them.
+STATUSES = ("finished", "stopped", "errored", "running", "pending")
+#: The fixed columns of :attr:`Results.trials`; the config columns (one per flattened
+#: config key) come after ``wall_time_s``.
+TRIAL_COLUMNS = (
+    "trial_id",
+    "number",
+    "status",
+    "iterations",
+    "best",
+    "last",
+    "best_iteration",
+    "wall_time_s",
+    "error",
+    "started_at",
+    "ended_at",
+    "trial_dir",
+    "run_dir",
+    "best_checkpoint",
+)
+#: The fixed columns of :attr:`Results.history`; every reported metric follows ``reported_at``.
+HISTORY_COLUMNS = ("trial_id", "iteration", "training_iteration", "wall_time_s", "reported_at", "checkpoint")
+
+_TUNE_STATES = {
+    "TERMINATED": "finished",
+    "ERROR": "errored",
+    "RUNNING": "running",
+    "PENDING": "pending",
+    "PAUSED": "pending",
+}
+# <trainable>_<trial id>_<number>_<params>_<date>; Tune's ids are 8 hex digits (5 + _00000 for grids).
+_TRIAL_DIR = re.compile(r"^.+?_(?P<id>[0-9a-f]{5,8}(?:_\d{5})?)_(?P<number>\d+)(?:_|$)")
+_DROPPED = (TUNE_COLUMNS - {"training_iteration", "time_total_s", "checkpoint_path", "trial_id", "timestamp"}) | {
+    "config"
+}
+
+
+class ExperimentNotFoundError(HpsearchError, FileNotFoundError):
+    """The folder does not exist, or holds no experiment (no hpsearch files, no Tune trial folders)."""
+
+
+class ResultsError(HpsearchError, ValueError):
+    """The results cannot be read as asked (an unknown metric, a mode that is not min or max)."""
+
+
+@dataclass(frozen=True)
+class Results:
+    """A search read from its experiment folder: what :func:`load_results` returns.
+
+    Attributes:
+        experiment_dir: The folder read.
+        name: The search's name (the spec's ``name``, else the folder's).
+        metric: The metric ``best``/``last`` refer to; ``mode`` says whether lower
+            (``"min"``) or higher (``"max"``) is better.
+        trials: One row per trial, in the order the trials were created (``number``,
+            as in Tune's folder names): ``trial_id``, ``status`` (one of
+            :data:`STATUSES`), ``iterations`` (reports in its history), ``best`` / ``last``
+            (best and last value of ``metric``), ``best_iteration``, ``wall_time_s``, one
+            column per config value (nested keys joined with dots: ``model.width``),
+            ``error``, ``started_at`` / ``ended_at`` (UTC), ``trial_dir`` (Tune's trial
+            folder), ``run_dir`` (the nested Train run) and ``best_checkpoint`` (the
+            checkpoint still on disk with the best value of ``metric``; Ray Train keeps
+            the most recent ``checkpoint.num_to_keep``, so it is not always the best
+            report's own).
+        history: One row per report: ``trial_id``, ``iteration``, ``training_iteration``
+            (Tune's counter), ``wall_time_s`` (the trial's time so far), every reported
+            metric, and ``checkpoint`` (the path, where the report carried one).
+            ``iteration`` is the report's ``epoch`` metric when it has one, else Tune's
+            ``training_iteration``, which restarts at 1 when a trial is retried; reports of
+            an epoch delivered twice (at-least-once delivery across a restart) are kept once,
+            the last one.
+        spec: The spec as run (a dict, every default filled in), or ``None``.
+        plan: The resource plan the search ran with (a dict), or ``None``.
+        space: The search space: dotted parameter name -> its distribution
+            (:mod:`hpsearch.space` types; ``.log`` says whether it was searched on a log scale).
+        params: The config columns that were searched (not constants), in spec order.
+        wall_time_s: The search's wall time, from the summary (else estimated from the trials).
+        ended: Whether the search ended (its summary was written, and not on an interruption).
+    """
+
+    experiment_dir: Path
+    name: str
+    metric: str
+    mode: str
+    trials: "pd.DataFrame"
+    history: "pd.DataFrame"
+    spec: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    space: Mapping[str, "Param"] = field(default_factory=dict)
+    params: list[str] = field(default_factory=list)
+    wall_time_s: float | None = None
+    ended: bool = False
+
+    @property
+    def best(self) -> "pd.Series | None":
+        """The best trial's row of :attr:`trials` (best ``metric`` over its reports; errored trials excluded)."""
+        scored = self.trials[(self.trials["status"] != "errored") & self.trials["best"].notna()]
+        if scored.empty:
+            return None
+        index = scored["best"].idxmin() if self.mode == "min" else scored["best"].idxmax()
+        return scored.loc[index]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Trials per status, every status of :data:`STATUSES` included."""
+        found = self.trials["status"].value_counts()
+        return {s: int(found.get(s, 0)) for s in STATUSES}
+
+    @property
+    def scheduler(self) -> dict[str, Any]:
+        """The spec's ``scheduler`` section (``{}`` without a spec)."""
+        return dict((self.spec or {}).get("scheduler") or {})
+
+    def select(self, trial_ids: Iterable[str]) -> "Results":
+        """The same results restricted to some trials (e.g. to plot a subset)."""
+        keep = set(trial_ids)
+        return replace(
+            self,
+            trials=self.trials[self.trials["trial_id"].isin(keep)].reset_index(drop=True),
+            history=self.history[self.history["trial_id"].isin(keep)].reset_index(drop=True),
+        )
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)
+        best = self.best
+        shown = f"; best {self.metric}={best['best']:.4g} ({best['trial_id']})" if best is not None else ""
+        return f"<Results {self.name!r}: {len(self.trials)} trials ({counts or 'none'}){shown}>"
+
+
+def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None, mode: str | None = None) -> Results:
+    """Read an experiment folder (finished, interrupted or still running) into tables.
+
+    Needs no Ray cluster and does not import Ray.
+
+    Args:
+        experiment_dir: ``<storage_path>/<name>``, as ``hpsearch run`` prints it.
+        metric: Rank trials by this reported metric instead of the spec's.
+        mode: ``"min"`` or ``"max"`` for ``metric``; by default the spec's (required when
+            the folder has no hpsearch spec or summary).
+
+    Returns:
+        A :class:`Results` with ``trials``, ``history``, ``best``, ``spec`` and ``plan``.
+
+    Raises:
+        ExperimentNotFoundError: The folder does not exist or holds no experiment.
+        ResultsError: ``metric`` was never reported, or ``mode`` is not ``"min"``/``"max"``
+            (or cannot be known: a folder without hpsearch's files needs both).
+
+    Example:
+        >>> results = load_results("hpsearch-results/digits-quick")
+        >>> results.trials[["trial_id", "status", "best", "lr"]].head()
+    """
+    exp = Path(experiment_dir).expanduser()
+    if not exp.is_dir():
+        raise ExperimentNotFoundError(f"experiment folder {exp} does not exist")
+    exp = exp.resolve()
+    spec = _read_yaml(exp / SPEC_FILE)
+    summary = _read_json(exp / SUMMARY_FILE)
+    trial_dirs = _trial_dirs(exp)
+    state = _LazyState(sorted(exp.glob("experiment_state-*.json")))
+    if spec is None and summary is None and not trial_dirs and not state.exists:
+        inside = sorted(p.parent.name for p in exp.glob(f"*/{SPEC_FILE}"))
+        hint = f"; experiments inside it: {', '.join(inside)}" if inside else ""
+        raise ExperimentNotFoundError(
+            f"{exp} is not an experiment folder (no {SPEC_FILE}, no Tune trial folders){hint}"
+        )
+    metric, mode = _metric_and_mode(exp, spec or summary or {}, metric, mode)
+    space, params = _space(spec)
+    ended = summary is not None and not summary.get("interrupted", False)
+
+    rows: list[dict[str, Any]] = []
+    reports: list[dict[str, Any]] = []
+    for path in trial_dirs:
+        trial_reports = _read_reports(path / "result.json")
+        trial_id, number = _identify(path, trial_reports, state)
+        trial_reports = _reports_before_a_restart(exp, trial_id, trial_reports) + trial_reports
+        for report in trial_reports:
+            report["trial_id"] = trial_id
+        reports += trial_reports
+        config = _read_json(path / "params.json") or {}
+        rows.append({"trial_id": trial_id, "number": number, "trial_dir": str(path), "config": config})
+    if not ended:  # trials Tune created but has not started have no folder yet
+        seen = {r["trial_id"] for r in rows}
+        for trial_id, info in state.trials().items():
+            if trial_id not in seen and info["status"] in ("PENDING", "PAUSED"):
+                rows.append(
+                    {"trial_id": trial_id, "number": info["number"], "trial_dir": None, "config": info["config"]}
+                )
+
+    history = _history(reports, exp)
+    if metric not in history and len(history) and metric != (spec or summary or {}).get("metric"):
+        reported = [c for c in history.columns if c not in HISTORY_COLUMNS]
+        raise ResultsError(
+            f"no trial reported metric {metric!r}{did_you_mean(metric, reported)} (reported: {', '.join(reported) or 'none'})"
+        )
+    trials = _trials(rows, history, metric, mode, exp)
+    order = {t: i for i, t in enumerate(trials["trial_id"])}
+    history = history.sort_values("trial_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
+    _add_outcomes(trials, _read_outcomes(exp / OUTCOMES_FILE), summary, state, ended, _budget(spec))
+    if not params:  # no spec: the config columns whose values differ
+        params = [c for c in trials.columns if c not in TRIAL_COLUMNS and trials[c].astype(str).nunique() > 1]
+    return Results(
+        experiment_dir=exp,
+        name=(spec or summary or {}).get("name") or exp.name,
+        metric=metric,
+        mode=mode,
+        trials=trials,
+        history=history,
+        spec=spec,
+        plan=_read_json(exp / PLAN_FILE),
+        space=space,
+        params=params,
+        wall_time_s=_wall_time(summary, trials),
+        ended=ended,
+    )
+
+
+def _metric_and_mode(exp: Path, recorded: Mapping[str, Any], metric: str | None, mode: str | None) -> tuple[str, str]:
+    """The metric to rank by and its mode: as asked, else as the spec (or summary) recorded them."""
+    if metric is None or metric == recorded.get("metric"):
+        metric, mode = recorded.get("metric"), mode or recorded.get("mode")
+    if not metric:
+        raise ResultsError(f"{exp} has no {SPEC_FILE}: pass metric= and mode= to say how to rank the trials")
+    if mode not in ("min", "max"):
+        raise ResultsError(f"mode must be 'min' or 'max' (for metric {metric!r}), got {mode!r}")
+    return str(metric), str(mode)
+
+
+def _budget(spec: dict | None) -> Any:
+    """The scheduler's ``max_t`` (``None`` without early stopping)."""
+    scheduler = (spec or {}).get("scheduler") or {}
+    return scheduler.get("max_t") if scheduler.get("type", "fifo") != "fifo" else None
+
+
+def _add_outcomes(
+    trials: "pd.DataFrame",
+    outcomes: dict[str, dict],
+    summary: dict | None,
+    state: "_LazyState",
+    ended: bool,
+    max_t: Any,
+) -> None:
+    """Fill in each trial's status, error and end time."""
+    import pandas as pd
+
+    summarised = {t["trial_id"]: t for t in (summary or {}).get("trials", []) if "trial_id" in t}
+    if not ended:  # an interrupted search's summary says "finished" of trials that had not ended
+        summarised = {k: v for k, v in summarised.items() if v.get("status") == "errored"}
+    trials["status"] = [_status(t, outcomes, summarised, state, ended, max_t) for t in trials.itertuples(index=False)]
+    trials["error"] = [
+        _error(t, outcomes, summarised) for t in trials[["trial_id", "status", "trial_dir"]].itertuples(index=False)
+    ]
+    recorded = pd.Series([outcomes.get(t, {}).get("ended_at") for t in trials["trial_id"]], dtype="float64")
+    ended_at = pd.to_datetime(recorded, unit="s", utc=True)
+    trials["ended_at"] = ended_at.where(ended_at.notna(), trials["ended_at"])
+    trials.loc[trials["status"].isin(("running", "pending")), "ended_at"] = pd.NaT
+
+
+def _wall_time(summary: dict | None, trials: "pd.DataFrame") -> float | None:
+    """The summary's wall time; without one, from the first trial's start to the last end (or now)."""
+    import pandas as pd
+
+    if summary and summary.get("wall_time_s") is not None:
+        return float(summary["wall_time_s"])
+    if not len(trials) or not trials["started_at"].notna().any():
+        return None
+    end = trials["ended_at"].max() if trials["ended_at"].notna().any() else pd.Timestamp.now(tz="UTC")
+    return float((end - trials["started_at"].min()).total_seconds())
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _read_outcomes(path: Path) -> dict[str, dict[str, Any]]:
+    """trial id -> its last end record (a retried trial can end more than once)."""
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("trial_id"):
+            out[str(record["trial_id"])] = record
+    return out
+
+
+def _read_reports(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:  # one parse per file: much faster than one per line
+        rows = json.loads("[" + ",".join(lines) + "]")
+    except ValueError:  # a line still being written: parse line by line, skip what does not parse
+        rows = []
+        for line in lines:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    reports = []
+    for row in rows:
+        if isinstance(row, dict):
+            for key in _DROPPED.intersection(row):
+                del row[key]
+            reports.append(row)
+    return reports
+
+
+def _reports_before_a_restart(exp: Path, trial_id: str, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Epochs Tune's result.json lost when the trial restarted, from hpsearch's own history file.
+
+    After a restart (a retry, ``hpsearch resume``) Tune keeps only the new rows in result.json;
+    the nested run's ``hpsearch_history.jsonl`` holds every report ever forwarded to Tune.
+    """
+    from hpsearch.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
+
+    kept = _read_reports(exp / TRAIN_RUNS_DIR / trial_id / HISTORY_FILE)
+    seen = {r.get("epoch") for r in reports}
+    earlier = []
+    for record in kept:
+        if record.get("epoch") in seen:
+            continue
+        record["timestamp"] = record.pop("time", None)
+        earlier.append(record)
+    return earlier
+
+
+def _trial_dirs(exp: Path) -> list[Path]:
+    out = []
+    with os.scandir(exp) as entries:
+        for entry in entries:
+            if entry.is_dir() and entry.name != TRAIN_RUNS_DIR and not entry.name.startswith("."):
+                path = Path(entry.path)
+                if (path / "params.json").exists() or (path / "result.json").exists():
+                    out.append(path)
+    return out
+
+
+def _space(spec: dict | None) -> tuple[dict[str, "Param"], list[str]]:
+    if not spec or not isinstance(spec.get("search_space"), dict):
+        return {}, []
+    from hpsearch.space import ConstParam, iter_params, parse_search_space
+
+    tree, _ = parse_search_space(spec["search_space"])  # the spec as run was valid; skip what is not
+    space = dict(iter_params(tree))
+    return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
+
+
+class _LazyState:
+    """Tune's latest ``experiment_state-*.json``, read only when needed (it is large)."""
+
+    def __init__(self, files: list[Path]):
+        self._files = files
+        self._trials: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def exists(self) -> bool:
+        return bool(self._files)
+
+    def trials(self) -> dict[str, dict[str, Any]]:
+        if self._trials is None:
+            self._trials = {}
+            data = _read_json(self._files[-1]) if self._files else None
+            for entry in (data or {}).get("trial_data", []):
+                try:
+                    info = json.loads(entry[0]) if isinstance(entry[0], str) else entry[0]
+                except (ValueError, TypeError, IndexError):
+                    continue
+                tag = str(info.get("experiment_tag", ""))
+                number = re.match(r"\d+", tag)
+                self._trials[str(info.get("trial_id"))] = {
+                    "status": info.get("status"),
+                    "config": info.get("config") or {},
+                    "number": int(number.group()) if number else None,
+                    "dir": info.get("relative_logdir"),
+                }
+        return self._trials
+
+    def by_dir(self, name: str) -> tuple[str, dict[str, Any]] | None:
+        return next(((tid, i) for tid, i in self.trials().items() if i["dir"] == name), None)
+
+
+def _identify(path: Path, reports: list[dict[str, Any]], state: _LazyState) -> tuple[str, int | None]:
+    match = _TRIAL_DIR.match(path.name)
+    number = int(match.group("number")) if match else None
+    if reports and reports[0].get("trial_id"):
+        return str(reports[0]["trial_id"]), number
+    if match:
+        return match.group("id"), number
+    found = state.by_dir(path.name)
+    return (found[0], found[1]["number"]) if found else (path.name, number)
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def _rebase(paths: Iterable[Any], exp: Path) -> list[str | None]:
+    """Checkpoint paths recorded before the folder moved, as they are now (``…/train/<id>/…``)."""
+    marker, root = f"/{TRAIN_RUNS_DIR}/", str(exp)
+    out: list[str | None] = []
+    for path in paths:
+        if not isinstance(path, str):
+            out.append(None)
+            continue
+        at = path.rfind(marker)
+        out.append(root + path[at:] if at >= 0 else path)
+    return out
+
+
+def _history(reports: list[dict[str, Any]], exp: Path) -> "pd.DataFrame":
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(reports) if reports else pd.DataFrame({"trial_id": pd.Series(dtype="str")})
+    for col in ("training_iteration", "time_total_s", "checkpoint_path", "timestamp"):
+        if col not in df:
+            df[col] = None
+    taken = set(HISTORY_COLUMNS)
+    df = df.rename(
+        columns={c: f"metric.{c}" for c in ("iteration", "wall_time_s", "reported_at", "checkpoint") if c in df}
+    )
+    df = df.rename(columns={"time_total_s": "wall_time_s", "checkpoint_path": "checkpoint", "timestamp": "reported_at"})
+    df["training_iteration"] = pd.to_numeric(df["training_iteration"], errors="coerce").astype("Int64")
+    df["iteration"] = df["training_iteration"]
+    if "epoch" in df:
+        epoch = pd.to_numeric(df["epoch"], errors="coerce")
+        has = epoch.notna() & (epoch == epoch.round())
+        df["iteration"] = epoch.where(has, df["training_iteration"]).astype("Int64")
+        key = pd.Series(range(len(df)), index=df.index, dtype="Int64").where(~has, df["iteration"])
+        df = df[~pd.DataFrame({"t": df["trial_id"], "k": key, "e": has}).duplicated(keep="last")]
+    df["checkpoint"] = pd.Series(_rebase(df["checkpoint"].tolist(), exp), index=df.index, dtype="object")
+    df["wall_time_s"] = pd.to_numeric(df["wall_time_s"], errors="coerce")
+    df["reported_at"] = pd.to_datetime(pd.to_numeric(df["reported_at"], errors="coerce"), unit="s", utc=True)
+    metrics = [c for c in df.columns if c not in taken]
+    return df[[*HISTORY_COLUMNS[:-1], *metrics, "checkpoint"]].reset_index(drop=True)
+
+
+def _trials(rows: list[dict[str, Any]], history: "pd.DataFrame", metric: str, mode: str, exp: Path) -> "pd.DataFrame":
+    import numpy as np
+    import pandas as pd
+
+    base = pd.DataFrame(
+        {
+            "trial_id": pd.Series([r["trial_id"] for r in rows], dtype="str"),
+            "number": pd.Series([r["number"] for r in rows], dtype="Int64"),
+            "trial_dir": pd.Series([r["trial_dir"] for r in rows], dtype="object"),
+        }
+    )
+    configs = pd.DataFrame.from_records([flatten_config(r["config"]) for r in rows], index=base.index)
+    configs = configs.rename(columns={c: f"config.{c}" for c in configs.columns if c in TRIAL_COLUMNS})
+    groups = history.groupby("trial_id", sort=False)
+    stats = pd.DataFrame(index=pd.Index(base["trial_id"].unique(), name="trial_id"))
+    stats["iterations"] = groups.size().reindex(stats.index).fillna(0).astype("int64")
+    stats["wall_time_s"] = groups["wall_time_s"].last()
+    # a trial starts its last report's wall_time_s before that report; it ends (here) at its last report
+    stats["ended_at"] = groups["reported_at"].last()
+    stats["started_at"] = stats["ended_at"] - pd.to_timedelta(stats["wall_time_s"], unit="s")
+    if metric in history:
+        values = pd.to_numeric(history[metric], errors="coerce").astype("float64")
+        scored = history.assign(_v=values)[np.isfinite(values)]
+        by = scored.groupby("trial_id", sort=False)["_v"]
+        stats["best"] = by.min() if mode == "min" else by.max()
+        stats["last"] = by.last()
+        best_at = by.idxmin() if mode == "min" else by.idxmax()
+        stats["best_iteration"] = history.loc[best_at.values, "iteration"].set_axis(best_at.index)
+        stats["best_checkpoint"] = _best_checkpoints(scored, mode, exp)
+    for col in ("best", "last", "best_iteration", "best_checkpoint"):
+        if col not in stats:
+            stats[col] = None
+    stats["best_iteration"] = stats["best_iteration"].astype("Int64")
+    stats["best"] = stats["best"].astype("float64")
+    stats["last"] = stats["last"].astype("float64")
+    out = base.join(stats, on="trial_id")
+    out["status"] = ""
+    out["error"] = ""
+    runs = [exp / TRAIN_RUNS_DIR / t for t in out["trial_id"]]
+    out["run_dir"] = pd.Series([str(r) if r.is_dir() else None for r in runs], index=out.index, dtype="object")
+    out["best_checkpoint"] = out["best_checkpoint"].astype("object").where(out["best_checkpoint"].notna(), None)
+    out = pd.concat([out[list(TRIAL_COLUMNS)], configs], axis=1)
+    fixed = list(TRIAL_COLUMNS)
+    ordered = fixed[: fixed.index("wall_time_s") + 1] + list(configs.columns) + fixed[fixed.index("wall_time_s") + 1 :]
+    out = out[ordered]
+    return out.sort_values("number", kind="stable", na_position="last").reset_index(drop=True)
+
+
+def _best_checkpoints(scored: "pd.DataFrame", mode: str, exp: Path) -> "pd.Series":
+    """Per trial, the checkpoint still on disk with the best metric value."""
+    import pandas as pd
+
+    candidates = scored[scored["checkpoint"].notna()]
+    kept: set[tuple[str, str]] = set()
+    for trial_id in candidates["trial_id"].unique():
+        try:
+            kept.update((trial_id, name) for name in os.listdir(exp / TRAIN_RUNS_DIR / str(trial_id)))
+        except OSError:
+            continue
+    on_disk = [(t, os.path.basename(p)) in kept for t, p in zip(candidates["trial_id"], candidates["checkpoint"])]
+    ranked = candidates[on_disk].sort_values("_v", ascending=mode == "min", kind="stable")
+    first = ranked.drop_duplicates("trial_id", keep="first")
+    return pd.Series(first["checkpoint"].tolist(), index=first["trial_id"].tolist(), dtype="object")
+
+
+# ----------------------------------------------------------------------------- statuses
+
+
+def _status(
+    trial: Any,
+    outcomes: Mapping[str, dict],
+    summarised: Mapping[str, dict],
+    state: _LazyState,
+    ended: bool,
+    max_t: Any,
+) -> str:
+    trial_id = trial.trial_id
+    if trial_id in outcomes and outcomes[trial_id].get("status") in STATUSES:
+        return str(outcomes[trial_id]["status"])
+    if trial_id in summarised and summarised[trial_id].get("status") in STATUSES:
+        return str(summarised[trial_id]["status"])
+    if isinstance(trial.trial_dir, str) and (Path(trial.trial_dir) / "error.txt").exists():
+        return "errored"
+    tune_state = state.trials().get(trial_id, {}).get("status")
+    status = _TUNE_STATES.get(str(tune_state))
+    if status == "finished" and isinstance(max_t, (int, float)) and trial.iterations < max_t:
+        return "stopped"
+    if status is not None:
+        return status
+    return "finished" if ended else "running"
+
+
+def _error(trial: Any, outcomes: Mapping[str, dict], summarised: Mapping[str, dict]) -> str:
+    """The line that says what went wrong: from ``error.txt`` (the whole traceback) where there is one."""
+    if trial.status != "errored":
+        return ""
+    if isinstance(trial.trial_dir, str):
+        try:
+            text = (Path(trial.trial_dir) / "error.txt").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        if text.strip():
+            return _error_line(text)
+    message = (outcomes.get(trial.trial_id) or {}).get("error") or (summarised.get(trial.trial_id) or {}).get("error")
+    return str(message or "")
+
+
+def _error_line(traceback: str, limit: int = 300) -> str:
+    """:func:`short_error`, with the next line when the error's own line ends in ``:`` (Ray's errors do)."""
+    line = short_error(traceback, limit=limit)
+    if line.endswith(":"):
+        lines = [ln.strip() for ln in traceback.splitlines()]
+        if line in lines and lines.index(line) + 1 < len(lines):
+            line = f"{line} {lines[lines.index(line) + 1]}".strip()
+    return line if len(line) <= limit else line[: limit - 3] + "..."

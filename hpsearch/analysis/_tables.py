@@ -1,0 +1,46 @@
+"""Tables computed from the results: the best trials, with their metrics where they were best."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from hpsearch.analysis._load import Results
+
+__all__ = ["best_trials"]
+
+
+def best_trials(results: "Results", n: int | None = 10) -> "pd.DataFrame":
+    """The ``n`` best trials (all with ``n=None``), best first; errored and unscored trials left out.
+
+    Columns: ``trial_id``, ``number``, ``status``, ``iterations``, ``best_iteration``, the
+    search metric (its best value), every other reported metric *at that iteration*
+    (``epoch`` and Tune's counters left out), then the searched parameters.
+    """
+    import pandas as pd
+
+    trials = results.trials
+    scored = trials[(trials["status"] != "errored") & trials["best"].notna()]
+    ranked = scored.sort_values(["best", "number"], ascending=[results.mode == "min", True], kind="stable")
+    if n is not None:
+        ranked = ranked.head(n)
+    table = ranked[["trial_id", "number", "status", "iterations", "best_iteration", "best"]].rename(
+        columns={"best": results.metric}
+    )
+    history = results.history
+    fixed = {"trial_id", "iteration", "training_iteration", "wall_time_s", "reported_at", "checkpoint", "epoch"}
+    others = [c for c in history.columns if c not in fixed and c != results.metric]
+    if others and len(ranked):
+        at_best = history.merge(
+            ranked[["trial_id", "best_iteration"]],
+            left_on=["trial_id", "iteration"],
+            right_on=["trial_id", "best_iteration"],
+        ).drop_duplicates("trial_id", keep="last")
+        table = table.merge(at_best[["trial_id", *others]], on="trial_id", how="left")
+    else:
+        table = table.assign(**{c: pd.Series(dtype="float64") for c in others})
+    params = [p for p in results.params if p in ranked]
+    table = table.merge(ranked[["trial_id", *params]], on="trial_id", how="left")
+    return table.reset_index(drop=True)

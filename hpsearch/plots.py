@@ -1,0 +1,440 @@
+"""Matplotlib figures of a search.
+
+Each function takes what :func:`hpsearch.load_results` returned (or the data object the
+:mod:`hpsearch.analysis` function of the same name computed from it) and an optional
+``ax``, draws, and returns the axes. The statistics are computed in
+:mod:`hpsearch.analysis`; nothing here computes a value you cannot get from there.
+
+Trials look the same in every plot: finished trials blue, trials stopped early by the
+scheduler grey (hollow markers, dashed lines ending in ``x``), errored trials red,
+running trials orange, and the best trial a thick dark red with a star.
+
+Example:
+    >>> import hpsearch
+    >>> results = hpsearch.load_results("hpsearch-results/digits-quick")
+    >>> hpsearch.plots.learning_curves(results)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from hpsearch import analysis as _an
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+__all__ = [
+    "learning_curves",
+    "optimization_history",
+    "param_vs_metric",
+    "parallel_coordinates",
+    "param_importances",
+    "scheduler_effect",
+    "STATUS_STYLE",
+]
+
+BEST_COLOR = "#b2182b"
+#: How each trial status is drawn: line colour, line style, marker face ("none": hollow).
+STATUS_STYLE: dict[str, dict[str, Any]] = {
+    "finished": {"color": "#2166ac", "linestyle": "-", "face": "#2166ac", "label": "finished"},
+    "stopped": {"color": "#8c8c8c", "linestyle": "--", "face": "none", "label": "stopped early"},
+    "errored": {"color": "#d6604d", "linestyle": ":", "face": "#d6604d", "label": "errored"},
+    "running": {"color": "#f4a582", "linestyle": "-", "face": "#f4a582", "label": "running"},
+    "pending": {"color": "#f4a582", "linestyle": "-", "face": "none", "label": "pending"},
+}
+
+
+def _axes(ax: "Axes | None", figsize: tuple[float, float] = (7.0, 4.2)) -> "Axes":
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def _empty(ax: "Axes", message: str) -> "Axes":
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#666666")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return ax
+
+
+def _style(status: str) -> dict[str, Any]:
+    return STATUS_STYLE.get(status, STATUS_STYLE["finished"])
+
+
+def _metric_label(metric: str, mode: str) -> str:
+    return f"{metric} ({'lower' if mode == 'min' else 'higher'} is better)"
+
+
+def _status_legend(
+    ax: "Axes",
+    statuses: Sequence[str],
+    best_label: str | None,
+    *,
+    lines: bool = False,
+    extra: Sequence[Any] = (),
+    **kw: Any,
+) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = list(extra)
+    for status in _an.STATUSES:
+        if status in statuses:
+            st = _style(status)
+            marker = ("x" if status in ("stopped", "errored") else "none") if lines else "o"
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    color=st["color"],
+                    linestyle=st["linestyle"] if lines else "none",
+                    marker=marker,
+                    markerfacecolor=st["face"],
+                    label=st["label"],
+                )
+            )
+    if best_label:
+        handles.append(
+            Line2D([], [], color=BEST_COLOR, lw=2.5 if lines else 0, marker="*", markersize=11, label=best_label)
+        )
+    if handles:
+        ax.legend(handles=handles, fontsize="small", frameon=False, **kw)
+
+
+def learning_curves(results: Any, *, metric: str | None = None, ax: "Axes | None" = None) -> "Axes":
+    """The metric against the iteration, one line per trial.
+
+    Stopped trials are dashed grey lines ending in ``x`` where the scheduler stopped
+    them; the best trial is drawn thick, on top; ASHA's rungs are faint vertical lines.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    data = results if isinstance(results, _an.LearningCurves) else _an.learning_curves(results, metric)
+    ax = _axes(ax)
+    if not data.curves:
+        return _empty(ax, f"no trial reported {data.metric}")
+    best = None
+    for curve in data.curves:
+        if curve.trial_id == data.best_trial_id:
+            best = curve
+            continue
+        st = _style(curve.status)
+        finished = curve.status == "finished"
+        ax.plot(
+            curve.x,
+            curve.y,
+            color=st["color"],
+            linestyle=st["linestyle"],
+            lw=1.3 if finished else 1.0,
+            alpha=0.85 if finished else 0.6,
+        )
+        if curve.status in ("stopped", "errored"):
+            ax.plot(curve.x[-1:], curve.y[-1:], marker="x", color=st["color"], alpha=0.8, linestyle="none")
+    if best is not None:
+        ax.plot(best.x, best.y, color=BEST_COLOR, lw=2.6, zorder=5)
+        ax.plot(best.x[-1:], best.y[-1:], marker="*", markersize=13, color=BEST_COLOR, zorder=6, linestyle="none")
+    for rung in data.rungs:
+        ax.axvline(rung, color="#bbbbbb", lw=0.8, zorder=0)
+    if data.budget is not None:
+        ax.axvline(data.budget, color="#777777", lw=0.9, linestyle=":", zorder=0)
+    if data.log_y:
+        ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(data.x_label + ("  (grey lines: ASHA rungs)" if data.rungs else ""))
+    ax.set_ylabel(_metric_label(data.metric, data.mode))
+    ax.set_title(f"Learning curves: {data.metric} of {len(data.curves)} trials")
+    value = f" ({data.best_value:.4g})" if data.best_value is not None else ""
+    best_label = f"best: {best.trial_id}{value}" if best else None
+    _status_legend(ax, {c.status for c in data.curves}, best_label, lines=True, loc="upper right")
+    ax.grid(alpha=0.25)
+    return ax
+
+
+def optimization_history(results: Any, *, ax: "Axes | None" = None) -> "Axes":
+    """Each trial's best value in the order the trials were proposed, with the running best."""
+    data = results if isinstance(results, _an.OptimizationHistory) else _an.optimization_history(results)
+    ax = _axes(ax)
+    points = [
+        (n, v, s, t) for n, v, s, t in zip(data.numbers, data.values, data.statuses, data.trial_ids) if v is not None
+    ]
+    if not points:
+        return _empty(ax, f"no trial reported {data.metric}")
+    for status in _an.STATUSES:
+        mine = [(n, v) for n, v, s, _ in points if s == status]
+        if mine:
+            st = _style(status)
+            ax.scatter(
+                [n for n, _ in mine],
+                [v for _, v in mine],
+                s=36,
+                facecolors=st["face"],
+                edgecolors=st["color"],
+                linewidths=1.2,
+                zorder=3,
+            )
+    failed = [n for n, v, s in zip(data.numbers, data.values, data.statuses) if s == "errored" and v is None]
+    if failed:  # no value to place them by: mark them along the bottom
+        ax.plot(
+            failed,
+            [0.02] * len(failed),
+            "x",
+            color=_style("errored")["color"],
+            transform=ax.get_xaxis_transform(),
+            clip_on=False,
+            zorder=3,
+        )
+    steps = [(n, b) for n, b in zip(data.numbers, data.running_best) if b is not None]
+    (line,) = ax.step(
+        [n for n, _ in steps],
+        [b for _, b in steps],
+        where="post",
+        color="#333333",
+        lw=1.6,
+        label="running best",
+        zorder=2,
+    )
+    best = next(((n, v) for n, v, _, t in points if t == data.best_trial_id), None)
+    if best is not None:
+        ax.plot(*best, marker="*", markersize=15, color=BEST_COLOR, linestyle="none", zorder=4)
+    if data.log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("trial (in the order proposed)" + ("; x at the bottom: errored without a value" if failed else ""))
+    ax.set_ylabel(f"best {_metric_label(data.metric, data.mode)}")
+    ax.set_title("Optimisation history")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    shown = {s for _, _, s, _ in points} | ({"errored"} if failed else set())
+    _status_legend(ax, shown, f"best: {data.best_trial_id}" if best else None, extra=[line])
+    ax.grid(alpha=0.25)
+    return ax
+
+
+def param_vs_metric(
+    results: Any, *, params: Sequence[str] | None = None, ax: "Axes | Sequence[Axes] | None" = None, ncols: int = 3
+) -> Any:
+    """One panel per searched parameter: each trial's best metric value against the parameter.
+
+    Log axes where the spec searched on a log scale; categories in spec order.
+
+    Args:
+        ax: One Axes per parameter (any sequence or array), or ``None`` for a new figure.
+
+    Returns:
+        A flat numpy array of the axes, one per parameter.
+    """
+    import numpy as np
+
+    data = results if isinstance(results, _an.ParamVsMetric) else _an.param_vs_metric(results, params)
+    n = len(data.panels)
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        cols = max(1, min(ncols, n))
+        rows = max(1, -(-n // cols))
+        fig, grid = plt.subplots(
+            rows, cols, figsize=(3.4 * cols, 2.8 * rows), squeeze=False, sharey=True, layout="constrained"
+        )
+        axes = grid.ravel()
+        for extra in axes[n:]:
+            fig.delaxes(extra)
+        axes = axes[: max(n, 1)]
+    else:
+        axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
+        if len(axes) != max(n, 1):
+            raise ValueError(
+                f"pass one Axes per parameter: {n} parameter(s) ({', '.join(p.axis.name for p in data.panels)}), got {len(axes)} Axes"
+            )
+    if not data.panels:
+        _empty(axes[0], "no searched parameter with scored trials")
+        return axes
+    for panel, a in zip(data.panels, axes):
+        for status in _an.STATUSES:
+            idx = [i for i, s in enumerate(panel.statuses) if s == status]
+            if idx:
+                st = _style(status)
+                a.scatter(
+                    [panel.x[i] for i in idx],
+                    [panel.y[i] for i in idx],
+                    s=30,
+                    facecolors=st["face"],
+                    edgecolors=st["color"],
+                    linewidths=1.1,
+                    alpha=0.9,
+                    zorder=3,
+                )
+        if data.best_trial_id in panel.trial_ids:
+            i = panel.trial_ids.index(data.best_trial_id)
+            a.plot(panel.x[i], panel.y[i], marker="*", markersize=14, color=BEST_COLOR, linestyle="none", zorder=4)
+        axis = panel.axis
+        if axis.kind == "categorical":
+            a.set_xticks(range(len(axis.labels)), axis.labels)
+            a.set_xlim(-0.5, len(axis.labels) - 0.5)
+        else:
+            if axis.log:
+                a.set_xscale("log")
+            if axis.low is not None and axis.high is not None and axis.high > axis.low:
+                pad = (axis.high / axis.low) ** 0.04 if axis.log else (axis.high - axis.low) * 0.04
+                a.set_xlim(axis.low / pad, axis.high * pad) if axis.log else a.set_xlim(axis.low - pad, axis.high + pad)
+        if axis.kind == "int" and not axis.log:
+            from matplotlib.ticker import MaxNLocator
+
+            a.xaxis.set_major_locator(MaxNLocator(integer=True))
+        a.set_xlabel(axis.name + ("  (log)" if axis.log else ""))
+        if data.log_y:
+            a.set_yscale("log")
+        a.grid(alpha=0.25)
+    axes[0].set_ylabel(f"best {data.metric}")
+    axes[0].figure.suptitle(f"Parameters vs best {_metric_label(data.metric, data.mode)}", fontsize="medium")
+    return axes
+
+
+def parallel_coordinates(results: Any, *, params: Sequence[str] | None = None, ax: "Axes | None" = None) -> "Axes":
+    """Every scored trial as a line across the metric (first axis) and the parameters.
+
+    Lines are coloured by the metric (darker is better); stopped trials dashed; the best
+    trial thick dark red.
+    """
+    import matplotlib as mpl
+
+    data = results if isinstance(results, _an.ParallelCoordinates) else _an.parallel_coordinates(results, params)
+    ax = _axes(ax, (9.0, 4.2))
+    if not data.values:
+        return _empty(ax, f"no trial reported {data.metric}")
+    lo, hi = min(data.values), max(data.values)
+    cmap = mpl.colormaps["Blues"]
+    norm = mpl.colors.LogNorm(lo, hi) if data.axes[0].log and lo > 0 and hi > lo else mpl.colors.Normalize(lo, hi)
+    order = sorted(range(len(data.values)), key=lambda i: data.values[i], reverse=data.mode == "min")  # best on top
+    xs = list(range(len(data.axes)))
+    for i in order:
+        pts = [(x, y) for x, y in zip(xs, data.positions[i]) if y is not None]
+        best = data.trial_ids[i] == data.best_trial_id
+        goodness = float(norm(data.values[i]))
+        goodness = 1 - goodness if data.mode == "min" else goodness
+        color = BEST_COLOR if best else cmap(0.25 + 0.7 * goodness)
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            color=color,
+            lw=2.6 if best else 1.2,
+            linestyle="--" if data.statuses[i] == "stopped" and not best else "-",
+            alpha=1 if best else 0.8,
+            zorder=5 if best else 2,
+        )
+    for x, ticks, labels in zip(xs, data.ticks, data.tick_labels):
+        ax.axvline(x, color="#444444", lw=0.8, zorder=1)
+        for t, label in zip(ticks, labels):
+            ax.text(
+                x + 0.03,
+                t,
+                label,
+                fontsize="x-small",
+                va="center",
+                ha="left",
+                color="#333333",
+                zorder=6,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.6, "pad": 0.5},
+            )
+    ax.set_xticks(xs, [a.name + (" (log)" if a.log else "") for a in data.axes], rotation=20 if len(xs) > 6 else 0)
+    ax.set_xlim(-0.15, len(xs) - 0.6)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_yticks([])
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(
+        f"Parallel coordinates ({len(data.values)} trials; darker = better {data.metric}, dashed = stopped early)"
+    )
+    return ax
+
+
+def param_importances(results: Any, *, ax: "Axes | None" = None, **kwargs: Any) -> "Axes":
+    """Horizontal bars of each parameter's importance (Optuna's evaluator; fANOVA by default).
+
+    Keyword arguments go to :func:`hpsearch.analysis.param_importances` (``evaluator``,
+    ``include_stopped``).
+    """
+    data = results if isinstance(results, _an.ParamImportances) else _an.param_importances(results, **kwargs)
+    ax = _axes(ax, (6.0, 3.6))
+    which = "finished or stopped early" if data.include_stopped else "finished"
+    ax.set_title(
+        f"Parameter importance for {data.metric}\n{data.evaluator} on {data.n_trials} {which} trials", fontsize="medium"
+    )
+    if not data.importances:
+        return _empty(ax, data.reason or "no importances")
+    names = list(data.importances)[::-1]
+    values = [data.importances[n] for n in names]
+    bars = ax.barh(names, values, color="#4393c3")
+    ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=3, fontsize="small")
+    ax.set_xlim(0, max(values) * 1.18 if max(values) > 0 else 1)
+    ax.set_xlabel("importance (sums to 1)")
+    for side in ("right", "top"):
+        ax.spines[side].set_visible(False)
+    return ax
+
+
+def scheduler_effect(results: Any, *, ax: "Axes | None" = None) -> "Axes":
+    """Iterations each trial ran, and what the scheduler's early stopping saved.
+
+    A bar per trial (in order), hatched up to the budget where the scheduler stopped it;
+    the budget (``max_t``, else the longest trial) dotted; ASHA's rungs faint.
+    """
+    data = results if isinstance(results, _an.SchedulerEffect) else _an.scheduler_effect(results)
+    ax = _axes(ax)
+    if not data.trial_ids:
+        return _empty(ax, "no trials")
+    colors = [_style(s)["color"] for s in data.statuses]
+    ax.bar(data.numbers, data.iterations, color=colors, width=0.7, zorder=3)
+    unrun = [
+        (n, i) for n, i, s in zip(data.numbers, data.iterations, data.statuses) if s == "stopped" and i < data.budget
+    ]
+    if unrun:
+        ax.bar(
+            [n for n, _ in unrun],
+            [data.budget - i for _, i in unrun],
+            bottom=[i for _, i in unrun],
+            width=0.7,
+            facecolor="none",
+            edgecolor="#bbbbbb",
+            hatch="///",
+            zorder=2,
+            label="not run (saved)",
+        )
+    none = [n for n, i, s in zip(data.numbers, data.iterations, data.statuses) if s == "errored" and i == 0]
+    if none:  # errored before the first report: no bar to see
+        ax.plot(none, [0] * len(none), "x", color=_style("errored")["color"], clip_on=False, zorder=4)
+    for rung in data.rungs:
+        ax.axhline(rung, color="#cccccc", lw=0.8, zorder=1)
+    ax.axhline(data.budget, color="#555555", lw=1, linestyle=":", zorder=1, label=f"budget: {data.budget}")
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    present = [s for s in _an.STATUSES if s in data.statuses]
+    handles = [Patch(color=_style(s)["color"], label=_style(s)["label"]) for s in present]
+    extra, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + extra, fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_ylim(0, data.budget * 1.08 if data.budget else None)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("trial (in the order proposed)")
+    ax.set_ylabel("iterations run" + ("  (grey lines: ASHA rungs)" if data.rungs else ""))
+    total = data.used + data.saved
+    stopped = data.statuses.count("stopped")
+    approx = "under 1 s" if data.time_saved_s < 1 else f"~{_duration(data.time_saved_s)}"
+    saved_time = f"; {approx} of {_duration(data.time_used_s)} trial time" if data.saved else ""
+    ax.set_title(
+        f"{data.scheduler.upper()} stopped {stopped} of {len(data.trial_ids)} trials early\n"
+        f"{data.used} of {total} iterations run, {data.saved} saved ({data.saved_fraction:.0%}{saved_time})",
+        fontsize="medium",
+    )
+    return ax
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,557 @@
+"""A report of one search: a self-contained HTML page, or Markdown with PNGs beside it.
+
+What it holds: the trial counts, the best trial, the wall time and what early
+stopping saved; every plot of :mod:`hpsearch.plots`; the best trials table; the errors;
+every trial; the spec and the resource plan. The HTML embeds its plots (base64 PNG) and
+its style, so the one file can be mailed or attached to a ticket.
+
+Example:
+    >>> path = write_report("hpsearch-results/digits-quick")            # .../hpsearch_report.html
+    >>> path = write_report("hpsearch-results/digits-quick", fmt="md")  # .../hpsearch_report.md + PNGs
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import io
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from hpsearch.analysis import Results
+
+__all__ = ["write_report", "render_html", "render_markdown", "report_figures", "REPORT_NAME", "FORMATS"]
+
+#: File name (without suffix) of the report written into the experiment folder by default.
+REPORT_NAME = "hpsearch_report"
+FORMATS = ("html", "md")
+_DPI = 110
+
+
+@dataclass
+class Figure:
+    """One plot of the report: its PNG (or why it could not be drawn) and a caption."""
+
+    key: str
+    title: str
+    caption: str
+    png: bytes | None = None
+    error: str = ""
+
+
+def write_report(
+    results: "Results | str | os.PathLike", output: str | os.PathLike | None = None, *, fmt: str = "html"
+) -> Path:
+    """Write the report of a search and return its path.
+
+    Args:
+        results: What :func:`hpsearch.load_results` returned, or an experiment folder.
+        output: The file to write; default ``<experiment folder>/hpsearch_report.html`` (``.md``).
+            Markdown's PNGs go beside it, named ``<stem>_<plot>.png``.
+        fmt: ``"html"`` or ``"md"``.
+    """
+    from hpsearch.analysis import load_results
+
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if not hasattr(results, "trials"):
+        results = load_results(results)
+    path = Path(output) if output is not None else results.experiment_dir / f"{REPORT_NAME}.{fmt}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figures = report_figures(results)
+    if fmt == "html":
+        path.write_text(render_html(results, figures), encoding="utf-8")
+        return path
+    images = {}
+    for fig in figures:
+        if fig.png is not None:
+            image = path.with_name(f"{path.stem}_{fig.key}.png")
+            image.write_bytes(fig.png)
+            images[fig.key] = image.name
+    path.write_text(render_markdown(results, figures, images), encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def report_figures(results: "Results") -> list[Figure]:
+    """Every plot as PNG bytes, with a caption read from the data; a plot that fails says why."""
+    figures = []
+    for key, title, compute, draw, size, caption in _plots():
+        fig = Figure(key, title, "")
+        try:
+            data = compute(results)
+            fig.caption = caption(results, data)
+            fig.png = _render(draw, data, size(data))
+        except Exception as err:  # noqa: BLE001 - one plot must not cost the whole report
+            fig.error = f"{type(err).__name__}: {err}"
+        figures.append(fig)
+    return figures
+
+
+def _render(draw: Callable[..., Any], data: Any, size: tuple[int, int, float, float]) -> bytes:
+    from matplotlib.figure import Figure as MplFigure
+
+    rows, cols, width, height = size
+    fig = MplFigure(figsize=(width, height), layout="constrained")
+    if rows * cols == 1:
+        draw(data, ax=fig.subplots())
+    else:
+        axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel()
+        n = len(data.panels)
+        for extra in axes[n:]:
+            fig.delaxes(extra)
+        draw(data, ax=axes[: max(n, 1)])
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=_DPI)
+    return buffer.getvalue()
+
+
+def _plots() -> list[tuple]:
+    """(key, title, analysis function, plot function, figure size, caption) per plot, in report order."""
+    from hpsearch import analysis as an
+    from hpsearch import plots
+
+    def one(w: float, h: float) -> Callable[[Any], tuple[int, int, float, float]]:
+        return lambda _: (1, 1, w, h)
+
+    def grid(data: Any) -> tuple[int, int, float, float]:
+        n = max(len(data.panels), 1)
+        cols = min(3, n)
+        rows = -(-n // cols)
+        return rows, cols, 3.4 * cols, 2.7 * rows + 0.4
+
+    def curves(results: "Results", data: Any) -> str:
+        stopped = sum(c.status == "stopped" for c in data.curves)
+        text = f"{data.metric} at every {data.x_label} of each trial."
+        if stopped:
+            text += f" Dashed grey: the {stopped} trial(s) the scheduler stopped early (x where it stopped them)."
+        if data.best_trial_id:
+            text += f" Thick red: the best trial, {data.best_trial_id}."
+        return text
+
+    def history(results: "Results", data: Any) -> str:
+        best = results.best
+        if best is None:
+            return "No trial reported the metric."
+        first = next((n for n, b in zip(data.numbers, data.running_best) if b == best["best"]), None)
+        return (
+            f"Each trial's best {data.metric}, in the order the searcher proposed them; the line is the best so far. "
+            f"The best value, {_num(best['best'])}, was found by trial {first} of {len(data.numbers)}."
+        )
+
+    def params(results: "Results", data: Any) -> str:
+        logs = [p.axis.name for p in data.panels if p.axis.log]
+        text = "Each trial's best value against each searched parameter (hollow: stopped early)."
+        return text + (f" Log axes for {', '.join(logs)}, as the spec searched them." if logs else "")
+
+    def parallel(results: "Results", data: Any) -> str:
+        return "Each line is a trial, through its best metric value and its parameters; darker lines did better."
+
+    def importance(results: "Results", data: Any) -> str:
+        if not data.importances:
+            return f"Not computed: {data.reason}."
+        top, value = next(iter(data.importances.items()))
+        return (
+            f"How much of the variation in {data.metric} each parameter explains ({data.evaluator}, Optuna's "
+            f"evaluator, on {data.n_trials} trials). {top} explains the most ({value:.0%}). "
+            "With few trials, read this as a hint, not a measurement."
+        )
+
+    def scheduler(results: "Results", data: Any) -> str:
+        if data.scheduler == "fifo":
+            return "No early stopping (FIFO scheduler): every trial ran to its end."
+        stopped = data.statuses.count("stopped")
+        return (
+            f"Iterations each trial ran (budget {data.budget}). {data.scheduler.upper()} stopped {stopped} trial(s) early, "
+            f"saving {data.saved} of {data.used + data.saved} iterations ({data.saved_fraction:.0%}) and "
+            f"{'about ' if data.time_saved_s >= 1 else ''}{_duration(data.time_saved_s)} of trial time: "
+            "the time a nested trial takes to start is not saved."
+        )
+
+    return [
+        ("learning_curves", "Learning curves", an.learning_curves, plots.learning_curves, one(5.8, 3.8), curves),
+        (
+            "optimization_history",
+            "Optimisation history",
+            an.optimization_history,
+            plots.optimization_history,
+            one(5.8, 3.8),
+            history,
+        ),
+        ("param_vs_metric", "Parameters vs metric", an.param_vs_metric, plots.param_vs_metric, grid, params),
+        (
+            "parallel_coordinates",
+            "Parallel coordinates",
+            an.parallel_coordinates,
+            plots.parallel_coordinates,
+            one(10.2, 4.0),
+            parallel,
+        ),
+        (
+            "param_importances",
+            "Parameter importance",
+            an.param_importances,
+            plots.param_importances,
+            one(5.8, 3.8),
+            importance,
+        ),
+        ("scheduler_effect", "Early stopping", an.scheduler_effect, plots.scheduler_effect, one(5.8, 3.8), scheduler),
+    ]
+
+
+# ----------------------------------------------------------------------------- facts
+
+
+def _facts(results: "Results") -> list[tuple[str, str]]:
+    """(label, value) pairs for the header cards."""
+    counts = results.counts
+    shown = [f"{n} {'stopped early' if s == 'stopped' else s}" for s, n in counts.items() if n]
+    best = results.best
+    spec = results.spec or {}
+    searcher = spec.get("searcher") or {}
+    scheduler = results.scheduler
+    facts = [
+        ("Trials", f"{len(results.trials)}" + (f" ({', '.join(shown)})" if shown else "")),
+        (
+            f"Best {results.metric} ({results.mode})",
+            "-"
+            if best is None
+            else f"{_num(best['best'])} (trial {best['trial_id']}, iteration {best['best_iteration']})",
+        ),
+        (
+            "Wall time",
+            "-"
+            if results.wall_time_s is None
+            else _duration(results.wall_time_s) + ("" if results.ended else " so far"),
+        ),
+    ]
+    if searcher:
+        extra = f" ({searcher['sampler']})" if searcher.get("sampler") else ""
+        facts.append(("Searcher", f"{searcher.get('type', 'random')}{extra}"))
+    if scheduler:
+        budget = f", max_t {scheduler['max_t']}" if scheduler.get("max_t") is not None else ""
+        facts.append(("Scheduler", f"{scheduler.get('type', 'fifo')}{budget}"))
+    plan = results.plan or {}
+    if plan.get("max_concurrent_trials") is not None:
+        workers = plan.get("num_workers")
+        each = f" ({workers} worker{'s' if workers != 1 else ''} each)" if workers else ""
+        facts.append(("Trials at once", f"{plan['max_concurrent_trials']}{each}"))
+    return facts
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds < 1:
+        return "under 1 s"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {sec:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    try:
+        import pandas as pd
+
+        if value is pd.NA or value is pd.NaT:
+            return "-"
+        if isinstance(value, pd.Timestamp):
+            return value.strftime("%Y-%m-%d %H:%M:%S")
+    except ImportError:  # pragma: no cover
+        pass
+    return _num(value)
+
+
+def _best_table(results: "Results", n: int = 10) -> "pd.DataFrame":
+    from hpsearch.analysis import best_trials
+
+    table = best_trials(results, n)
+    return table.drop(columns=["number"])
+
+
+def _trials_table(results: "Results") -> "pd.DataFrame":
+    cols = ["trial_id", "status", "iterations", "best", "last", "best_iteration", "wall_time_s", *results.params]
+    return results.trials[[c for c in cols if c in results.trials]].rename(
+        columns={"best": f"best {results.metric}", "last": f"last {results.metric}", "wall_time_s": "time (s)"}
+    )
+
+
+def _errors(results: "Results") -> list[dict[str, str]]:
+    trials = results.trials[results.trials["status"] == "errored"]
+    return [
+        {
+            "trial_id": r.trial_id,
+            "error": r.error or "(no message)",
+            "file": str(Path(r.trial_dir) / "error.txt") if r.trial_dir else "-",
+        }
+        for r in trials.itertuples(index=False)
+    ]
+
+
+def _plan_lines(plan: dict[str, Any] | None) -> list[str]:
+    if not plan:
+        return []
+    from hpsearch.planner import fmt_resources
+
+    lines = [
+        f"{plan.get('max_concurrent_trials', '?')} trial(s) at once (capacity {plan.get('capacity', '?')})",
+        f"per trial: driver {fmt_resources(plan.get('driver_bundle') or {})} + {plan.get('num_workers', '?')} worker(s) x "
+        f"{fmt_resources(plan.get('worker_bundle') or {})}, placed {plan.get('placement_strategy', '?')}",
+    ]
+    for node in plan.get("nodes", []):
+        res = {k: v for k, v in (node.get("resources") or {}).items() if k in ("CPU", "GPU", "memory")}
+        head = " (head)" if node.get("is_head") else ""
+        lines.append(f"node {str(node.get('node_id', ''))[:12]}{head}: {fmt_resources(res)}")
+    lines += [f"note: {w}" for w in plan.get("warnings", [])]
+    return lines
+
+
+# ----------------------------------------------------------------------------- HTML
+
+_CSS = """
+:root { --ink:#1f2328; --muted:#59636e; --line:#d8dee4; --bg:#f6f8fa; --accent:#2166ac; --best:#b2182b; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--ink); background: #fff; }
+main { max-width: 1180px; margin: 0 auto; padding: 28px 28px 60px; }
+h1 { font-size: 26px; margin: 0 0 2px; }
+h2 { font-size: 18px; margin: 34px 0 10px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+.sub { color: var(--muted); margin: 0 0 18px; font-size: 13px; }
+code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(200px, 1fr)); gap: 10px; }
+.card { background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; }
+.card .k { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .03em; }
+.card .v { font-size: 15px; font-weight: 600; }
+.grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 18px; }
+.row { margin-bottom: 22px; }
+@media (max-width: 900px) { .grid2 { grid-template-columns: 1fr; } }
+figure { margin: 0; }
+figure img { width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
+figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; }
+figure h3 { font-size: 15px; margin: 0 0 6px; }
+table { border-collapse: collapse; font-size: 13px; width: 100%; }
+.scroll { overflow-x: auto; }
+th, td { padding: 5px 9px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+th { background: var(--bg); font-weight: 600; }
+th:first-child, td:first-child, td.t, th.t { text-align: left; }
+tr.best td { background: #fbeaec; }
+td.wrap { white-space: normal; }
+.badge { display: inline-block; padding: 0 7px; border-radius: 10px; font-size: 12px; font-weight: 600; }
+.finished { background: #dbe9f6; color: #1d4f86; }
+.stopped { background: #eceff1; color: #555; }
+.errored { background: #fbe0dc; color: #a3321f; }
+.running, .pending { background: #fdebd9; color: #8a4b14; }
+pre { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 12px; overflow-x: auto; font-size: 12px; }
+details summary { cursor: pointer; color: var(--accent); margin: 6px 0; }
+.err { color: #a3321f; }
+.muted { color: var(--muted); }
+.best-card { border-left: 4px solid var(--best); }
+"""
+
+
+def render_html(results: "Results", figures: list[Figure]) -> str:
+    """The report as one self-contained HTML page."""
+    import yaml
+
+    from hpsearch import __version__
+
+    e = html.escape
+    best = results.best
+    out = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>{e(results.name)}: hpsearch report</title><style>{_CSS}</style></head><body><main>",
+        f"<h1>{e(results.name)}</h1>",
+        f"<p class='sub'>hpsearch report &middot; <code>{e(str(results.experiment_dir))}</code> &middot; "
+        f"generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}"
+        + ("" if results.ended else " &middot; <strong>the search has not ended</strong> (it is running, or was interrupted: "
+            "<code>hpsearch resume</code> continues it)")
+        + "</p>",
+        "<div class='cards'>",
+        *(
+            f"<div class='card'><div class='k'>{e(k)}</div><div class='v'>{e(v)}</div></div>"
+            for k, v in _facts(results)
+        ),
+        "</div>",
+    ]
+    if best is not None:
+        config = {p: best.get(p) for p in results.params}
+        out += [
+            "<h2>Best trial</h2><div class='card best-card'>",
+            f"<div><strong>{e(str(best['trial_id']))}</strong> {_badge(best['status'])} &middot; {e(results.metric)} "
+            f"<strong>{e(_num(best['best']))}</strong> at iteration {e(_cell(best['best_iteration']))} "
+            f"(last {e(_num(best['last']))}, {e(_cell(best['iterations']))} iterations, {e(_duration(best['wall_time_s']))})</div>",
+            "<div><code>" + e(", ".join(f"{k}={_cell(v)}" for k, v in config.items())) + "</code></div>",
+            f"<div class='muted'>best checkpoint kept: <code>{e(str(best['best_checkpoint'] or '-'))}</code></div>",
+            "</div>",
+        ]
+    out.append("<h2>Plots</h2>")
+    by_key = {f.key: f for f in figures}
+    layout = [
+        ("learning_curves", "optimization_history"),
+        ("param_vs_metric",),
+        ("parallel_coordinates",),
+        ("param_importances", "scheduler_effect"),
+    ]
+    for row in layout:
+        cells = [by_key[k] for k in row if k in by_key]
+        out.append("<div class='row grid2'>" if len(cells) > 1 else "<div class='row'>")
+        out += [_figure_html(f) for f in cells]
+        out.append("</div>")
+    out += ["<h2>Best trials</h2>", _table_html(_best_table(results), results, mark_best=True)]
+    errors = _errors(results)
+    out.append(f"<h2>Errors ({len(errors)})</h2>")
+    if errors:
+        out.append(
+            "<div class='scroll'><table><tr><th>trial</th><th class='t'>error (and the file with its traceback)</th></tr>"
+        )
+        out += [
+            f"<tr><td>{e(x['trial_id'])}</td><td class='t wrap'><span class='err'>{e(x['error'])}</span><br>"
+            f"<code class='muted'>{e(x['file'])}</code></td></tr>"
+            for x in errors
+        ]
+        out.append("</table></div>")
+    else:
+        out.append("<p class='muted'>No trial errored.</p>")
+    out += [
+        f"<h2>All trials ({len(results.trials)})</h2>",
+        "<details><summary>show the table</summary>",
+        _table_html(_trials_table(results), results, mark_best=True),
+        "</details>",
+        "<h2>Spec and plan</h2>",
+    ]
+    plan_lines = _plan_lines(results.plan)
+    if plan_lines:
+        out.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in plan_lines) + "</ul>")
+    if results.spec:
+        spec_text = yaml.safe_dump(results.spec, sort_keys=False)
+        out.append(
+            f"<details><summary>the spec as run (hpsearch_spec.yaml)</summary><pre>{e(spec_text)}</pre></details>"
+        )
+    if results.plan:
+        out.append(
+            f"<details><summary>the resource plan (hpsearch_plan.json)</summary><pre>{e(json.dumps(results.plan, indent=2))}</pre></details>"
+        )
+    out.append(f"<p class='muted' style='margin-top:30px'>hpsearch {e(__version__)}</p></main></body></html>")
+    return "\n".join(out)
+
+
+def _badge(status: str) -> str:
+    label = "stopped early" if status == "stopped" else status
+    return f"<span class='badge {html.escape(status)}'>{html.escape(label)}</span>"
+
+
+def _figure_html(fig: Figure) -> str:
+    e = html.escape
+    if fig.png is None:
+        return f"<figure><h3>{e(fig.title)}</h3><p class='err'>Could not draw this plot: {e(fig.error)}</p></figure>"
+    data = base64.b64encode(fig.png).decode("ascii")
+    return (
+        f"<figure><h3>{e(fig.title)}</h3><img alt='{e(fig.title)}' src='data:image/png;base64,{data}'>"
+        f"<figcaption>{e(fig.caption)}</figcaption></figure>"
+    )
+
+
+def _table_html(table: "pd.DataFrame", results: "Results", *, mark_best: bool = False) -> str:
+    e = html.escape
+    if table.empty:
+        return "<p class='muted'>No trial reported the metric yet.</p>"
+    best = results.best
+    best_id = None if best is None else best["trial_id"]
+    head = "".join(f"<th{' class=t' if c in ('trial_id', 'status') else ''}>{e(str(c))}</th>" for c in table.columns)
+    rows = []
+    for record in table.to_dict("records"):
+        cls = " class='best'" if mark_best and record.get("trial_id") == best_id else ""
+        cells = []
+        for col, value in record.items():
+            if col == "status":
+                cells.append(f"<td class='t'>{_badge(str(value))}</td>")
+            else:
+                cells.append(f"<td>{e(_cell(value))}</td>")
+        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f"<div class='scroll'><table><tr>{head}</tr>{''.join(rows)}</table></div>"
+
+
+# ----------------------------------------------------------------------------- Markdown
+
+
+def render_markdown(results: "Results", figures: list[Figure], images: dict[str, str]) -> str:
+    """The report as Markdown; ``images`` maps a figure's key to its PNG's path relative to the report."""
+    import yaml
+
+    lines = [
+        f"# {results.name}",
+        "",
+        f"hpsearch report of `{results.experiment_dir}`" + ("" if results.ended else " (the search has not ended: it is running, or was interrupted and `hpsearch resume` continues it)"),
+        "",
+    ]
+    lines += [f"- **{k}:** {v}" for k, v in _facts(results)]
+    best = results.best
+    if best is not None:
+        config = ", ".join(f"{p}={_cell(best.get(p))}" for p in results.params)
+        lines += [
+            "",
+            "## Best trial",
+            "",
+            f"**{best['trial_id']}**: {results.metric} {_num(best['best'])} at iteration "
+            f"{_cell(best['best_iteration'])}; `{config}`; best checkpoint kept: `{best['best_checkpoint'] or '-'}`",
+        ]
+    lines += ["", "## Plots"]
+    for fig in figures:
+        lines += ["", f"### {fig.title}", ""]
+        lines.append(
+            f"![{fig.title}]({images[fig.key]})" if fig.key in images else f"Could not draw this plot: {fig.error}"
+        )
+        if fig.caption:
+            lines += ["", fig.caption]
+    lines += ["", "## Best trials", "", _table_md(_best_table(results))]
+    errors = _errors(results)
+    lines += ["", f"## Errors ({len(errors)})", ""]
+    lines += [f"- `{x['trial_id']}`: {x['error']} (`{x['file']}`)" for x in errors] or ["No trial errored."]
+    lines += [
+        "",
+        f"## All trials ({len(results.trials)})",
+        "",
+        _table_md(_trials_table(results)),
+        "",
+        "## Spec and plan",
+        "",
+    ]
+    lines += [f"- {line}" for line in _plan_lines(results.plan)]
+    if results.spec:
+        lines += ["", "```yaml", yaml.safe_dump(results.spec, sort_keys=False).rstrip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _table_md(table: "pd.DataFrame") -> str:
+    if table.empty:
+        return "No trial reported the metric yet."
+    cols = [str(c) for c in table.columns]
+    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for record in table.to_dict("records"):
+        out.append("| " + " | ".join(_cell(v).replace("|", "\\|") for v in record.values()) + " |")
+    return "\n".join(out)

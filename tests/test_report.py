@@ -1,0 +1,131 @@
+"""``hpsearch report``: a self-contained HTML page, or Markdown with PNGs beside it."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from fake_experiment import standard_trials, write_experiment  # noqa: E402
+from hpsearch import analysis as an  # noqa: E402
+from hpsearch.cli import main  # noqa: E402
+from hpsearch.report import REPORT_NAME, report_figures, write_report  # noqa: E402
+
+PLOTS = [
+    "learning_curves",
+    "optimization_history",
+    "param_vs_metric",
+    "parallel_coordinates",
+    "param_importances",
+    "scheduler_effect",
+]
+
+
+@pytest.fixture(scope="module")
+def exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_experiment(tmp_path_factory.mktemp("report") / "fake", standard_trials())
+
+
+@pytest.fixture(scope="module")
+def page(exp: Path) -> str:
+    return write_report(exp).read_text(encoding="utf-8")
+
+
+def test_html_report_is_written_into_the_experiment_folder_by_default(exp: Path, page: str) -> None:
+    assert (exp / f"{REPORT_NAME}.html").is_file()
+    assert page.startswith("<!doctype html>")
+
+
+def test_html_report_is_self_contained(page: str) -> None:
+    assert not re.search(r"""(src|href)=['"]?(https?:|//|file:)""", page)
+    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    assert len(images) == len(PLOTS)
+    assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
+
+
+def test_html_report_content(page: str) -> None:
+    assert "<h1>fake</h1>" in page
+    assert "5 (2 finished, 2 stopped early, 1 errored)" in page  # counts
+    assert "0.1 (trial aaaa0003, iteration 3)" in page  # the best
+    assert "2 min 03 s" in page  # wall time (123.4 s)
+    assert "<h2>Errors (1)</h2>" in page and "RuntimeError: CUDA out of memory" in page
+    assert "error.txt" in page
+    assert "<h2>Best trials</h2>" in page and "<tr class='best'><td>aaaa0003</td>" in page
+    assert "hpsearch_spec.yaml" in page and "reduction_factor: 2.0" in page  # the spec
+    assert "2 trial(s) at once (capacity 2)" in page  # the plan
+    assert "Could not draw" not in page
+
+
+def test_markdown_report_with_pngs_beside_it(exp: Path, tmp_path: Path) -> None:
+    path = write_report(exp, tmp_path / "out" / "search.md", fmt="md")
+    text = path.read_text()
+    for name in PLOTS:
+        assert f"(search_{name}.png)" in text
+        assert (tmp_path / "out" / f"search_{name}.png").read_bytes().startswith(b"\x89PNG")
+    assert "| trial_id | status | iterations | best_iteration | val_loss |" in text
+    assert "- `aaaa0004`: RuntimeError: CUDA out of memory" in text
+
+
+def test_a_plot_that_fails_is_reported_not_fatal(exp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("no luck")
+
+    monkeypatch.setattr(an, "parallel_coordinates", broken)
+    figures = {f.key: f for f in report_figures(an.load_results(exp))}
+    assert figures["parallel_coordinates"].png is None
+    assert figures["parallel_coordinates"].error == "RuntimeError: no luck"
+    assert figures["learning_curves"].png is not None
+
+
+def test_cli_report_prints_the_path(exp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "r.html"
+    assert main(["report", str(exp), "-o", str(target)]) == 0
+    assert capsys.readouterr().out == f"{target}\n"
+    assert target.read_text().startswith("<!doctype html>")
+    assert (
+        main(
+            ["report", str(exp), "--format", "md", "--metric", "val_acc", "--mode", "max", "-o", str(tmp_path / "r.md")]
+        )
+        == 0
+    )
+    assert "val_acc" in (tmp_path / "r.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["report", "{tmp}/missing"], "Error: experiment folder {tmp}/missing does not exist\n"),
+        (
+            ["report", "{tmp}"],
+            "Error: {tmp} is not an experiment folder (no hpsearch_spec.yaml, no Tune trial folders)\n",
+        ),
+        (
+            ["report", "{exp}", "--metric", "val_acx", "--mode", "max"],
+            "Error: no trial reported metric 'val_acx'; did you mean 'val_acc'? (reported: epoch, train_loss, val_loss, val_acc)\n",
+        ),
+    ],
+    ids=["missing", "not-an-experiment", "unknown-metric"],
+)
+def test_cli_report_user_errors_exit_2_with_one_line(
+    exp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    filled = [a.format(tmp=tmp_path, exp=exp) for a in args]
+    assert main(filled) == 2
+    captured = capsys.readouterr()
+    assert captured.err == message.format(tmp=tmp_path.resolve(), exp=exp)
+    assert captured.out == ""
+
+
+def test_report_of_a_search_that_has_not_ended_says_so(tmp_path: Path) -> None:
+    trials = standard_trials()
+    trials[4].status = "running"
+    exp = write_experiment(tmp_path / "live", trials, summary=False)
+    page = write_report(exp).read_text()
+    assert "<strong>the search has not ended</strong>" in page
+    assert "1 running" in page
