@@ -20,7 +20,11 @@ __all__ = [
     "load_spec",
     "build_tuner",
     "run",
+    "resume",
     "make_trainable",
+    "load_results",
+    "to_optuna_study",
+    "plots",
     "Spec",
     "HpsearchError",
     "SpecError",
@@ -35,16 +39,26 @@ _LAZY = {
     "Spec": "hpsearch.spec",
     "build_tuner": "hpsearch.tuner",
     "run": "hpsearch.tuner",
+    "resume": "hpsearch.tuner",
     "make_trainable": "hpsearch.trainable",
+    "load_results": "hpsearch.analysis",
+    "to_optuna_study": "hpsearch.optuna_export",
 }
+#: Submodules loaded on first use (``hpsearch.plots`` imports matplotlib).
+_LAZY_MODULES = {"plots": "hpsearch.plots", "analysis": "hpsearch.analysis"}
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch import plots
+    from hpsearch.analysis import load_results
+    from hpsearch.optuna_export import to_optuna_study
     from hpsearch.spec import Spec, load_spec
     from hpsearch.trainable import make_trainable
-    from hpsearch.tuner import build_tuner, run
+    from hpsearch.tuner import build_tuner, resume, run
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        return importlib.import_module(_LAZY_MODULES[name])
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hpsearch' has no attribute {name!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import importlib.util
 import sys
 from pathlib import Path
@@ -58,7 +59,23 @@ def load_callable(ref: str, base_dir: Path | None = None) -> Callable:
         raise ValueError(f"{target!r} has no attribute {func_name!r}{hint}")
     if not callable(obj):
         raise ValueError(f"{ref!r} is not a callable but a {type(obj).__name__}: {obj!r:.60}")
+    _check_per_worker_loop(ref, obj)
     return obj
+
+
+def _check_per_worker_loop(ref: str, obj: Callable) -> None:
+    """A per-worker train loop is called as ``train_loop(config)``: one argument."""
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):  # builtins and some C callables have none: let Ray try
+        return
+    try:
+        signature.bind({})
+    except TypeError:
+        raise ValueError(
+            f"{ref!r} must be a per-worker train loop called as train_loop(config), "
+            f"but its signature is {obj.__name__}{signature}"
+        ) from None
 
 
 def _import_file(path: Path):

@@ -15,7 +15,7 @@ from hpsearch.errors import HpsearchError
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _load(args: argparse.Namespace):
@@ -40,22 +40,50 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a search; print the best trials, the experiment folder and the wall time."""
-    from hpsearch.summary import best_trials_table
-    from hpsearch.tuner import run_with_summary, varying_params
+    from hpsearch.tuner import run_with_summary
 
     spec = _load(args)
     _, summary = run_with_summary(spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose)
+    return _report_search(spec, summary)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue an interrupted search from its experiment folder: finished trials are kept."""
+    from hpsearch.tuner import experiment_spec, resume_with_summary
+
+    spec = experiment_spec(args.experiment)
+    _, summary = resume_with_summary(
+        args.experiment, address=args.address, retry_errored=args.retry_errored, verbose=args.verbose
+    )
+    return _report_search(spec, summary)
+
+
+def _report_search(spec, summary) -> int:
+    """Print how a search ended; return the exit code."""
+    from hpsearch.summary import best_trials_table, flatten_config
+    from hpsearch.tuner import varying_params
+
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("finished", "stopped", "errored"))
     print(f"\nBest trials by {spec.metric} ({spec.mode}):")
     print(best_trials_table(summary, varying=varying_params(spec)))
     errored = [t for t in summary.trials if t.status == "errored"]
     if errored:
         print(f"\nErrors ({len(errored)}):")
+        varying = varying_params(spec)
         for trial in errored:
-            print(f"  {trial.trial_id}: {trial.error}\n    folder: {trial.path}")
+            flat = flatten_config(trial.config)
+            config = " ".join(f"{k}={flat[k]}" for k in varying if k in flat)
+            print(f"  {trial.trial_id}  {config}\n    {trial.error}")
+            for line in trial.traceback.splitlines()[:8]:
+                print(f"    | {line}")
+            print(f"    full traceback: {trial.path}/error.txt")
     print(f"\nExperiment folder: {spec.experiment_dir}")
+    if summary.interrupted:
+        print(f"Interrupted before every trial ended; continue with: hpsearch resume {spec.experiment_dir}")
     n = len(summary.trials)
     print(f"Wall time: {summary.wall_time_s:.1f} s ({n} trial{'s' if n != 1 else ''}: {counts})")
+    if summary.interrupted:
+        return EXIT_INTERRUPTED
     ok = summary.count("finished") + summary.count("stopped")
     return EXIT_OK if ok > 0 else EXIT_FAILED
 
@@ -94,6 +122,59 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write a report of a search: one self-contained HTML page (plots embedded), or Markdown with PNGs beside it."""
+    from hpsearch.analysis import load_results
+    from hpsearch.report import write_report
+
+    results = load_results(args.experiment, metric=args.metric, mode=args.mode)
+    try:
+        path = write_report(results, args.output, fmt=args.format)
+    except OSError as err:
+        print(f"Error: cannot write the report: {err}; choose another file with --output", file=sys.stderr)
+        return EXIT_FAILED
+    print(path)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a search's trials, with their intermediate values, into an Optuna study (for optuna-dashboard)."""
+    from hpsearch.analysis import load_results
+    from hpsearch.optuna_export import to_optuna_study
+
+    results = load_results(args.experiment, metric=args.metric, mode=args.mode)
+    study = to_optuna_study(results, storage=args.optuna, study_name=args.study_name, overwrite=args.overwrite)
+    states = [t.state.name for t in study.trials]
+    names = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}
+    counts = ", ".join(f"{states.count(s)} {word}" for s, word in names.items() if s in states)
+    print(f"Exported {len(states)} trials ({counts}) to Optuna study '{study.study_name}' in {args.optuna}")
+    print(f"Look at it with: optuna-dashboard {args.optuna}")
+    return EXIT_OK
+
+
+def _results_commands(sub: argparse._SubParsersAction) -> None:
+    """``report`` and ``export``: commands that read an experiment folder (no Ray)."""
+
+    def results_command(name: str, func: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=func.__doc__)
+        p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the experiment folder (<storage_path>/<name>)")
+        p.add_argument("--metric", help="rank trials by this reported metric (default: the spec's)")
+        p.add_argument("--mode", choices=("min", "max"), help="whether --metric is better low or high")
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        p.set_defaults(func=func)
+        return p
+
+    report_p = results_command("report", cmd_report, "write an HTML (or Markdown) report of a search")
+    report_p.add_argument("--format", choices=("html", "md"), default="html", help="output format (default: html)")
+    report_p.add_argument(
+        "--output", "-o", metavar="FILE", help="where to write it (default: hpsearch_report.html/.md in the experiment folder)"
+    )
+    export_p = results_command("export", cmd_export, "write a search's trials into an Optuna study")
+    export_p.add_argument("--optuna", required=True, metavar="STORAGE_URL", help="Optuna storage, e.g. sqlite:///search.db")
+    export_p.add_argument("--study-name", help="default: the search's name")
+    export_p.add_argument("--overwrite", action="store_true", help="replace a study of the same name in the storage")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hpsearch",
@@ -120,6 +201,13 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument("--overwrite", action="store_true", help="delete an existing experiment folder of the same name first")
     run_p.add_argument("--verbose", action="store_true", help="show the Train workers' own output")
     spec_command("validate", cmd_validate, "check a spec without starting Ray")
+    resume_p = sub.add_parser("resume", help="continue an interrupted search", description=cmd_resume.__doc__)
+    resume_p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the experiment folder (<storage_path>/<name>)")
+    resume_p.add_argument("--retry-errored", action="store_true", help="run errored trials again, from their last checkpoint")
+    resume_p.add_argument("--address", help="an existing Ray cluster; default: embedded local Ray")
+    resume_p.add_argument("--verbose", action="store_true", help="show the Train workers' own output")
+    resume_p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    resume_p.set_defaults(func=cmd_resume)
     plan_p = spec_command("plan", cmd_plan, "show the resource plan for a spec without starting any trial")
     target = plan_p.add_mutually_exclusive_group()
     target.add_argument("--address", help="plan against a running Ray cluster (e.g. 'auto')")
@@ -130,6 +218,7 @@ def _parser() -> argparse.ArgumentParser:
         "(memory in GB; the first node is the head) or a YAML file listing nodes",
     )
     plan_p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    _results_commands(sub)
     return parser
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,27 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
         except ConnectionError as err:
             raise ClusterError(_cannot_connect(address, err)) from err
     else:
+        # Ray Train's placement-group cleaner finds the State API through RAY_API_SERVER_ADDRESS, else
+        # through "the latest Ray instance on this machine": with two clusters on one machine it asks the
+        # wrong one and leaks every stopped trial's workers. Pin it: the raylet and every worker inherit it.
+        port = _free_port()
+        os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
         # address="local": always a new embedded cluster, never one found on the machine by accident.
-        ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1", num_cpus=num_cpus, **common)
+        ray.init(
+            address="local",
+            include_dashboard=True,
+            dashboard_host="127.0.0.1",
+            dashboard_port=port,
+            num_cpus=num_cpus,
+            **common,
+        )
     return True
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _cannot_connect(address: str, err: Exception) -> str:

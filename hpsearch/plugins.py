@@ -201,7 +201,7 @@ class AshaOptions(StrictModel):
     grace_period: PositiveInt = 1
     reduction_factor: float = Field(default=4, gt=1)
     brackets: PositiveInt = 1
-    time_attr: str = "training_iteration"
+    time_attr: str = "epoch"
 
     @model_validator(mode="after")
     def _check(self) -> "AshaOptions":
@@ -215,13 +215,13 @@ class MedianOptions(StrictModel):
     min_samples_required: PositiveInt = 3
     min_time_slice: float = Field(default=0, ge=0)
     hard_stop: bool = True
-    time_attr: str = "training_iteration"
+    time_attr: str = "epoch"
 
 
 class HyperbandOptions(StrictModel):
     max_t: PositiveInt = 81
     reduction_factor: float = Field(default=3, gt=1)
-    time_attr: str = "training_iteration"
+    time_attr: str = "epoch"
 
 
 def _fifo(options: FifoOptions, ctx: SchedulerContext) -> Any:

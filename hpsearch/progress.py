@@ -7,6 +7,7 @@ scheduler, or errored, with the metric), and a status line at most every
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import Any, Callable, TextIO
@@ -38,6 +39,7 @@ class ProgressPrinter(Callback):
         budget: tuple[str, float] | None = None,
         concurrency: int | None = None,
         waiting_reason: Callable[[], str | None] | None = None,
+        outcomes_path: str | None = None,
     ):
         self.metric, self.mode = metric, mode
         self.total = total
@@ -51,6 +53,7 @@ class ProgressPrinter(Callback):
         self._budget = budget
         self._concurrency = concurrency
         self._waiting_reason = waiting_reason
+        self._outcomes_path = outcomes_path
         self._stopped: set[str] = set()
         #: How each ended trial ended: "finished", "stopped" (early, by the scheduler) or "errored".
         self.outcomes: dict[str, str] = {}
@@ -64,16 +67,43 @@ class ProgressPrinter(Callback):
         # Tune pickles its callbacks into the experiment state; a stream is not picklable.
         return {**self.__dict__, "stream": None}
 
+    def __setstate__(self, state: dict) -> None:
+        # Restored by Tuner.restore in a new process: its clocks start now.
+        self.__dict__.update(state)
+        self._start = self._last_status = time.monotonic()
+
     def _params(self, trial: Any) -> str:
         flat = flatten_config(trial.config)
         keys = self.varying if self.varying is not None else list(flat)
         return " ".join(f"{k}={_fmt_value(flat[k])}" for k in keys if k in flat)
 
+    def _record(self, trial: Any, status: str, error: str = "") -> None:
+        """Remember how a trial ended, here and in the experiment folder (one JSON line per trial end)."""
+        self.outcomes[trial.trial_id] = status
+        if not self._outcomes_path:
+            return
+        result = trial.last_result or {}
+        line = {
+            "trial_id": trial.trial_id,
+            "status": status,
+            "iterations": result.get("epoch", result.get("training_iteration", 0)),
+            "ended_at": time.time(),
+            "error": error,
+        }
+        try:
+            with open(self._outcomes_path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
+        except OSError as err:  # the search matters more than this record
+            self._print(f"warning  could not record the end of {trial.trial_id}: {err}")
+
     def _metric(self, result: dict) -> str:
         value = result.get(self.metric)
-        iters = result.get("training_iteration", 0)
         shown = f"{self.metric}={_fmt_value(value)}" if value is not None else f"{self.metric}=?"
-        return f"{shown} after {iters} iter{'s' if iters != 1 else ''}"
+        if "epoch" in result:
+            n = result["epoch"]
+            return f"{shown} after {n} epoch{'s' if n != 1 else ''}"
+        n = result.get("training_iteration", 0)
+        return f"{shown} after {n} iter{'s' if n != 1 else ''}"
 
     def _track_best(self, trial: Any, result: dict) -> None:
         value = result.get(self.metric)
@@ -103,20 +133,21 @@ class ProgressPrinter(Callback):
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         result = trial.last_result or {}
         ended = "stopped" if trial.trial_id in self._stopped else "finished"
-        self.outcomes[trial.trial_id] = ended
+        self._record(trial, ended)
         self._counts[ended] += 1
         suffix = "" if ended == "finished" else "  (stopped early by the scheduler)"
         self._print(f"{ended:<8} {trial.trial_id}  {self._metric(result)}{suffix}")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self.outcomes[trial.trial_id] = "errored"
         self._counts["errored"] += 1
         error = None
         try:
             error = trial.get_pickled_error() or trial.get_error()
         except Exception:  # noqa: BLE001 - the message is a courtesy; never fail the search over it
             pass
-        self._print(f"ERROR    {trial.trial_id}  {short_error(error) or 'see error.txt in the trial folder'}")
+        message = short_error(error)
+        self._record(trial, "errored", message)
+        self._print(f"ERROR    {trial.trial_id}  {message or 'see error.txt in the trial folder'}")
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         now = time.monotonic()

@@ -304,6 +304,10 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         except ValueError as err:
             problems.append(Problem("trainable", str(err)))
 
+    storage = get("storage_path")
+    if isinstance(storage, str) and Path(storage).expanduser().exists() and not Path(storage).expanduser().is_dir():
+        problems.append(Problem("storage_path", f"must be a folder, but {storage!r} is a file"))
+
     if problems:
         raise SpecError(problems, source=str(origin) if origin else None)
     assert top is not None and searcher is not None and scheduler is not None  # problems were empty

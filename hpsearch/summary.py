@@ -17,6 +17,7 @@ __all__ = [
     "summarize",
     "best_trials_table",
     "short_error",
+    "error_excerpt",
     "flatten_config",
     "TUNE_COLUMNS",
 ]
@@ -30,10 +31,28 @@ def short_error(error: BaseException | str | None, limit: int = 200) -> str:
         return ""
     text = str(error).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    chosen = next((ln for ln in reversed(lines) if _ERROR_LINE.match(ln)), None)
+    at = next((i for i in range(len(lines) - 1, -1, -1) if _ERROR_LINE.match(lines[i])), None)
+    chosen = lines[at] if at is not None else None
+    if chosen is not None and chosen.endswith(":") and at + 1 < len(lines):
+        chosen = f"{chosen} {lines[at + 1]}"  # "ControllerError: ... failed due to controller error:" + its cause
     if chosen is None:
         chosen = f"{type(error).__name__}: {lines[0]}" if lines and isinstance(error, BaseException) else (lines[0] if lines else "")
     return chosen if len(chosen) <= limit else chosen[: limit - 3] + "..."
+
+
+def error_excerpt(error: BaseException | str | None, max_lines: int = 12) -> str:
+    """The end of the innermost traceback in an error: the user's frames and the error line.
+
+    A failed nested run's error holds Ray's frames first and the worker's traceback last.
+    """
+    if error is None:
+        return ""
+    lines = str(error).rstrip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip().startswith("Traceback (most recent call last)")]
+    block = lines[starts[-1]:] if starts else lines
+    if len(block) > max_lines:
+        block = [block[0], "  ..."] + block[-(max_lines - 2):]
+    return "\n".join(block)
 
 
 def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
@@ -66,8 +85,9 @@ class TrialOutcome:
     config: dict[str, Any]
     metrics: dict[str, Any]  # the last report
     best: float | None  # best value of the search metric over the trial's reports
-    iterations: int
+    iterations: int  # epochs reported (Tune's training_iteration if the trial reports no epoch)
     error: str = ""
+    traceback: str = ""  # the end of the innermost traceback (the user's frames), for errored trials
     path: str = ""
 
 
@@ -80,6 +100,8 @@ class SearchSummary:
     mode: str
     wall_time_s: float
     trials: list[TrialOutcome] = field(default_factory=list)
+    #: True when the search stopped before every trial ended (Ctrl-C): resume it.
+    interrupted: bool = False
 
     def count(self, status: str) -> int:
         return sum(1 for t in self.trials if t.status == status)
@@ -99,6 +121,7 @@ class SearchSummary:
             "metric": self.metric,
             "mode": self.mode,
             "wall_time_s": round(self.wall_time_s, 2),
+            "interrupted": self.interrupted,
             "counts": {s: self.count(s) for s in ("finished", "stopped", "errored")},
             "best_trial_id": best.trial_id if best else None,
             "trials": [asdict(t) for t in self.trials],
@@ -140,8 +163,9 @@ def summarize(
                 config=dict(result.config or {}),
                 metrics={k: v for k, v in metrics.items() if k not in TUNE_COLUMNS or k == "training_iteration"},
                 best=_best_of(values, mode),
-                iterations=int(metrics.get("training_iteration") or 0),
+                iterations=int(metrics.get("epoch") or metrics.get("training_iteration") or 0),
                 error=short_error(result.error),
+                traceback=error_excerpt(result.error),
                 path=str(result.path or ""),
             )
         )

@@ -9,7 +9,9 @@ Tune aggregated across workers. See DESIGN.md, "The nested trial".
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -17,10 +19,15 @@ from hpsearch.aggregate import aggregate_metrics
 from hpsearch.planner import HEAD_RESOURCE, HEAD_SLIVER
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
 
-__all__ = ["make_trainable", "TRAIN_RUNS_DIR", "RAY_TRAIN_ENV_DEFAULTS"]
+__all__ = ["make_trainable", "TRAIN_RUNS_DIR", "HISTORY_FILE", "EPOCH", "RAY_TRAIN_ENV_DEFAULTS"]
 
 #: Folder, inside the experiment folder, that holds every trial's nested Train run.
 TRAIN_RUNS_DIR = "train"
+#: The metric schedulers count by default; hpsearch.train.report always reports it.
+EPOCH = "epoch"
+#: Every report Tune was sent for a trial, one JSON line each, in ``<train>/<trial_id>/``.
+#: Tune keeps only the rows after a restart in its result.json; this file keeps them all.
+HISTORY_FILE = "hpsearch_history.jsonl"
 
 #: Ray Train settings hpsearch changes unless the user's environment already sets them.
 #: The controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
@@ -39,6 +46,8 @@ def make_trainable(
     checkpoint: CheckpointSettings | Mapping[str, Any] | None = None,
     aggregate: Aggregate | Mapping[str, Any] | None = None,
     storage_path: str | Path | None = None,
+    metric: str | None = None,
+    mode: str = "min",
 ) -> Any:
     """Build a Tune trainable whose every trial is a nested Ray Train ``TorchTrainer`` run.
 
@@ -55,6 +64,9 @@ def make_trainable(
         storage_path: Folder for the nested runs (``<storage_path>/<trial_id>``). Default:
             ``train/`` in the Tune experiment folder. On several nodes it must be storage
             every node can reach.
+        metric: The search metric: with it, each trial keeps its ``num_to_keep`` best
+            checkpoints by that metric (and always its latest, to resume from).
+        mode: ``"min"`` or ``"max"``, for ``metric``.
 
     Returns:
         A trainable for ``ray.tune.Tuner``, with the driver's resources attached.
@@ -74,8 +86,12 @@ def make_trainable(
     aggregate = _as(Aggregate, aggregate)
     runs_dir = None if storage_path is None else str(Path(storage_path).expanduser().resolve())
 
+    checkpoint_config = {"num_to_keep": checkpoint.num_to_keep}
+    if metric is not None:
+        checkpoint_config.update(checkpoint_score_attribute=metric, checkpoint_score_order=mode)
+
     def hpsearch_trial(config: dict) -> None:
-        _run_nested(train_loop, config, scaling, failure, checkpoint, aggregate, runs_dir)
+        _run_nested(train_loop, config, scaling, failure, checkpoint_config, aggregate, runs_dir)
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
     hpsearch_trial.__qualname__ = hpsearch_trial.__name__
@@ -98,7 +114,7 @@ def _run_nested(
     config: dict,
     scaling: Scaling,
     failure: Failure,
-    checkpoint: CheckpointSettings,
+    checkpoint_config: dict[str, Any],
     aggregate: Aggregate,
     runs_dir: str | None,
 ) -> None:
@@ -128,30 +144,50 @@ def _run_nested(
         run_config=train.RunConfig(
             name=trial_id,
             storage_path=runs_dir,
-            callbacks=[_aggregating_callback(aggregate)],
+            callbacks=[_aggregating_callback(aggregate, os.path.join(runs_dir, trial_id, HISTORY_FILE))],
             failure_config=train.FailureConfig(
                 max_failures=failure.worker_retries,
                 controller_failure_limit=failure.controller_retries,
                 max_preemption_failures=failure.worker_retries,
             ),
-            checkpoint_config=train.CheckpointConfig(num_to_keep=checkpoint.num_to_keep),
+            checkpoint_config=train.CheckpointConfig(**checkpoint_config),
             logging_config=train.LoggingConfig(log_level="WARNING"),
         ),
     )
     trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
 
 
-def _aggregating_callback(aggregate: Aggregate) -> Any:
+def _aggregating_callback(aggregate: Aggregate, history_path: str) -> Any:
     """A ``TuneReportCallback`` that forwards the aggregate of all ranks, not rank 0's dict.
 
     Built inside the trial: Ray's callback binds to the Tune session of the trial that
-    constructs it.
+    constructs it. Each forwarded report is also appended to ``history_path``.
     """
     from ray.tune.integration.ray_train import TuneReportCallback
 
     class AggregatingTuneReportCallback(TuneReportCallback):
+        reports = 0
+
         def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
+            self.reports += 1
             combined = aggregate_metrics(metrics, aggregate.method)
+            # Schedulers count epochs (they survive restarts; Tune's iterations start again at 1).
+            # A loop that reports none gets its reports numbered, from 1 in each run of the trial.
+            combined.setdefault(EPOCH, self.reports)
             super().after_report(run_context, [combined], checkpoint)
+            _append_history(history_path, combined, checkpoint)
 
     return AggregatingTuneReportCallback()
+
+
+def _append_history(path: str, metrics: dict[str, Any], checkpoint: Any) -> None:
+    """Keep every report of a trial, across restarts, where Tune does not overwrite it."""
+    record = {"time": time.time(), **metrics}
+    if checkpoint is not None:
+        record["checkpoint_path"] = checkpoint.path
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, default=str) + "\n")
+    except OSError:  # the history is a record; the report itself already went to Tune
+        pass

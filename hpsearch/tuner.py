@@ -27,7 +27,18 @@ from hpsearch.spec import Spec, load_spec
 from hpsearch.summary import SearchSummary, summarize
 from hpsearch.trainable import TRAIN_RUNS_DIR, make_trainable
 
-__all__ = ["build_tuner", "run", "run_with_summary", "plan_for", "SPEC_FILE", "PLAN_FILE", "SUMMARY_FILE"]
+__all__ = [
+    "build_tuner",
+    "run",
+    "run_with_summary",
+    "resume",
+    "resume_with_summary",
+    "plan_for",
+    "SPEC_FILE",
+    "PLAN_FILE",
+    "SUMMARY_FILE",
+    "OUTCOMES_FILE",
+]
 
 #: The spec as run (every default filled in), inside the experiment folder.
 SPEC_FILE = "hpsearch_spec.yaml"
@@ -35,6 +46,9 @@ SPEC_FILE = "hpsearch_spec.yaml"
 PLAN_FILE = "hpsearch_plan.json"
 #: Per-trial outcomes, the best trial and the wall time, written when the search ends.
 SUMMARY_FILE = "hpsearch_summary.json"
+#: One JSON line per trial end (trial_id, status: finished | stopped | errored, iterations,
+#: ended_at, error), appended as trials end: survives an interrupted search.
+OUTCOMES_FILE = "hpsearch_trials.jsonl"
 
 
 def plan_for(spec: Spec, nodes: Sequence[Node]) -> Plan:
@@ -76,30 +90,22 @@ class _Built:
     progress: Any
 
 
-def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None) -> _Built:
+def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan: Plan | None = None) -> _Built:
     from ray import tune
 
     from hpsearch.cluster import cluster_nodes, connect
     from hpsearch.progress import ProgressPrinter
 
-    if nodes is None:
-        connect()
-        nodes = cluster_nodes()
-    plan = plan_for(spec, nodes)
-    trainable = make_trainable(
-        spec.load_trainable(),
-        scaling=spec.scaling,
-        driver_cpus=spec.resources.driver_cpus,
-        driver_node=spec.resources.driver_node,
-        failure=spec.failure,
-        checkpoint=spec.checkpoint,
-        aggregate=spec.aggregate,
-        storage_path=spec.experiment_dir / TRAIN_RUNS_DIR,
-    )
+    if plan is None:
+        if nodes is None:
+            connect()
+            nodes = cluster_nodes()
+        plan = plan_for(spec, nodes)
+    trainable = _trainable(spec)
     searcher = SEARCHERS.build(spec.searcher, SearcherContext(spec.metric, spec.mode, plan.max_concurrent_trials))
     scheduler = SCHEDULERS.build(spec.scheduler, SchedulerContext(spec.metric, spec.mode))
     max_t = getattr(spec.scheduler.options, "max_t", None)
-    time_attr = getattr(spec.scheduler.options, "time_attr", "training_iteration")
+    time_attr = getattr(spec.scheduler.options, "time_attr", "epoch")
     progress = ProgressPrinter(
         spec.metric,
         spec.mode,
@@ -109,6 +115,7 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None) -> _
         budget=(time_attr, max_t) if max_t is not None else None,
         concurrency=plan.max_concurrent_trials,
         waiting_reason=functools.partial(_waiting_reason, spec, plan.max_concurrent_trials),
+        outcomes_path=str(spec.experiment_dir / OUTCOMES_FILE),
     )
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # Tune's legacy reporter is silent at verbose=0
     tuner = tune.Tuner(
@@ -131,6 +138,21 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None) -> _
         ),
     )
     return _Built(tuner, plan, progress)
+
+
+def _trainable(spec: Spec) -> Any:
+    return make_trainable(
+        spec.load_trainable(),
+        scaling=spec.scaling,
+        driver_cpus=spec.resources.driver_cpus,
+        driver_node=spec.resources.driver_node,
+        failure=spec.failure,
+        checkpoint=spec.checkpoint,
+        aggregate=spec.aggregate,
+        storage_path=spec.experiment_dir / TRAIN_RUNS_DIR,
+        metric=spec.metric,
+        mode=spec.mode,
+    )
 
 
 def _waiting_reason(spec: Spec, planned: int) -> str | None:
@@ -216,32 +238,145 @@ def run_with_summary(
     exp_dir = spec.experiment_dir
     if exp_dir.exists() and not overwrite:
         raise ExperimentExistsError(
-            f"experiment folder {exp_dir} already exists; pass --overwrite (overwrite=True) to delete it "
-            "and start again, or choose another name (--set name=...)"
+            f"experiment folder {exp_dir} already exists; continue it with `hpsearch resume {exp_dir}`, "
+            "pass --overwrite (overwrite=True) to delete it and start again, or choose another name (--set name=...)"
+        )
+    if exp_dir.exists() and not is_experiment(exp_dir):
+        raise ExperimentExistsError(
+            f"{exp_dir} exists and is not an hpsearch experiment folder (no {SPEC_FILE}); "
+            "--overwrite only ever deletes experiment folders: choose another name or storage_path"
         )
     connect(address, verbose=verbose)
     nodes = cluster_nodes()
-    built = _build(spec, nodes, stream)  # plans (and may refuse) before anything is written
+    plan = plan_for(spec, nodes)  # may refuse: before anything is written
     check_shared_storage(spec.storage_path, nodes)
     if exp_dir.exists():
-        shutil.rmtree(exp_dir)
+        shutil.rmtree(exp_dir)  # --overwrite, of an hpsearch experiment folder (checked above)
     exp_dir.mkdir(parents=True)
     (exp_dir / SPEC_FILE).write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False), encoding="utf-8")
-    (exp_dir / PLAN_FILE).write_text(json.dumps(built.plan.as_dict(), indent=2), encoding="utf-8")
+    (exp_dir / PLAN_FILE).write_text(json.dumps(plan.as_dict(), indent=2), encoding="utf-8")
+    built = _build(spec, nodes, stream, plan)  # Tune writes its own state into the folder from here on
     out = stream or sys.stderr
-    print(_banner(spec, built.plan), file=out, flush=True)
+    print(_banner(spec, plan), file=out, flush=True)
+    return _fit_and_summarize(spec, built.tuner, built.progress)
+
+
+#: Tune saves its experiment state at most every 10 s by default: a trial that ended in
+#: those seconds would run again after a kill. hpsearch saves it every second.
+TUNE_ENV_DEFAULTS = {"TUNE_GLOBAL_CHECKPOINT_S": "1"}
+
+
+def _fit_and_summarize(spec: Spec, tuner: Any, progress: Any) -> tuple[Any, SearchSummary]:
+    for key, value in TUNE_ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
     start = time.monotonic()
-    results = built.tuner.fit()
+    results = tuner.fit()
+    outcomes = {**read_outcomes(spec.experiment_dir), **(progress.outcomes if progress is not None else {})}
     summary = summarize(
         results,
         name=spec.name,
         metric=spec.metric,
         mode=spec.mode,
         wall_time_s=time.monotonic() - start,
-        outcomes=built.progress.outcomes,
+        outcomes=outcomes,
     )
-    (exp_dir / SUMMARY_FILE).write_text(json.dumps(summary.as_dict(), indent=2, default=str), encoding="utf-8")
+    summary.interrupted = any(t.trial_id not in outcomes for t in summary.trials) or len(summary.trials) < total_trials(spec)
+    (spec.experiment_dir / SUMMARY_FILE).write_text(
+        json.dumps(summary.as_dict(), indent=2, default=str), encoding="utf-8"
+    )
     return results, summary
+
+
+def is_experiment(folder: Path) -> bool:
+    """Whether ``folder`` is an hpsearch experiment folder (it holds the spec as run)."""
+    return (Path(folder) / SPEC_FILE).is_file()
+
+
+def experiment_spec(experiment_dir: str | Path) -> Spec:
+    """The spec an experiment folder was run with, placed where the folder is now (it may have moved)."""
+    exp_dir = Path(experiment_dir).expanduser().resolve()
+    if not is_experiment(exp_dir):
+        raise ExperimentExistsError(f"{exp_dir} is not an hpsearch experiment folder (no {SPEC_FILE} in it)")
+    return load_spec(exp_dir / SPEC_FILE, overrides=[f"name={exp_dir.name}", f"storage_path={exp_dir.parent}"])
+
+
+def read_outcomes(experiment_dir: Path) -> dict[str, str]:
+    """Trial id -> how it ended, from the experiment's outcomes file (the last line per trial wins)."""
+    path = Path(experiment_dir) / OUTCOMES_FILE
+    outcomes: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a kill
+            outcomes[record["trial_id"]] = record["status"]
+    return outcomes
+
+
+def resume(
+    experiment_dir: str | Path,
+    *,
+    address: str | None = None,
+    retry_errored: bool = False,
+    verbose: bool = False,
+    stream: TextIO | None = None,
+) -> Any:
+    """Continue an interrupted search from its experiment folder alone; return the ``ResultGrid``.
+
+    Finished trials are kept and not run again; unfinished ones continue from their last
+    checkpoint (their nested runs are found by name); errored ones are run again, from
+    their last checkpoint, only with ``retry_errored``. The searcher's state is restored.
+
+    Example:
+        >>> results = resume("hpsearch-results/digits-quick")
+    """
+    return resume_with_summary(
+        experiment_dir, address=address, retry_errored=retry_errored, verbose=verbose, stream=stream
+    )[0]
+
+
+def resume_with_summary(
+    experiment_dir: str | Path,
+    *,
+    address: str | None = None,
+    retry_errored: bool = False,
+    verbose: bool = False,
+    stream: TextIO | None = None,
+) -> tuple[Any, SearchSummary]:
+    """:func:`resume`, also returning the :class:`SearchSummary`."""
+    from ray import tune
+
+    from hpsearch.cluster import check_shared_storage, cluster_nodes, connect
+
+    spec = experiment_spec(experiment_dir)
+    exp_dir = spec.experiment_dir
+    connect(address, verbose=verbose)
+    nodes = cluster_nodes()
+    if not tune.Tuner.can_restore(str(exp_dir)):
+        raise ExperimentExistsError(
+            f"{exp_dir} holds no Tune experiment state to resume from (the search was stopped before it started); "
+            f"start it again with `hpsearch run --overwrite`"
+        )
+    plan = plan_for(spec, nodes)
+    check_shared_storage(spec.storage_path, nodes)
+    tuner = tune.Tuner.restore(
+        str(exp_dir),
+        trainable=_trainable(spec),
+        param_space=to_tune(spec.search_space, searcher=spec.searcher.type),
+        resume_unfinished=True,
+        resume_errored=retry_errored,
+        restart_errored=False,
+    )
+    out = stream or sys.stderr
+    done = read_outcomes(exp_dir)
+    print(
+        f"hpsearch: resuming {spec.name} in {exp_dir}: {len(done)} trial(s) already ended, "
+        f"{plan.max_concurrent_trials} at once" + ("; retrying errored trials" if retry_errored else ""),
+        file=out,
+        flush=True,
+    )
+    return _fit_and_summarize(spec, tuner, None)
 
 
 def _banner(spec: Spec, plan: Plan) -> str:

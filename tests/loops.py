@@ -32,3 +32,23 @@ def maybe_raise(config: dict) -> None:
         raise ValueError(f"x={config['x']!r} is not a usable value")
     for epoch in range(1, 3):
         ray.train.report({"loss": 1.0 / epoch, "epoch": epoch})
+
+
+def killable(config: dict) -> None:
+    """Writes each rank's PID, then trains a tiny model, checkpointing every epoch with hpsearch.train."""
+    import os
+    from pathlib import Path
+
+    import ray.train.torch
+    import torch
+
+    from hpsearch import train as hp
+
+    rank = ray.train.get_context().get_world_rank()
+    Path(config["pid_dir"], f"rank{rank}.pid").write_text(str(os.getpid()))
+    model = ray.train.torch.prepare_model(torch.nn.Linear(1, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    start = hp.restore(model=model, optimizer=optimizer)
+    for epoch in range(start, config["epochs"] + 1):
+        time.sleep(config.get("sleep_s", 0.0))
+        hp.report({"loss": 1.0 / epoch, "started_at": start}, epoch=epoch, model=model, optimizer=optimizer)

@@ -118,11 +118,37 @@ def test_run_refuses_an_existing_experiment_folder_before_starting_ray(
 
     err = capsys.readouterr().err
     assert err == (
-        f"Error: experiment folder {existing.resolve()} already exists; pass --overwrite (overwrite=True) "
+        f"Error: experiment folder {existing.resolve()} already exists; continue it with "
+        f"`hpsearch resume {existing.resolve()}`, pass --overwrite (overwrite=True) "
         "to delete it and start again, or choose another name (--set name=...)\n"
     )
     assert not ray.is_initialized()
     assert [p.name for p in existing.iterdir()] == ["keep.txt"]
+
+
+def test_overwrite_deletes_only_experiment_folders(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import ray
+
+    path = write(workdir, "good.yaml", GOOD)
+    existing = workdir / "hpsearch-results" / "good"
+    existing.mkdir(parents=True)
+    (existing / "thesis.tex").write_text("not an experiment", encoding="utf-8")
+
+    assert main(["run", str(path), "--overwrite"]) == 2
+
+    assert capsys.readouterr().err == (
+        f"Error: {existing.resolve()} exists and is not an hpsearch experiment folder (no hpsearch_spec.yaml); "
+        "--overwrite only ever deletes experiment folders: choose another name or storage_path\n"
+    )
+    assert not ray.is_initialized()
+    assert (existing / "thesis.tex").read_text(encoding="utf-8") == "not an experiment"
+
+
+def test_resume_of_a_folder_that_is_not_an_experiment(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["resume", str(workdir)]) == 2
+    assert capsys.readouterr().err == (
+        f"Error: {workdir.resolve()} is not an hpsearch experiment folder (no hpsearch_spec.yaml in it)\n"
+    )
 
 
 def test_debug_after_the_command_reraises(workdir: Path) -> None:

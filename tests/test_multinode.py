@@ -8,6 +8,8 @@ with ``--address``, exactly as a user runs it against a ``ray start`` cluster.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,22 +24,37 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 LOOPS = Path(__file__).resolve().parent / "loops.py"
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def three_node_cluster():
     from ray.cluster_utils import Cluster
 
+    port = _free_port()
+    # Its raylets (and so Ray Train's placement-group cleaners) must ask this cluster's State API,
+    # not the one of the session's other local Ray.
+    saved = os.environ.get("RAY_API_SERVER_ADDRESS")
+    os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
     cluster = Cluster(
         initialize_head=True,
         connect=False,
-        head_node_args={"num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1"},
+        head_node_args={"num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port},
     )
-    cluster.add_node(num_cpus=2, resources={"accel": 2})
-    cluster.add_node(num_cpus=2, resources={"accel": 2})
     try:
+        cluster.add_node(num_cpus=2, resources={"accel": 2})
+        cluster.add_node(num_cpus=2, resources={"accel": 2})
         cluster.wait_for_nodes()
         yield cluster.address
     finally:
         cluster.shutdown()
+        if saved is None:
+            os.environ.pop("RAY_API_SERVER_ADDRESS", None)
+        else:
+            os.environ["RAY_API_SERVER_ADDRESS"] = saved
 
 
 def _hpsearch(*args: str) -> subprocess.CompletedProcess:
@@ -82,11 +99,11 @@ def test_search_on_three_nodes_starts_trials_only_as_fast_as_workers_can_be_plac
 
     summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
     assert summary["counts"] == {"finished": 4, "stopped": 0, "errored": 0}
-    # No trial waited on a placement group: its first report came within its start-up time
-    # (a wait would last RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S = 60 s, then error).
+    # No trial waited on a placement group: its first report came within its start-up time (~5-10 s,
+    # slower on a loaded machine); a wait would last the 60 s worker-group start timeout, then error.
     for trial_dir in (p for p in exp_dir.iterdir() if (p / "result.json").is_file()):
         first = json.loads((trial_dir / "result.json").read_text().splitlines()[0])
-        assert first["time_this_iter_s"] < 30, (trial_dir.name, first["time_this_iter_s"])
+        assert first["time_this_iter_s"] < 55, (trial_dir.name, first["time_this_iter_s"])
 
 
 def test_a_trial_the_cluster_can_never_hold_is_refused_before_anything_starts(three_node_cluster, tmp_path):

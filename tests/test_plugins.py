@@ -90,9 +90,9 @@ def test_none_means_the_default_plugin(registry: Registry, expected: dict) -> No
     ("registry", "raw", "expected"),
     [
         (SCHEDULERS, "asha", {"type": "asha", "max_t": 100, "grace_period": 1, "reduction_factor": 4, "brackets": 1,
-                              "time_attr": "training_iteration"}),
+                              "time_attr": "epoch"}),
         (SCHEDULERS, "hyperband", {"type": "hyperband", "max_t": 81, "reduction_factor": 3,
-                                   "time_attr": "training_iteration"}),
+                                   "time_attr": "epoch"}),
         (SEARCHERS, "optuna", {"type": "optuna", "sampler": "tpe", "seed": None, "n_startup_trials": None}),
         (SEARCHERS, "hyperopt", {"type": "hyperopt", "seed": None, "n_initial_points": 20}),
     ],
@@ -115,7 +115,7 @@ def test_options_are_kept() -> None:
         "min_samples_required": 5,
         "min_time_slice": 0,
         "hard_stop": False,
-        "time_attr": "training_iteration",
+        "time_attr": "epoch",
     }
 
 
@@ -199,7 +199,7 @@ SCHEDULER_BUILDS = [
         {"type": "median", "grace_period": 2, "min_samples_required": 4, "min_time_slice": 1, "hard_stop": False},
         "MedianStoppingRule",
         {"_grace_period": 2, "_min_samples_required": 4, "_min_time_slice": 1, "_hard_stop": False,
-         "_time_attr": "training_iteration"},
+         "_time_attr": "epoch"},
         id="median",
     ),
     pytest.param(

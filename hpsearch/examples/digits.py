@@ -8,11 +8,11 @@ same on every worker and independent of ``seed``. The training split is
 sharded across workers by ``prepare_data_loader``; every worker evaluates the
 whole validation split with its (DDP-synchronised, hence identical) model.
 
-Each epoch every rank calls ``ray.train.report`` with the metrics ``epoch``
-(1-based), ``train_loss`` (this rank's mean training loss), ``val_loss`` and
-``val_acc``. On checkpoint epochs rank 0 attaches a checkpoint holding
-``checkpoint.pt`` (model and optimizer state dicts and the epoch); the loop
-resumes from ``ray.train.get_checkpoint()`` when one is present.
+Each epoch every rank reports, through :func:`hpsearch.train.report`, the metrics
+``epoch`` (1-based), ``train_loss`` (this rank's mean training loss), ``val_loss``
+and ``val_acc``; on checkpoint epochs rank 0 saves the model, the optimizer, the
+epoch and the random states. The loop resumes from the latest checkpoint with
+:func:`hpsearch.train.restore`, continuing exactly where it stopped.
 
 Config keys (missing keys take the default, unknown keys are ignored):
     hidden (int): Width of each hidden layer. Default 128.
@@ -30,9 +30,7 @@ Config keys (missing keys take the default, unknown keys are ignored):
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -45,7 +43,8 @@ from torch.utils.data import DataLoader, TensorDataset
 import ray.train
 import ray.train.torch
 
-CHECKPOINT_FILE = "checkpoint.pt"
+from hpsearch import train as hp
+
 _SPLIT_SEED = 0
 _VAL_FRACTION = 0.2
 
@@ -105,34 +104,16 @@ def train_loop(config: dict[str, Any]) -> None:
     checkpoint_every = max(1, int(config.get("checkpoint_every", 1)))
 
     _seed_everything(seed)
-    rank = ray.train.get_context().get_world_rank()
     device = ray.train.torch.get_device()
 
     x_tr, y_tr, x_va, y_va = _load_split()
     x_va, y_va = x_va.to(device), y_va.to(device)
     n_classes = 10
 
-    model = _build_model(x_tr.shape[1], n_classes, hidden, layers, dropout)
-    start_epoch = 1
-    optim_state: dict[str, Any] | None = None
-    ckpt = ray.train.get_checkpoint()
-    if ckpt is not None:
-        with ckpt.as_directory() as ckpt_dir:
-            state = torch.load(
-                os.path.join(ckpt_dir, CHECKPOINT_FILE),
-                map_location="cpu",
-                weights_only=True,
-            )
-        model.load_state_dict(state["model"])
-        optim_state = state["optimizer"]
-        start_epoch = int(state["epoch"]) + 1
-
-    model = ray.train.torch.prepare_model(model)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=lr, weight_decay=weight_decay
-    )
-    if optim_state is not None:
-        optimizer.load_state_dict(optim_state)
+    model = ray.train.torch.prepare_model(_build_model(x_tr.shape[1], n_classes, hidden, layers, dropout))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    # After prepare_model, so the optimizer's state lands on the model's device.
+    start_epoch = hp.restore(model=model, optimizer=optimizer)  # 1 unless resuming
     loss_fn = nn.CrossEntropyLoss()
 
     train_loader = ray.train.torch.prepare_data_loader(
@@ -163,22 +144,9 @@ def train_loop(config: dict[str, Any]) -> None:
             val_acc = (logits.argmax(dim=1) == y_va).float().mean().item()
 
         metrics = {
-            "epoch": epoch,
             "train_loss": loss_sum / max(n_seen, 1),
             "val_loss": val_loss,
             "val_acc": val_acc,
         }
-        save = rank == 0 and (epoch % checkpoint_every == 0 or epoch == epochs)
-        with tempfile.TemporaryDirectory() as tmpdir:
-            checkpoint = None
-            if save:
-                torch.save(
-                    {
-                        "model": net.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "epoch": epoch,
-                    },
-                    os.path.join(tmpdir, CHECKPOINT_FILE),
-                )
-                checkpoint = ray.train.Checkpoint.from_directory(tmpdir)
-            ray.train.report(metrics, checkpoint=checkpoint)
+        save = epoch % checkpoint_every == 0 or epoch == epochs
+        hp.report(metrics, epoch=epoch, model=model, optimizer=optimizer, checkpoint=save)

@@ -1,0 +1,143 @@
+"""Checkpoint helpers for per-worker train loops: report-and-save in one call, restore in one call.
+
+Use them inside the function you give ``TorchTrainer`` (or ``trainable:`` in a spec)::
+
+    from hpsearch import train as hp
+
+    def train_loop(config):
+        model = ray.train.torch.prepare_model(build_model(config))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"])
+        start = hp.restore(model=model, optimizer=optimizer)      # 1, or the epoch after the checkpoint
+        for epoch in range(start, config["epochs"] + 1):
+            ...
+            hp.report({"val_loss": val_loss}, epoch=epoch, model=model, optimizer=optimizer)
+
+What a checkpoint holds: the model (unwrapped from DDP), the optimizer, the LR scheduler
+if any, the epoch and the random-number states of Python, NumPy and torch (CPU, and CUDA
+when present), so a resumed trial continues with the results it would have had. Only
+rank 0 writes files; every rank still calls ``ray.train.report`` (it is a barrier). Rank
+0's random states are restored on every rank: with ranks seeded alike and given equal
+shards (``DistributedSampler`` pads them), their states are the same.
+
+Which checkpoints are kept (``checkpoint.num_to_keep`` in the spec): the best by the
+search metric, and always the latest, from which a restarted trial resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from typing import Any, Mapping
+
+import numpy as np
+import ray.train
+import torch
+
+__all__ = ["report", "restore", "STATE_FILE"]
+
+#: The file, inside each checkpoint directory, that holds the training state.
+STATE_FILE = "hpsearch_state.pt"
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return getattr(model, "module", model)  # DistributedDataParallel keeps the model in .module
+
+
+def _rng_states() -> dict[str, Any]:
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: Mapping[str, Any]) -> None:
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def report(
+    metrics: Mapping[str, Any],
+    *,
+    epoch: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    checkpoint: bool = True,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+    """Report one epoch's metrics from this rank, with a checkpoint from rank 0.
+
+    Call it on every rank, once per epoch. ``epoch`` is added to the metrics (the
+    schedulers count epochs, which survive restarts; Tune's iteration count does not).
+
+    Args:
+        metrics: This rank's metrics; hpsearch aggregates them across ranks.
+        epoch: The epoch just finished, counting from 1.
+        model: The model (DDP-wrapped or not).
+        optimizer: Its optimizer, saved with it.
+        scheduler: An LR scheduler (anything with ``state_dict``), saved with it.
+        checkpoint: False to report without saving (e.g. to checkpoint every k epochs).
+        extra: Anything else picklable to save (e.g. a data-loader position).
+    """
+    metrics = {**metrics, "epoch": epoch}
+    if not checkpoint or ray.train.get_context().get_world_rank() != 0:
+        ray.train.report(metrics, checkpoint=None)
+        return
+    state = {
+        "epoch": epoch,
+        "model": _unwrap(model).state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "rng": _rng_states(),
+        "extra": dict(extra or {}),
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        torch.save(state, os.path.join(folder, STATE_FILE))
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+def restore(
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    extra: dict[str, Any] | None = None,
+) -> int:
+    """Load the latest checkpoint of this run, if any; return the first epoch still to run.
+
+    Call it at the start of the loop, on every rank, after ``prepare_model`` and after
+    building the optimizer (its state then lands on the model's device). Returns 1 when the run starts fresh. ``extra``, if
+    given, is updated with what :func:`report` saved as ``extra``.
+
+    Raises:
+        FileNotFoundError: The checkpoint was not written by :func:`report`.
+    """
+    found = ray.train.get_checkpoint()
+    if found is None:
+        return 1
+    with found.as_directory() as folder:
+        path = os.path.join(folder, STATE_FILE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"checkpoint {found.path} has no {STATE_FILE}: it was not saved by hpsearch.train.report"
+            )
+        # The RNG states hold numpy arrays and Python tuples: not loadable with weights_only=True.
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    _unwrap(model).load_state_dict(state["model"])
+    if optimizer is not None and state.get("optimizer") is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None and state.get("scheduler") is not None:
+        scheduler.load_state_dict(state["scheduler"])
+    if extra is not None:
+        extra.update(state.get("extra") or {})
+    _set_rng_states(state["rng"])
+    return int(state["epoch"]) + 1
+

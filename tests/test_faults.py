@@ -1,0 +1,184 @@
+"""Fault injection: a killed worker, a killed search, Ctrl-C. Each costs a small real search.
+
+Every process killed here is one whose PID the test started or read itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpsearch.cli import main
+from hpsearch.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
+from hpsearch.tuner import OUTCOMES_FILE, SUMMARY_FILE
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
+
+LOOPS = Path(__file__).resolve().parent / "loops.py"
+
+
+def _spec(folder: Path, name: str, **changes) -> Path:
+    spec = {
+        "name": name,
+        "trainable": f"{LOOPS}:quadratic",
+        "metric": "loss",
+        "mode": "min",
+        "num_samples": 4,
+        "search_space": {"x": {"type": "float", "low": 0.0, "high": 1.0}, "epochs": 4, "sleep_s": 1.0},
+        "searcher": {"type": "optuna", "seed": 0},
+        "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": 0.5}},
+        "resources": {"driver_cpus": 0.1, "max_concurrent_trials": 2},
+        "storage_path": str(folder / "results"),
+        **changes,
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _history(exp_dir: Path, trial_id: str) -> list[dict]:
+    path = exp_dir / TRAIN_RUNS_DIR / trial_id / HISTORY_FILE
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _outcomes(exp_dir: Path) -> dict[str, str]:
+    path = exp_dir / OUTCOMES_FILE
+    if not path.is_file():
+        return {}
+    return {r["trial_id"]: r["status"] for r in map(json.loads, path.read_text().splitlines())}
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.3)
+
+
+def _descendants(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _end_leftovers(processes: list) -> list[str]:
+    """Processes (ours, by PID) still alive a few seconds on; they are killed so the next test starts clean."""
+    import psutil
+
+    time.sleep(3)
+    alive = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    names = [f"{p.pid}:{p.name()}" for p in alive]
+    for p in alive:
+        p.kill()
+    return names
+
+
+def test_a_killed_worker_restarts_from_its_checkpoint_and_reports_every_epoch_once(ray_cluster, tmp_path):
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    spec = _spec(
+        tmp_path,
+        "killed-worker",
+        trainable=f"{LOOPS}:killable",
+        num_samples=1,
+        search_space={"epochs": 6, "sleep_s": 1.0, "pid_dir": str(pid_dir)},
+        searcher={"type": "random"},
+        scaling={"num_workers": 2, "resources_per_worker": {"CPU": 0.45}},
+        failure={"worker_retries": 1},
+    )
+    exp_dir = tmp_path / "results" / "killed-worker"
+    killed: list[int] = []
+
+    def kill_rank1_after_two_epochs() -> None:
+        def two_epochs_reported() -> bool:
+            runs = list((exp_dir / TRAIN_RUNS_DIR).glob(f"*/{HISTORY_FILE}"))
+            return bool(runs) and len(runs[0].read_text().splitlines()) >= 2
+
+        _wait_for(two_epochs_reported, 120, "two reported epochs")
+        pid = int((pid_dir / "rank1.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill_rank1_after_two_epochs, daemon=True)
+    killer.start()
+    assert main(["run", str(spec)]) == 0
+    killer.join(timeout=5)
+    assert killed, "the worker was never killed"
+
+    summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
+    [trial] = summary["trials"]
+    assert trial["status"] == "finished"
+    history = _history(exp_dir, trial["trial_id"])
+    assert [r["epoch"] for r in history] == [1, 2, 3, 4, 5, 6]  # every epoch, none twice
+    assert history[-1]["started_at"] > 1  # the restarted workers resumed from a checkpoint
+    assert int((pid_dir / "rank1.pid").read_text()) != killed[0]  # rank 1 is a new process
+
+
+def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial(tmp_path):
+    spec = _spec(tmp_path, "killed-search")
+    exp_dir = tmp_path / "results" / "killed-search"
+    run = subprocess.Popen([sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: len(_outcomes(exp_dir)) >= 1, 240, "a finished trial")
+        time.sleep(1.5)  # past hpsearch's 1 s experiment-state period
+        before = _outcomes(exp_dir)
+        finished_before = {t: _history(exp_dir, t) for t, s in before.items() if s == "finished"}
+        processes = _descendants(run.pid)
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    leftovers = _end_leftovers(processes)
+    print(f"trials ended before the kill: {len(before)}; Ray processes left by the killed run: {leftovers}")
+
+    resumed = subprocess.run([sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True,
+                             text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
+    assert len(summary["trials"]) == 4  # what the spec asked for
+    assert summary["counts"] == {"finished": 4, "stopped": 0, "errored": 0}
+    for trial_id, history in finished_before.items():
+        assert _history(exp_dir, trial_id) == history, f"{trial_id} ran again after resume"
+    print(f"after resume: {summary['counts']}")
+
+
+def test_ctrl_c_stops_within_seconds_leaves_nothing_running_and_can_be_resumed(tmp_path):
+    spec = _spec(tmp_path, "ctrl-c", num_samples=3)
+    exp_dir = tmp_path / "results" / "ctrl-c"
+    run = subprocess.Popen([sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: any((exp_dir / TRAIN_RUNS_DIR).glob(f"*/{HISTORY_FILE}")), 240, "a first report")
+        processes = _descendants(run.pid)
+        sent = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=60)
+        stopped_after = time.monotonic() - sent
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, err[-3000:]
+    assert stopped_after < 30, f"took {stopped_after:.1f} s to stop"
+    assert "hpsearch resume" in out
+    assert _end_leftovers(processes) == []  # no Ray process of that run left behind
+
+    resumed = subprocess.run([sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True,
+                             text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
+    assert summary["counts"]["finished"] == 3 and not summary["interrupted"]
