@@ -16,10 +16,7 @@ Run:  python benchmarks/load_results.py [--trials 1000] [--reports 100] [--repea
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
 import random
 import shutil
 import statistics
@@ -30,8 +27,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from _machine import command_line, machine_info  # noqa: E402
 from fake_experiment import FakeTrial, write_experiment  # noqa: E402
 
 BUDGET_S = 3.0
@@ -81,15 +80,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    command = " ".join([Path(sys.executable).name, *sys.argv])
-    machine = {
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "load_average_1min": round(os.getloadavg()[0], 2),  # other work on the machine skews the figure
-    }
+    command = command_line()
+    machine = machine_info()
     print(f"command: {command}")
     print(
         f"machine: {machine['cpu_count']} CPUs, {machine['platform']}, Python {machine['python']}, {machine['date']}, "

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import datetime as dt
 import io
 import json
-import os
-import platform
 import pstats
 import statistics
 import sys
@@ -31,8 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
+from _machine import command_line, machine_info  # noqa: E402
 from hpsearch.planner import GB, Node, TrialDemand, plan_trials  # noqa: E402
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -107,14 +106,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    command = " ".join([Path(sys.executable).name, *sys.argv])
-    machine = {
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
+    command = command_line()
+    machine = machine_info()
     print(f"command: {command}")
     print(
         f"machine: {machine['cpu_count']} CPUs, {machine['platform']}, Python {machine['python']}, {machine['date']}"

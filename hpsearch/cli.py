@@ -1,8 +1,9 @@
 """The ``hpsearch`` command: a thin command table over the public API.
 
 Exit codes: 0 when at least one trial finished without error, 1 when none did (or
-an unexpected failure), 2 for a bad spec or bad usage. A user mistake prints one
-``Error:`` block and no traceback (``--debug`` shows it).
+an unexpected failure), 2 for a bad spec or bad usage, 130 when a search was
+interrupted before every trial ended. A user mistake prints one ``Error:`` block
+and no traceback (``--debug`` shows it).
 """
 
 from __future__ import annotations
@@ -64,12 +65,12 @@ def _report_search(spec, summary) -> int:
     from hpsearch.tuner import varying_params
 
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("finished", "stopped", "errored"))
+    varying = varying_params(spec)
     print(f"\nBest trials by {spec.metric} ({spec.mode}):")
-    print(best_trials_table(summary, varying=varying_params(spec)))
+    print(best_trials_table(summary, varying=varying))
     errored = [t for t in summary.trials if t.status == "errored"]
     if errored:
         print(f"\nErrors ({len(errored)}):")
-        varying = varying_params(spec)
         for trial in errored:
             flat = flatten_config(trial.config)
             config = " ".join(f"{k}={flat[k]}" for k in varying if k in flat)
@@ -234,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

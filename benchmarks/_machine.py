@@ -1,0 +1,26 @@
+"""What every benchmark prints and records with its figures: the command and the machine."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import sys
+from pathlib import Path
+
+
+def command_line() -> str:
+    """The command as typed (``python benchmarks/x.py --flag``)."""
+    return " ".join([Path(sys.executable).name, *sys.argv])
+
+
+def machine_info() -> dict:
+    """CPU count, platform, Python, date and the 1-minute load (other work skews the figures)."""
+    return {
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
