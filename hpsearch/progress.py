@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from ray.tune import Callback
@@ -145,7 +146,7 @@ class ProgressPrinter(Callback):
             error = trial.get_pickled_error() or trial.get_error()
         except Exception:  # noqa: BLE001 - the message is a courtesy; never fail the search over it
             pass
-        message = short_error(error)
+        message = short_error(error) or _error_file_line(trial)
         self._record(trial, "errored", message)
         self._print(f"ERROR    {trial.trial_id}  {message or 'see error.txt in the trial folder'}")
 
@@ -172,3 +173,11 @@ class ProgressPrinter(Callback):
                 reason = f"could not read the cluster: {err}"
             if reason:
                 self._print(f"waiting  {pending} trial(s) cannot start: {reason}")
+
+
+def _error_file_line(trial: Any) -> str:
+    """The error line of the trial's error.txt, when Tune holds no error object for it yet."""
+    try:
+        return short_error((Path(trial.local_path) / "error.txt").read_text(encoding="utf-8"))
+    except (OSError, TypeError):
+        return ""

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from hpsearch.cli import main
-from hpsearch.tuner import PLAN_FILE, SPEC_FILE, SUMMARY_FILE
+from hpsearch.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
@@ -182,6 +182,10 @@ def test_user_loop_from_a_file_next_to_the_spec_and_a_trial_that_raises(ray_clus
     assert by_x["good"]["status"] == "finished"
     assert by_x["bad"]["status"] == "errored"
     assert "ValueError: x='bad' is not a usable value" in by_x["bad"]["error"]
+    assert "raise ValueError" in by_x["bad"]["traceback"]  # the user's own frame
+    ended = [json.loads(line) for line in (tmp_path / "results" / "user-file" / OUTCOMES_FILE).read_text().splitlines()]
+    [bad] = [r for r in ended if r["status"] == "errored"]
+    assert "ValueError: x='bad' is not a usable value" in bad["error"]
 
     # Every trial fails: exit code 1.
     assert main(["run", str(spec), "--set", "name=all-bad", "--set", "search_space.x.values=[bad]"]) == 1
