@@ -1,0 +1,220 @@
+"""Per-trial overhead: the same training run four ways, side by side, in one run on one machine.
+
+The work: the shipped digits MLP (hidden 128, 2 layers, batch 64, lr 3e-3), a fixed number
+of epochs, one worker. The four ways:
+
+  a. plain   -- a PyTorch loop in one process, no Ray;
+  b. tune    -- a plain Tune function trainable doing the loop itself (no Ray Train);
+  c. nested  -- the hand-written pattern from Ray's docs: Tune function trainable ->
+                TorchTrainer -> TuneReportCallback, with Ray's defaults (the trial driver
+                takes 1 CPU, controller polling every 2 s);
+  d. hpsearch -- ``hpsearch.make_trainable`` (driver 0.25 CPU on the head, polling 0.2 s,
+                reports aggregated across ranks).
+
+Each of b-d runs its trials one at a time (so per-trial costs do not overlap) in its own
+Python process with its own embedded Ray, so no setting leaks from one to the next. Per
+trial it reports: cost (the search's wall time / trials: start-up, training, teardown),
+time to the first reported metric (Tune's ``time_total_s`` at the first report), the time
+between reports as Tune sees them, and the overhead over (a). Ratios are measured in the
+same run; absolute times on a shared machine drift.
+
+Run:  python benchmarks/overhead.py [--trials 3] [--epochs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+
+from _machine import command_line, machine_info  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "overhead.json"
+CONFIG = {"hidden": 128, "layers": 2, "dropout": 0.1, "lr": 3e-3, "batch_size": 64, "seed": 0}
+VARIANTS = ("plain", "tune", "nested", "hpsearch")
+
+
+# ----------------------------------------------------------------------------- the work, without Ray Train
+
+
+def plain_training(config: dict, report) -> None:
+    """The digits loop of hpsearch.examples.digits, one process, no Ray Train."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from hpsearch.examples.digits import _build_model, _load_split, _seed_everything
+
+    torch.set_num_threads(1)
+    _seed_everything(config["seed"])
+    x_tr, y_tr, x_va, y_va = _load_split()
+    model = _build_model(x_tr.shape[1], 10, config["hidden"], config["layers"], config["dropout"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"])
+    loss_fn = nn.CrossEntropyLoss()
+    loader = DataLoader(TensorDataset(x_tr, y_tr), batch_size=config["batch_size"], shuffle=True)
+    for epoch in range(1, config["epochs"] + 1):
+        model.train()
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            loss_fn(model(xb), yb).backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            logits = model(x_va)
+            report({"epoch": epoch, "val_loss": loss_fn(logits, y_va).item()})
+
+
+# ----------------------------------------------------------------------------- one variant, in its own process
+
+
+def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
+    config = {**CONFIG, "epochs": epochs}
+    if variant == "plain":
+        times = []
+        for _ in range(trials):
+            start = time.perf_counter()
+            stamps: list[float] = []
+            plain_training(config, lambda m: stamps.append(time.perf_counter() - start))
+            times.append({"cost_s": time.perf_counter() - start, "report_times_s": stamps})
+        return {"trials": times, "wall_s": sum(t["cost_s"] for t in times)}
+
+    import ray
+    from ray import tune
+
+    if variant == "hpsearch":
+        from hpsearch.cluster import connect
+
+        connect()  # hpsearch's embedded Ray: dashboard on loopback, polling at 0.2 s
+    else:
+        ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=False,
+                 logging_level="WARNING")
+
+    if variant == "tune":
+
+        def trainable(cfg):
+            plain_training(cfg, tune.report)
+
+    elif variant == "nested":
+        from ray import train
+        from ray.train.torch import TorchTrainer
+        from ray.tune.integration.ray_train import TuneReportCallback
+
+        from hpsearch.examples.digits import train_loop
+
+        def trainable(cfg):  # as in Ray's "Hyperparameter Tuning with Ray Tune" guide for Train V2
+            trainer = TorchTrainer(
+                train_loop,
+                train_loop_config=cfg,
+                scaling_config=train.ScalingConfig(num_workers=1),
+                run_config=train.RunConfig(
+                    name=tune.get_context().get_trial_name(),
+                    storage_path=storage + "/train",
+                    callbacks=[TuneReportCallback()],
+                ),
+            )
+            trainer.fit()
+
+    else:
+        from hpsearch import make_trainable
+        from hpsearch.examples.digits import train_loop
+
+        trainable = make_trainable(
+            train_loop, scaling={"num_workers": 1, "resources_per_worker": {"CPU": 1}}, storage_path=storage + "/train"
+        )
+
+    tuner = tune.Tuner(
+        trainable,
+        param_space=config,
+        tune_config=tune.TuneConfig(num_samples=trials, max_concurrent_trials=1, reuse_actors=False),
+        run_config=tune.RunConfig(name=variant, storage_path=storage, verbose=0),
+    )
+    start = time.perf_counter()
+    grid = tuner.fit()
+    wall = time.perf_counter() - start
+    out = []
+    for result in grid:
+        if result.error is not None:
+            raise RuntimeError(f"{variant}: a trial failed: {result.error}")
+        history = result.metrics_dataframe
+        out.append({"report_times_s": [float(t) for t in history["time_total_s"]]})
+    ray.shutdown()
+    for trial in out:
+        trial["cost_s"] = wall / trials
+    return {"trials": out, "wall_s": wall}
+
+
+def summarize(raw: dict[str, dict]) -> dict[str, dict]:
+    rows = {}
+    for variant, data in raw.items():
+        trials = data["trials"]
+        gaps = [b - a for t in trials for a, b in zip(t["report_times_s"], t["report_times_s"][1:])]
+        rows[variant] = {
+            "cost_s": statistics.median(t["cost_s"] for t in trials),
+            "first_report_s": statistics.median(t["report_times_s"][0] for t in trials),
+            "between_reports_s": statistics.median(gaps) if gaps else None,
+        }
+    base = rows["plain"]["cost_s"]
+    for row in rows.values():
+        row["overhead_s"] = row["cost_s"] - base
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # internal: one variant, JSON out
+    parser.add_argument("--storage", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.variant:
+        print(json.dumps(run_variant(args.variant, args.trials, args.epochs, args.storage)))
+        return 0
+
+    command, machine = command_line(), machine_info()
+    print(f"command: {command}")
+    print(f"machine: {machine['cpu_count']} CPUs, {machine['platform']}, Python {machine['python']}, {machine['date']}")
+    print(f"work: digits MLP {CONFIG}, {args.epochs} epochs, 1 worker; {args.trials} trials per way, one at a time\n")
+    raw = {}
+    with tempfile.TemporaryDirectory(prefix="hpsearch-overhead-") as storage:
+        for variant in VARIANTS:
+            t0 = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, __file__, "--variant", variant, "--trials", str(args.trials), "--epochs",
+                 str(args.epochs), "--storage", f"{storage}/{variant}"],
+                capture_output=True, text=True, check=False,
+            )
+            if done.returncode != 0:
+                print(done.stderr[-3000:], file=sys.stderr)
+                raise SystemExit(f"{variant} failed (exit {done.returncode})")
+            raw[variant] = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"  {variant:<9} done in {time.perf_counter() - t0:6.1f} s")
+    rows = summarize(raw)
+    print(f"\n{'way':<10}{'per trial s':>12}{'first report s':>16}{'between reports s':>19}{'overhead s':>12}")
+    for variant, row in rows.items():
+        between = f"{row['between_reports_s']:.2f}" if row["between_reports_s"] is not None else "-"
+        print(f"{variant:<10}{row['cost_s']:>12.2f}{row['first_report_s']:>16.2f}{between:>19}{row['overhead_s']:>12.2f}")
+    ratio = rows["hpsearch"]["overhead_s"] / rows["nested"]["overhead_s"]
+    print(f"\nhpsearch's overhead over plain PyTorch is {ratio:.0%} of the hand-written nested pattern's "
+          f"(target: <= 40%); between reports {rows['hpsearch']['between_reports_s']:.2f} s (target: <= 0.3 s)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "benchmark": "overhead", "command": command, "machine": machine, "epochs": args.epochs,
+        "trials_per_way": args.trials, "config": CONFIG, "per_trial": rows, "raw": raw,
+        "hpsearch_overhead_vs_nested": ratio,
+    }, indent=2))
+    print(f"wrote {args.out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
