@@ -57,6 +57,21 @@ def _outcomes(exp_dir: Path) -> dict[str, str]:
     return {r["trial_id"]: r["status"] for r in map(json.loads, path.read_text().splitlines())}
 
 
+def _persisted_ended(exp_dir: Path) -> set[str]:
+    """Trial ids that Tune's experiment state, as saved in the folder, marks as ended."""
+    ended: set[str] = set()
+    for state_file in exp_dir.glob("experiment_state-*.json"):
+        try:
+            trials = json.loads(state_file.read_text())["trial_data"]
+        except (ValueError, KeyError, OSError):
+            continue  # being written
+        for trial_json, _ in trials:
+            trial = json.loads(trial_json)
+            if trial.get("status") in ("TERMINATED", "ERROR"):
+                ended.add(trial["trial_id"])
+    return ended
+
+
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -133,10 +148,12 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial(tmp_path):
     run = subprocess.Popen([sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: len(_outcomes(exp_dir)) >= 1, 240, "a finished trial")
-        time.sleep(1.5)  # past hpsearch's 1 s experiment-state period
+        # Wait until Tune's saved experiment state knows a trial ended (hpsearch saves it every 1 s;
+        # a trial that ends within that second of a kill may run again, as the README says).
+        _wait_for(lambda: _persisted_ended(exp_dir), 240, "a finished trial in Tune's saved state")
         before = _outcomes(exp_dir)
-        finished_before = {t: _history(exp_dir, t) for t, s in before.items() if s == "finished"}
+        persisted = _persisted_ended(exp_dir)
+        finished_before = {t: _history(exp_dir, t) for t, s in before.items() if s == "finished" and t in persisted}
         processes = _descendants(run.pid)
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
@@ -152,6 +169,7 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial(tmp_path):
     summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
     assert len(summary["trials"]) == 4  # what the spec asked for
     assert summary["counts"] == {"finished": 4, "stopped": 0, "errored": 0}
+    assert finished_before, "no trial had ended before the kill"
     for trial_id, history in finished_before.items():
         assert _history(exp_dir, trial_id) == history, f"{trial_id} ran again after resume"
     print(f"after resume: {summary['counts']}")
