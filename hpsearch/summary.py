@@ -6,6 +6,7 @@ summary file) and the CLI (which prints the table).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ __all__ = [
     "best_trials_table",
     "short_error",
     "error_excerpt",
+    "read_outcome_records",
     "flatten_config",
     "TUNE_COLUMNS",
 ]
@@ -203,3 +205,23 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def read_outcome_records(path: Path) -> dict[str, dict[str, Any]]:
+    """Trial id -> its last end record in an outcomes file (a retried trial can end more than once).
+
+    A line cut short by a kill, or a missing file, is skipped rather than an error.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("trial_id"):
+            out[str(record["trial_id"])] = record
+    return out

@@ -24,7 +24,7 @@ from hpsearch.planner import GB, Node, Plan, TrialDemand, plan_trials
 from hpsearch.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
 from hpsearch.space import ConstParam, GridParam, iter_params, to_tune
 from hpsearch.spec import Spec, load_spec
-from hpsearch.summary import SearchSummary, summarize
+from hpsearch.summary import SearchSummary, read_outcome_records, summarize
 from hpsearch.trainable import TRAIN_RUNS_DIR, make_trainable
 
 __all__ = [
@@ -302,16 +302,8 @@ def experiment_spec(experiment_dir: str | Path) -> Spec:
 
 def read_outcomes(experiment_dir: Path) -> dict[str, str]:
     """Trial id -> how it ended, from the experiment's outcomes file (the last line per trial wins)."""
-    path = Path(experiment_dir) / OUTCOMES_FILE
-    outcomes: dict[str, str] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a kill
-            outcomes[record["trial_id"]] = record["status"]
-    return outcomes
+    records = read_outcome_records(Path(experiment_dir) / OUTCOMES_FILE)
+    return {trial_id: record.get("status", "") for trial_id, record in records.items()}
 
 
 def resume(

@@ -19,7 +19,7 @@ import yaml
 
 from hpsearch.cli import main
 from hpsearch.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
-from hpsearch.tuner import OUTCOMES_FILE, SUMMARY_FILE
+from hpsearch.tuner import SUMMARY_FILE, read_outcomes
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
@@ -51,10 +51,7 @@ def _history(exp_dir: Path, trial_id: str) -> list[dict]:
 
 
 def _outcomes(exp_dir: Path) -> dict[str, str]:
-    path = exp_dir / OUTCOMES_FILE
-    if not path.is_file():
-        return {}
-    return {r["trial_id"]: r["status"] for r in map(json.loads, path.read_text().splitlines())}
+    return read_outcomes(exp_dir)
 
 
 def _persisted_ended(exp_dir: Path) -> set[str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from hpsearch.errors import HpsearchError, did_you_mean
-from hpsearch.summary import TUNE_COLUMNS, flatten_config, short_error
+from hpsearch.summary import TUNE_COLUMNS, flatten_config, read_outcome_records, short_error
 from hpsearch.trainable import TRAIN_RUNS_DIR
 from hpsearch.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
 
@@ -241,7 +241,7 @@ def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None
     trials = _trials(rows, history, metric, mode, exp)
     order = {t: i for i, t in enumerate(trials["trial_id"])}
     history = history.sort_values("trial_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
-    _add_outcomes(trials, _read_outcomes(exp / OUTCOMES_FILE), summary, state, ended, _budget(spec))
+    _add_outcomes(trials, read_outcome_records(exp / OUTCOMES_FILE), summary, state, ended, _budget(spec))
     if not params:  # no spec: the config columns whose values differ
         params = [c for c in trials.columns if c not in TRIAL_COLUMNS and trials[c].astype(str).nunique() > 1]
     return Results(
@@ -331,23 +331,6 @@ def _read_yaml(path: Path) -> Any:
     except (OSError, yaml.YAMLError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _read_outcomes(path: Path) -> dict[str, dict[str, Any]]:
-    """trial id -> its last end record (a retried trial can end more than once)."""
-    out: dict[str, dict[str, Any]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("trial_id"):
-            out[str(record["trial_id"])] = record
-    return out
 
 
 def _read_reports(path: Path) -> list[dict[str, Any]]:
