@@ -420,7 +420,7 @@ def plan_trials(
                 f"or whole {key}s"
             )
     problem = _Problem(nodes, demand)
-    capacity, _ = problem.capacity()
+    capacity, slots_used = problem.capacity()
     if capacity == 0:
         raise PlanError(_why_infeasible(problem, demand))
     if requested == "auto":
@@ -432,7 +432,8 @@ def plan_trials(
         )
     else:
         chosen = requested
-    w = problem.feasible(chosen)
+    # The bisection already found slots for `capacity` trials; fewer need their own search.
+    w = slots_used if chosen == capacity else problem.feasible(chosen)
     assert w is not None  # feasibility is monotone and capacity >= chosen
     placements = problem.place(chosen, w)
     usage = _usage(problem, demand, placements)
