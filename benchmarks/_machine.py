@@ -24,3 +24,14 @@ def machine_info() -> dict:
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "load_average_1min": round(os.getloadavg()[0], 2),
     }
+
+
+def print_header() -> tuple[str, dict]:
+    """Print the command and the machine, as every benchmark opens; return both for the JSON record."""
+    command, machine = command_line(), machine_info()
+    print(f"command: {command}")
+    print(
+        f"machine: {machine['cpu_count']} CPUs, {machine['platform']}, Python {machine['python']}, "
+        f"{machine['date']}, load average {machine['load_average_1min']}"
+    )
+    return command, machine

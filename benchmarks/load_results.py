@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from _machine import command_line, machine_info  # noqa: E402
+from _machine import print_header  # noqa: E402
 from fake_experiment import FakeTrial, write_experiment  # noqa: E402
 
 BUDGET_S = 3.0
@@ -80,13 +80,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    command = command_line()
-    machine = machine_info()
-    print(f"command: {command}")
-    print(
-        f"machine: {machine['cpu_count']} CPUs, {machine['platform']}, Python {machine['python']}, {machine['date']}, "
-        f"load average {machine['load_average_1min']}"
-    )
+    command, machine = print_header()
 
     tmp = Path(tempfile.mkdtemp(prefix="hpsearch-bench-"))
     try:

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
-from _machine import command_line, machine_info  # noqa: E402
+from _machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "overhead.json"
 CONFIG = {"hidden": 128, "layers": 2, "dropout": 0.1, "lr": 3e-3, "batch_size": 64, "seed": 0}
@@ -180,9 +180,7 @@ def main() -> int:
         print(json.dumps(run_variant(args.variant, args.trials, args.epochs, args.storage)))
         return 0
 
-    command, machine = command_line(), machine_info()
-    print(f"command: {command}")
-    print(f"machine: {machine['cpu_count']} CPUs, {machine['platform']}, Python {machine['python']}, {machine['date']}")
+    command, machine = print_header()
     print(f"work: digits MLP {CONFIG}, {args.epochs} epochs, 1 worker; {args.trials} trials per way, one at a time\n")
     raw = {}
     with tempfile.TemporaryDirectory(prefix="hpsearch-overhead-") as storage:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from _machine import command_line, machine_info  # noqa: E402
+from _machine import print_header  # noqa: E402
 from hpsearch.planner import GB, Node, TrialDemand, plan_trials  # noqa: E402
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -106,12 +106,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    command = command_line()
-    machine = machine_info()
-    print(f"command: {command}")
-    print(
-        f"machine: {machine['cpu_count']} CPUs, {machine['platform']}, Python {machine['python']}, {machine['date']}"
-    )
+    command, machine = print_header()
     print(
         f"cluster: {NODES} x {GPU_NODE['CPU']} CPU / {GPU_NODE['GPU']} GPU / {GPU_NODE['memory'] // GB} GB "
         f"(+ CPU-only head {HEAD_NODE['CPU']} CPU for driver_node=head); trial: {NUM_WORKERS} x {WORKER} "
