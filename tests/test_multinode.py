@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpsearch.cluster import _free_port as free_port
 from hpsearch.tuner import PLAN_FILE, SUMMARY_FILE
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
@@ -24,17 +24,11 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 LOOPS = Path(__file__).resolve().parent / "loops.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def three_node_cluster():
     from ray.cluster_utils import Cluster
 
-    port = _free_port()
+    port = free_port()
     # Its raylets (and so Ray Train's placement-group cleaners) must ask this cluster's State API,
     # not the one of the session's other local Ray.
     saved = os.environ.get("RAY_API_SERVER_ADDRESS")
