@@ -161,14 +161,19 @@ def _aggregating_callback(aggregate: Aggregate, history_path: str) -> Any:
     """A ``TuneReportCallback`` that forwards the aggregate of all ranks, not rank 0's dict.
 
     Built inside the trial: Ray's callback binds to the Tune session of the trial that
-    constructs it. Each forwarded report is also appended to ``history_path``.
+    constructs it. Each forwarded report is also appended to ``history_path``, and the
+    controller records itself next to it for :class:`hpsearch.orphans.OrphanReaper`.
     """
     from ray.tune.integration.ray_train import TuneReportCallback
+
+    from hpsearch.orphans import record_controller
 
     class AggregatingTuneReportCallback(TuneReportCallback):
         reports = 0
 
         def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
+            if self.reports == 0:  # runs in the controller: say which process to check on later
+                record_controller(os.path.dirname(history_path))
             self.reports += 1
             combined = aggregate_metrics(metrics, aggregate.method)
             # Schedulers count epochs (they survive restarts; Tune's iterations start again at 1).

@@ -94,6 +94,7 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
     from ray import tune
 
     from hpsearch.cluster import cluster_nodes, connect
+    from hpsearch.orphans import OrphanReaper
     from hpsearch.progress import ProgressPrinter
 
     if plan is None:
@@ -133,7 +134,7 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
             name=spec.name,
             storage_path=str(spec.storage_path),
             verbose=0,
-            callbacks=[progress],
+            callbacks=[progress, OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, stream=stream)],
             failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
         ),
     )

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+
+#: How long a test's placement groups may take to go once it ends. Ray Train's cleaner
+#: frees a stopped trial's worker group within a second or two on an idle machine.
+LEFTOVER_GRACE_S = 20.0
 
 
 @pytest.fixture(scope="session")
-def ray_cluster():
+def _ray_session():
     """An embedded local Ray (dashboard on loopback, as ``hpsearch run`` starts it), shut down at the end."""
     import ray
 
@@ -16,3 +22,26 @@ def ray_cluster():
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture
+def ray_cluster(_ray_session):
+    """The session's Ray; the test errors if it leaves a placement group behind.
+
+    Checked per test, so a leak is blamed on the test that caused it rather than on
+    whichever later test happens to look.
+    """
+    before = set(_ray_session.util.placement_group_table())
+    yield _ray_session
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while True:
+        left = {
+            pg_id: {"state": g["state"], "bundles": list(g["bundles"].values()), "strategy": g["strategy"]}
+            for pg_id, g in _ray_session.util.placement_group_table().items()
+            if pg_id not in before and g["state"] != "REMOVED"
+        }
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if left:
+        pytest.fail(f"placement groups left behind {LEFTOVER_GRACE_S:.0f} s after this test: {left}")
