@@ -18,6 +18,18 @@ time to the first reported metric (Tune's ``time_total_s`` at the first report),
 between reports as Tune sees them, and the overhead over (a). Ratios are measured in the
 same run; absolute times on a shared machine drift.
 
+It also says where a trial's seconds go, from timestamps taken by a Tune callback (trial
+started, each result, trial ended) and by the train loop itself (first and last line):
+
+  turnaround  -- previous trial ended -> this trial's driver started (Tune: stop the old
+                 actor, free its placement group, start a fresh actor process);
+  start       -- driver started -> train loop running (b: the loop runs in the driver;
+                 c, d: Train controller, worker group, process group);
+  to report   -- train loop running -> its first metric reaches Tune;
+  reporting   -- first -> last metric at Tune;
+  teardown    -- last metric at Tune -> trial ended (c, d: workers, placement group and
+                 controller shut down).
+
 Run:  python benchmarks/overhead.py [--trials 3] [--epochs 5]
 """
 
@@ -25,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -72,6 +85,60 @@ def plain_training(config: dict, report) -> None:
             report({"epoch": epoch, "val_loss": loss_fn(logits, y_va).item()})
 
 
+# ----------------------------------------------------------------------------- where the seconds go
+
+STAGES = ("turnaround", "start", "to_report", "reporting", "teardown")
+
+
+def stamp(path: str, event: str) -> None:
+    """Append one timestamped event; the loop's events come from the worker processes."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps({"event": event, "t": time.time()}) + "\n")
+
+
+def stamped(loop, path: str):
+    """The train loop, stamping its first and last line (trials run one at a time)."""
+
+    def train_loop(config):
+        stamp(path, "loop_start")
+        loop(config)
+        stamp(path, "loop_end")
+
+    return train_loop
+
+
+def stages(events: list[dict]) -> list[dict[str, float | None]]:
+    """Per trial, the seconds of each stage in STAGES, from the stamped events of a run."""
+    events = sorted(events, key=lambda e: e["t"])
+    trials, current, previous_end = [], None, None
+    for e in events:
+        kind, t = e["event"], e["t"]
+        if kind == "trial_start":
+            current = {"trial_start": t, "results": [], "previous_end": previous_end}
+        elif current is None:
+            continue
+        elif kind == "loop_start":
+            current.setdefault("loop_start", t)
+        elif kind == "result":
+            current["results"].append(t)
+        elif kind == "trial_end":
+            current["trial_end"] = previous_end = t
+            trials.append(current)
+            current = None
+    rows = []
+    for tr in trials:
+        first, last = tr["results"][0], tr["results"][-1]
+        loop_start = tr.get("loop_start", tr["trial_start"])
+        rows.append({
+            "turnaround": None if tr["previous_end"] is None else tr["trial_start"] - tr["previous_end"],
+            "start": loop_start - tr["trial_start"],
+            "to_report": first - loop_start,
+            "reporting": last - first,
+            "teardown": tr["trial_end"] - last,
+        })
+    return rows
+
+
 # ----------------------------------------------------------------------------- one variant, in its own process
 
 
@@ -89,10 +156,25 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
     import ray
     from ray import tune
 
+    events = f"{storage}/events.jsonl"
+    Path(storage).mkdir(parents=True, exist_ok=True)
+
+    class Stamps(tune.Callback):
+        def on_trial_start(self, iteration, trials, trial, **info):
+            stamp(events, "trial_start")
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            stamp(events, "result")
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            stamp(events, "trial_end")
+
     if variant == "hpsearch":
         from hpsearch.cluster import connect
+        from hpsearch.tuner import TUNE_ENV_DEFAULTS
 
-        connect()  # hpsearch's embedded Ray: dashboard on loopback, polling at 0.2 s
+        os.environ.update(TUNE_ENV_DEFAULTS)  # as `hpsearch run` sets them
+        connect()  # hpsearch's embedded Ray: dashboard on loopback
     else:
         ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=False,
                  logging_level="WARNING")
@@ -100,6 +182,7 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
     if variant == "tune":
 
         def trainable(cfg):
+            stamp(events, "loop_start")
             plain_training(cfg, tune.report)
 
     elif variant == "nested":
@@ -107,7 +190,9 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
         from ray.train.torch import TorchTrainer
         from ray.tune.integration.ray_train import TuneReportCallback
 
-        from hpsearch.examples.digits import train_loop
+        from hpsearch.examples.digits import train_loop as digits_loop
+
+        train_loop = stamped(digits_loop, events)
 
         def trainable(cfg):  # as in Ray's "Hyperparameter Tuning with Ray Tune" guide for Train V2
             trainer = TorchTrainer(
@@ -124,17 +209,18 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
 
     else:
         from hpsearch import make_trainable
-        from hpsearch.examples.digits import train_loop
+        from hpsearch.examples.digits import train_loop as digits_loop
 
         trainable = make_trainable(
-            train_loop, scaling={"num_workers": 1, "resources_per_worker": {"CPU": 1}}, storage_path=storage + "/train"
+            stamped(digits_loop, events), scaling={"num_workers": 1, "resources_per_worker": {"CPU": 1}},
+            storage_path=storage + "/train",
         )
 
     tuner = tune.Tuner(
         trainable,
         param_space=config,
         tune_config=tune.TuneConfig(num_samples=trials, max_concurrent_trials=1, reuse_actors=False),
-        run_config=tune.RunConfig(name=variant, storage_path=storage, verbose=0),
+        run_config=tune.RunConfig(name=variant, storage_path=storage, verbose=0, callbacks=[Stamps()]),
     )
     start = time.perf_counter()
     grid = tuner.fit()
@@ -148,7 +234,8 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
     ray.shutdown()
     for trial in out:
         trial["cost_s"] = wall / trials
-    return {"trials": out, "wall_s": wall}
+    with open(events, encoding="utf-8") as lines:
+        return {"trials": out, "wall_s": wall, "stages": stages([json.loads(line) for line in lines])}
 
 
 def summarize(raw: dict[str, dict]) -> dict[str, dict]:
@@ -162,8 +249,12 @@ def summarize(raw: dict[str, dict]) -> dict[str, dict]:
             "between_reports_s": statistics.median(gaps) if gaps else None,
         }
     base = rows["plain"]["cost_s"]
-    for row in rows.values():
+    for variant, row in rows.items():
         row["overhead_s"] = row["cost_s"] - base
+        per_trial = raw[variant].get("stages", [])
+        for stage in STAGES:
+            values = [t[stage] for t in per_trial if t[stage] is not None]
+            row[f"{stage}_s"] = statistics.median(values) if values else None
     return rows
 
 
@@ -201,6 +292,11 @@ def main() -> int:
     for variant, row in rows.items():
         between = f"{row['between_reports_s']:.2f}" if row["between_reports_s"] is not None else "-"
         print(f"{variant:<10}{row['cost_s']:>12.2f}{row['first_report_s']:>16.2f}{between:>19}{row['overhead_s']:>12.2f}")
+    print(f"\nwhere a trial's seconds go (median s): {', '.join(STAGES)}")
+    for variant, row in rows.items():
+        if variant != "plain":
+            cells = "".join(f"{row[f'{s}_s']:>12.2f}" if row[f"{s}_s"] is not None else f"{'-':>12}" for s in STAGES)
+            print(f"{variant:<10}{cells}")
     ratio = rows["hpsearch"]["overhead_s"] / rows["nested"]["overhead_s"]
     print(f"\nhpsearch's overhead over plain PyTorch is {ratio:.0%} of the hand-written nested pattern's "
           f"(target: <= 40%); between reports {rows['hpsearch']['between_reports_s']:.2f} s (target: <= 0.3 s)")
