@@ -306,7 +306,7 @@ def main() -> int:
         "trials_per_way": args.trials, "config": CONFIG, "per_trial": rows, "raw": raw,
         "hpsearch_overhead_vs_nested": ratio,
     }, indent=2))
-    print(f"wrote {args.out.relative_to(ROOT)}")
+    print(f"wrote {args.out}")
     return 0
 
 
