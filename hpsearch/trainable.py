@@ -31,9 +31,11 @@ HISTORY_FILE = "hpsearch_history.jsonl"
 
 #: Ray Train settings hpsearch changes unless the user's environment already sets them.
 #: The controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
-#: default) and each ``ray.train.report`` waits for that poll: a loop could report
-#: at most every 2 s and teardown took ~7 s. 0.2 s halves a small trial's wall time.
-RAY_TRAIN_ENV_DEFAULTS = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
+#: default): every report reaches Tune at a poll, and every step of a run's start and
+#: teardown waits for one. Measured on 2 CPUs, a 1-worker trial of 5 short epochs
+#: (wall time of the nested run): 2 s -> ~19 s, 0.2 s -> 9.9 s, 0.1 s -> 8.8 s, 0.05 s ->
+#: 8.5 s. A poll is one small remote call per worker; 0.1 s keeps that cost negligible.
+RAY_TRAIN_ENV_DEFAULTS = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1"}
 
 
 def make_trainable(
