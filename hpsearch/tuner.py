@@ -94,7 +94,6 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
     from ray import tune
 
     from hpsearch.cluster import cluster_nodes, connect
-    from hpsearch.orphans import OrphanReaper
     from hpsearch.progress import ProgressPrinter
 
     if plan is None:
@@ -134,11 +133,21 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
             name=spec.name,
             storage_path=str(spec.storage_path),
             verbose=0,
-            callbacks=[progress, OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, stream=stream)],
+            callbacks=[progress, _reaper(spec, stream)],
             failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
         ),
     )
     return _Built(tuner, plan, progress)
+
+
+def _reaper(spec: Spec, stream: TextIO | None) -> Any:
+    """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.orphans)."""
+    from hpsearch.orphans import OrphanReaper
+
+    bundles = [spec.scaling.worker_bundle()] * spec.scaling.num_workers
+    if spec.resources.driver_node == "any" and bundles == [{"CPU": spec.resources.driver_cpus}]:
+        bundles = None  # a worker group would look like a trial driver's group: never sweep those
+    return OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, worker_bundles=bundles, stream=stream)
 
 
 def _trainable(spec: Spec) -> Any:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hpsearch.orphans import CONTROLLER_FILE, OrphanReaper
+from hpsearch.orphans import CONTROLLER_FILE, OrphanReaper, orphan_groups
 
 
 class World:
@@ -104,6 +104,60 @@ def test_a_state_api_failure_never_kills(tmp_path, world) -> None:
     assert world.killed == []
 
 
+WORKERS = [{"CPU": 0.9}]
+
+
+def _group(pg_id: str, bundles: list[dict], *, job: str = "01000000", age_s: float = 60, state: str = "CREATED") -> dict:
+    return {
+        "placement_group_id": pg_id, "state": state, "creator_job_id": job, "is_detached": False,
+        "bundles": [{"unit_resources": b} for b in bundles],
+        "stats": {"creation_request_received_ns": str(int((1000 - age_s) * 1e9))},
+    }
+
+
+def test_orphan_groups_are_our_unused_worker_groups_older_than_the_grace() -> None:
+    groups = [
+        _group("leaked", [{"CPU": 0.9000000001}]),
+        _group("in-use", [{"CPU": 0.9}]),
+        _group("young", [{"CPU": 0.9}], age_s=3),
+        _group("driver", [{"CPU": 0.1, "node:__internal_head__": 0.001}]),
+        _group("two-workers", [{"CPU": 0.9}, {"CPU": 0.9}]),
+        _group("other-job", [{"CPU": 0.9}], job="02000000"),
+        _group("removed", [{"CPU": 0.9}], state="REMOVED"),
+    ]
+    actors = [{"placement_group_id": "in-use"}, {"placement_group_id": None}]
+    assert orphan_groups(groups, actors, "01000000", WORKERS, now_ns=int(1000e9), min_age_s=15) == ["leaked"]
+    assert orphan_groups(groups, actors, "01000000", WORKERS, now_ns=int(1000e9), min_age_s=0) == ["leaked", "young"]
+
+
+def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_removed(tmp_path, world) -> None:
+    removed: list[str] = []
+    state = ([_group("leaked", WORKERS)], [], "01000000")
+    reaper = OrphanReaper(tmp_path, worker_bundles=WORKERS, grace_s=15, sweep_every_s=10, stream=io.StringIO(),
+                          alive=world.alive, kill=world.kill, live_state=lambda: state, remove_group=removed.append,
+                          clock=lambda: world.now)
+    reaper.on_step_end(0, [])
+    assert removed == []  # not due yet
+    world.now += 10
+    reaper.on_step_end(0, [])
+    assert removed == ["leaked"] and reaper.removed == ["leaked"]
+    assert "removed placement group leaked: a trial's worker group that no process uses" in reaper.stream.getvalue()
+    state = ([_group("fresh", WORKERS, age_s=1)], [], "01000000")
+    reaper.on_experiment_end([])
+    assert removed == ["leaked", "fresh"]  # at the end nothing runs: any age counts
+
+
+def test_without_worker_bundles_nothing_is_swept(tmp_path, world) -> None:
+    def live_state():
+        raise AssertionError("the State API should not be asked")
+
+    reaper = OrphanReaper(tmp_path, worker_bundles=None, stream=io.StringIO(), live_state=live_state,
+                          clock=lambda: world.now)
+    world.now += 1000
+    reaper.on_step_end(0, [])
+    reaper.on_experiment_end([])
+
+
 @pytest.mark.ray
 def test_on_ray_a_recorded_actor_still_alive_is_ended_through_the_state_api(ray_cluster, tmp_path) -> None:
     import os
@@ -128,3 +182,28 @@ def test_on_ray_a_recorded_actor_still_alive_is_ended_through_the_state_api(ray_
         time.sleep(0.2)
     with pytest.raises(ray_cluster.exceptions.RayActorError):
         ray_cluster.get(stuck.record.remote(str(tmp_path / "t2")), timeout=10)
+
+
+@pytest.mark.ray
+def test_on_ray_the_sweep_removes_an_unused_worker_shaped_group_and_keeps_one_in_use(ray_cluster, tmp_path) -> None:
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    unused = placement_group([{"CPU": 0.05}])
+    used = placement_group([{"CPU": 0.05}])
+    ray_cluster.get([unused.ready(), used.ready()], timeout=30)
+
+    @ray_cluster.remote(num_cpus=0.05)
+    class Worker:
+        def ping(self) -> bool:
+            return True
+
+    worker = Worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(used)).remote()
+    assert ray_cluster.get(worker.ping.remote(), timeout=30)
+    reaper = OrphanReaper(tmp_path, worker_bundles=[{"CPU": 0.05}], stream=io.StringIO())
+    reaper.on_experiment_end([])
+    assert reaper.removed == [unused.id.hex()]
+    table = ray_cluster.util.placement_group_table()
+    assert table[unused.id.hex()]["state"] == "REMOVED" and table[used.id.hex()]["state"] == "CREATED"
+    ray_cluster.kill(worker)
+    ray_cluster.util.remove_placement_group(used)
