@@ -54,6 +54,8 @@ Run (JSON and a plot under benchmarks/results/; times on a quiet 2-CPU machine):
   python benchmarks/search_quality.py            # 3 seeds x 4 ways, B = 80: ~25 min
   python benchmarks/search_quality.py --heavy    # ~12 min
   python benchmarks/search_quality.py --quick    # a smoke run: 1 seed, B = 20: ~3 min (--heavy --quick: B = 24)
+  python benchmarks/search_quality.py --rescore benchmarks/results/search_quality.json --target 0.96
+                                                 # the same runs' figures at another target, in a second
 """
 
 from __future__ import annotations
@@ -452,6 +454,35 @@ def compare(part: Part, summary: dict[str, dict[str, Any]], runs: list[dict[str,
     return out
 
 
+def report(part: Part, runs: list[dict[str, Any]], target: float, heavy: bool) -> tuple[dict, dict]:
+    """Print the table of medians and the comparisons; return both."""
+    summary = summarize(runs, part.methods, target)
+    print(f"\n{'way':<31}{'reached':>8}{'epochs to target':>18}{'wall s to target':>18}{'best val_acc':>14}"
+          f"{'trials':>8}{'s at budget':>13}")
+    for method, row in summary.items():
+        print(f"{LABELS[method]:<31}{row['reached']:>5}/{row['seeds']:<2}{fmt(row['median_epochs_to_target']):>18}"
+              f"{fmt(row['median_wall_s_to_target'], '.1f'):>18}{row['median_best_val_acc']:>14.3f}"
+              f"{row['median_trials']:>8.0f}{row['median_wall_s_at_budget']:>13.1f}")
+    print("(medians over seeds; '-': the median seed did not reach the target within the budget)\n")
+    return summary, compare(part, summary, runs, heavy)
+
+
+def rescore(path: Path, target: float) -> int:
+    """The figures of earlier runs at another target: same runs, same budget, no Ray."""
+    record = json.loads(path.read_text())
+    runs = record["runs"]
+    methods = tuple(dict.fromkeys(r["method"] for r in runs))
+    part = replace(PARTS[record["part"]], methods=methods, budget=record["budget_epochs"], seeds=record["seeds"],
+                   epochs=record["max_epochs_per_trial"], optuna_threads=record["optuna_threads"])
+    print(f"runs of: {record['command']} ({record['machine']['date']}); rescored at target val_acc >= {target}")
+    for run in runs:
+        epochs, seconds = to_target(run["reports"], target)
+        reached = f"target at epoch {epochs} ({seconds:.1f} s)" if epochs else "target not reached"
+        print(f"  seed {run['seed']} {run['method']:<14} {reached}")
+    report(part, runs, target, record["part"] == "heavy")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heavy", action="store_true", help="the heavy variant: tpe_asha against optuna_plain")
@@ -462,6 +493,8 @@ def main() -> int:
     parser.add_argument("--target", type=float, default=0.97, help="val_acc to reach (default 0.97)")
     parser.add_argument("--methods", help=f"comma-separated subset of {','.join(LABELS)}")
     parser.add_argument("--optuna-threads", type=int, help="plain Optuna's torch threads (default 1; --heavy all CPUs)")
+    parser.add_argument("--rescore", type=Path, metavar="JSON",
+                        help="no new runs: summarise the runs in a results JSON of this script again, at --target")
     parser.add_argument("--job", help=argparse.SUPPRESS)  # internal: one way and seed, JSON in and out
     args = parser.parse_args()
 
@@ -469,6 +502,8 @@ def main() -> int:
         job = json.loads(args.job)
         print(json.dumps((run_plain_optuna if job["method"] == "optuna_plain" else run_hpsearch)(job)))
         return 0
+    if args.rescore:
+        return rescore(args.rescore, args.target)
 
     part = PARTS["heavy" if args.heavy else "shipped"]
     if args.quick:
@@ -504,15 +539,7 @@ def main() -> int:
                   f"{len(run['reports'])} epochs by {run['reports'][-1][0]:6.1f} s; {reached}; "
                   f"best val_acc {max(a for _, a in run['reports']):.3f}", flush=True)
 
-    summary = summarize(runs, part.methods, args.target)
-    print(f"\n{'way':<31}{'reached':>8}{'epochs to target':>18}{'wall s to target':>18}{'best val_acc':>14}"
-          f"{'trials':>8}{'s at budget':>13}")
-    for method, row in summary.items():
-        print(f"{LABELS[method]:<31}{row['reached']:>5}/{row['seeds']:<2}{fmt(row['median_epochs_to_target']):>18}"
-              f"{fmt(row['median_wall_s_to_target'], '.1f'):>18}{row['median_best_val_acc']:>14.3f}"
-              f"{row['median_trials']:>8.0f}{row['median_wall_s_at_budget']:>13.1f}")
-    print("(medians over seeds; '-': the median seed did not reach the target within the budget)\n")
-
+    summary, comparison = report(part, runs, args.target, args.heavy)
     record = {
         "benchmark": "search_quality", "part": part.name, "command": command, "machine": machine,
         "budget_epochs": part.budget, "max_epochs_per_trial": part.epochs,
@@ -521,7 +548,7 @@ def main() -> int:
             "base": str(BASE_SPEC.relative_to(ROOT)),
             "overrides_seed0": {m: spec_overrides(m, 0, part.budget, part.epochs, args.heavy) for m in part.methods},
         },
-        "summary": summary, **compare(part, summary, runs, args.heavy),
+        "summary": summary, **comparison,
     }
     stem = "search_quality_heavy" if args.heavy else "search_quality"
     RESULTS.mkdir(parents=True, exist_ok=True)
