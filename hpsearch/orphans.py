@@ -47,6 +47,8 @@ CONTROLLER_FILE = "hpsearch_controller.json"
 GRACE_S = 15.0
 #: How often the placement groups are swept while the search runs.
 SWEEP_EVERY_S = 10.0
+#: At the end of a search, how long unused worker groups get to be removed by Ray Train.
+END_SETTLE_S = 5.0
 
 
 def record_controller(trial_dir: str) -> None:
@@ -197,16 +199,26 @@ class OrphanReaper(_tune_callback_base()):
                 time.sleep(0.5)
             self._check(trial_id)
         self._due.clear()
-        self._sweep(0.0)  # no trial runs any more: an unused worker group of ours is left over
+        # No trial runs any more: an unused worker group of ours is left over, once Ray
+        # Train's own cleaner (it polls every second) has had a moment to remove it.
+        self._sweep(0.0, settle_s=END_SETTLE_S)
 
-    def _sweep(self, min_age_s: float) -> None:
-        if not self.worker_bundles:
-            return
+    def _orphans(self, min_age_s: float) -> list[str]:
         try:
             groups, actors, job_id = self._live_state()
         except Exception:  # the State API is unavailable: leave the groups to Ray
+            return []
+        return orphan_groups(groups, actors, job_id, self.worker_bundles, time.time_ns(), min_age_s)
+
+    def _sweep(self, min_age_s: float, settle_s: float = 0.0) -> None:
+        if not self.worker_bundles:
             return
-        for group_id in orphan_groups(groups, actors, job_id, self.worker_bundles, time.time_ns(), min_age_s):
+        orphans = self._orphans(min_age_s)
+        deadline = self._clock() + settle_s
+        while orphans and self._clock() < deadline:
+            time.sleep(0.5)
+            orphans = self._orphans(min_age_s)
+        for group_id in orphans:
             try:
                 self._remove_group(group_id)
             except Exception:  # noqa: BLE001 - removed meanwhile, or Ray refused: not worth stopping for

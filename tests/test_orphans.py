@@ -130,7 +130,7 @@ def test_orphan_groups_are_our_unused_worker_groups_older_than_the_grace() -> No
     assert orphan_groups(groups, actors, "01000000", WORKERS, now_ns=int(1000e9), min_age_s=0) == ["leaked", "young"]
 
 
-def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_removed(tmp_path, world) -> None:
+def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_removed(tmp_path, world, monkeypatch) -> None:
     removed: list[str] = []
     state = ([_group("leaked", WORKERS)], [], "01000000")
     reaper = OrphanReaper(tmp_path, worker_bundles=WORKERS, grace_s=15, sweep_every_s=10, stream=io.StringIO(),
@@ -143,8 +143,26 @@ def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_remove
     assert removed == ["leaked"] and reaper.removed == ["leaked"]
     assert "removed placement group leaked: a trial's worker group that no process uses" in reaper.stream.getvalue()
     state = ([_group("fresh", WORKERS, age_s=1)], [], "01000000")
+    naps = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        world.now += seconds
+
+    monkeypatch.setattr("hpsearch.orphans.time.sleep", sleep)
     reaper.on_experiment_end([])
-    assert removed == ["leaked", "fresh"]  # at the end nothing runs: any age counts
+    assert removed == ["leaked", "fresh"]  # at the end nothing runs: any age counts...
+    assert sum(naps) == pytest.approx(5.0)  # ...once Ray Train's cleaner has had 5 s to remove it
+
+
+def test_at_the_end_groups_that_ray_train_removes_meanwhile_are_not_touched(tmp_path, world, monkeypatch) -> None:
+    removed: list[str] = []
+    views = iter([([_group("slow", WORKERS, age_s=1)], [], "01000000")] * 2 + [([], [], "01000000")] * 10)
+    reaper = OrphanReaper(tmp_path, worker_bundles=WORKERS, stream=io.StringIO(), live_state=lambda: next(views),
+                          remove_group=removed.append, clock=lambda: world.now)
+    monkeypatch.setattr("hpsearch.orphans.time.sleep", lambda seconds: setattr(world, "now", world.now + seconds))
+    reaper.on_experiment_end([])
+    assert removed == [] and reaper.stream.getvalue() == ""
 
 
 def test_without_worker_bundles_nothing_is_swept(tmp_path, world) -> None:
