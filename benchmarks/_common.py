@@ -1,4 +1,4 @@
-"""Helpers the sweep, scale and GPU-packing benchmarks share.
+"""Helpers the benchmarks share.
 
 - :func:`run_isolated`: run one way of a benchmark in its own Python process, in its own
   session, so that its embedded Ray and every process Ray starts can be found afterwards;
@@ -7,6 +7,8 @@
 - :func:`interrupt_when`: end a running Tune search gracefully from a watcher thread
   (a stall, a time budget) with the signal Tune itself takes as "stop".
 - :func:`logs_folder`, :func:`print_table`, :func:`write_results`: the logs, the figures on screen and on disk.
+- :func:`digits_epochs`: the shipped digits loop in one process, without Ray -- the work the
+  overhead and search-quality benchmarks compare hpsearch against.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 #: A way that runs longer than this is broken, not slow: it is interrupted (a backstop only).
 WAY_TIMEOUT_S = 30 * 60
@@ -134,6 +136,42 @@ def interrupt_when(check: Callable[[], str | None], every_s: float = 1.0) -> Ite
     finally:
         done.set()
         watcher.join()
+
+
+def digits_epochs(
+    config: dict[str, Any], data: Sequence[Any] | None = None
+) -> Iterator[tuple[int, float, dict[str, float]]]:
+    """``hpsearch.examples.digits``' loop on one worker, without Ray: (epoch, seconds, metrics) per epoch.
+
+    The same model, optimiser (AdamW, ``weight_decay`` 0 unless the config says), batches and
+    seeding as the example; ``seconds`` is the epoch's training and evaluation, and ``metrics``
+    holds ``val_loss`` and ``val_acc``. ``data`` is ``_load_split()``'s four tensors (loaded here
+    if not given). Torch's thread count is the caller's to set.
+    """
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from hpsearch.examples.digits import _build_model, _load_split, _seed_everything
+
+    x_tr, y_tr, x_va, y_va = data if data is not None else _load_split()
+    _seed_everything(config["seed"])
+    model = _build_model(x_tr.shape[1], 10, config["hidden"], config["layers"], config["dropout"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"], weight_decay=config.get("weight_decay", 0.0))
+    loss_fn = nn.CrossEntropyLoss()
+    loader = DataLoader(TensorDataset(x_tr, y_tr), batch_size=config["batch_size"], shuffle=True)
+    for epoch in range(1, config["epochs"] + 1):
+        began = time.perf_counter()
+        model.train()
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            loss_fn(model(xb), yb).backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            logits = model(x_va)
+            metrics = {"val_loss": loss_fn(logits, y_va).item(), "val_acc": (logits.argmax(1) == y_va).float().mean().item()}
+        yield epoch, time.perf_counter() - began, metrics
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -8,7 +8,7 @@ of epochs, one worker. The four ways:
   c. nested  -- the hand-written pattern from Ray's docs: Tune function trainable ->
                 TorchTrainer -> TuneReportCallback, with Ray's defaults (the trial driver
                 takes 1 CPU, controller polling every 2 s);
-  d. hpsearch -- ``hpsearch.make_trainable`` (driver 0.25 CPU on the head, polling 0.2 s,
+  d. hpsearch -- ``hpsearch.make_trainable`` (driver 0.25 CPU on the head, polling 0.1 s,
                 reports aggregated across ranks).
 
 Each of b-d runs its trials one at a time (so per-trial costs do not overlap) in its own
@@ -48,6 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
+from _common import digits_epochs  # noqa: E402
 from _machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "overhead.json"
@@ -59,30 +60,12 @@ VARIANTS = ("plain", "tune", "nested", "hpsearch")
 
 
 def plain_training(config: dict, report) -> None:
-    """The digits loop of hpsearch.examples.digits, one process, no Ray Train."""
+    """The digits loop of hpsearch.examples.digits, one process, one thread, no Ray Train."""
     import torch
-    from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
-
-    from hpsearch.examples.digits import _build_model, _load_split, _seed_everything
 
     torch.set_num_threads(1)
-    _seed_everything(config["seed"])
-    x_tr, y_tr, x_va, y_va = _load_split()
-    model = _build_model(x_tr.shape[1], 10, config["hidden"], config["layers"], config["dropout"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"])
-    loss_fn = nn.CrossEntropyLoss()
-    loader = DataLoader(TensorDataset(x_tr, y_tr), batch_size=config["batch_size"], shuffle=True)
-    for epoch in range(1, config["epochs"] + 1):
-        model.train()
-        for xb, yb in loader:
-            optimizer.zero_grad()
-            loss_fn(model(xb), yb).backward()
-            optimizer.step()
-        model.eval()
-        with torch.no_grad():
-            logits = model(x_va)
-            report({"epoch": epoch, "val_loss": loss_fn(logits, y_va).item()})
+    for epoch, _, metrics in digits_epochs(config):
+        report({"epoch": epoch, "val_loss": metrics["val_loss"]})
 
 
 # ----------------------------------------------------------------------------- where the seconds go

@@ -16,8 +16,8 @@ runs in a Python process of its own (its own embedded Ray) with its own temporar
 
 Definitions:
   budget           B epochs per way and seed. random_fifo runs B / max-epochs trials. The
-                   ASHA ways may start up to B trials and are stopped as a user's Ctrl-C would
-                   stop them (SIGINT, which Tune handles gracefully) once B epochs are reported;
+                   ASHA ways may start up to B trials and are stopped with the signal Tune takes
+                   as "stop" (SIGUSR1: trials end gracefully) once B epochs are reported;
                    plain Optuna stops at its B-th epoch. Reports after the B-th are not counted.
   epochs consumed  every epoch any trial reported, in the order reported: an anytime curve.
                    hpsearch's report times are those of ``train/<trial_id>/hpsearch_history.jsonl``
@@ -45,15 +45,15 @@ shipped MLP (too small to gain from more) and all CPUs on the heavy one. hpsearc
 only a trial's last epoch (plain Optuna saves nothing): the ratios price distribution, not
 checkpoints.
 
-``--heavy``: the same MLP 2048 wide (so 5 searched hyperparameters), 2-3 layers, batch 32 or
-64, up to 30 epochs: a full trial trains about a minute on one CPU (the run prints the
-measured figure). tpe_asha against optuna_plain only, B = 200, 1 seed. Besides time to
-target it reports the time to consume the whole budget, which does not hang on one lucky trial.
+``--heavy``: the same MLP 3072 wide (so 5 searched hyperparameters), 3-4 layers, batch 32 or
+64, up to 12 epochs: a full trial trains 1-2.5 minutes on one CPU (4.5-12 s an epoch; the run
+prints the measured median). tpe_asha against optuna_plain only, B = 80, 1 seed. Besides time
+to target it reports the time to consume the whole budget, which does not hang on one lucky trial.
 
 Run (JSON and a plot under benchmarks/results/; times on a quiet 2-CPU machine):
   python benchmarks/search_quality.py            # 3 seeds x 4 ways, B = 80: ~25 min
-  python benchmarks/search_quality.py --heavy    # ~12 min
-  python benchmarks/search_quality.py --quick    # a smoke run: 1 seed, B = 20: ~3 min (--heavy --quick: B = 24)
+  python benchmarks/search_quality.py --heavy    # ~20 min
+  python benchmarks/search_quality.py --quick    # a smoke run: 1 seed, B = 20: ~3 min (--heavy --quick: B = 16)
   python benchmarks/search_quality.py --rescore benchmarks/results/search_quality.json --target 0.96
                                                  # the same runs' figures at another target, in a second
 """
@@ -64,20 +64,18 @@ import argparse
 import json
 import math
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
+from _common import digits_epochs, interrupt_when, logs_folder, run_isolated  # noqa: E402
 from _machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -95,8 +93,8 @@ SEARCHERS = {
     "random_fifo": {"type": "random"},
 }
 HEAVY_SPACE = {
-    "search_space.hidden": 2048,
-    "search_space.layers": {"type": "int", "low": 2, "high": 3},
+    "search_space.hidden": 3072,
+    "search_space.layers": {"type": "int", "low": 3, "high": 4},
     "search_space.batch_size": {"type": "choice", "values": [32, 64]},
 }
 NOT_REACHED = "n/a (the median seed did not reach the target)"
@@ -119,7 +117,7 @@ class Part:
 
 PARTS = {
     "shipped": Part("shipped", tuple(LABELS), 80, 3, 10, 1, 20, 10),
-    "heavy": Part("heavy", ("tpe_asha", "optuna_plain"), 200, 1, 30, os.cpu_count() or 1, 24, 6),
+    "heavy": Part("heavy", ("tpe_asha", "optuna_plain"), 80, 1, 12, os.cpu_count() or 1, 16, 4),
 }
 
 
@@ -159,19 +157,19 @@ def run_hpsearch(job: dict[str, Any]) -> dict[str, Any]:
     overrides = spec_overrides(job["method"], job["seed"], job["budget"], job["epochs"], job["heavy"])
     spec = hpsearch.load_spec(BASE_SPEC, overrides=[*overrides, f"storage_path={job['storage']}"])
     histories = f"{TRAIN_RUNS_DIR}/*/{HISTORY_FILE}"
-    ended = threading.Event()
-    if job["method"] != "random_fifo":  # random_fifo's trials use exactly the budget
-        threading.Thread(
-            target=_stop_at_budget, args=(spec.experiment_dir, histories, job["budget"], ended), daemon=True
-        ).start()
+
+    def budget_spent() -> str | None:  # random_fifo's trials use exactly the budget: never cut
+        reported = sum(path.read_bytes().count(b"\n") for path in spec.experiment_dir.glob(histories))
+        return f"{job['budget']} epochs reported" if job["method"] != "random_fifo" and reported >= job["budget"] else None
+
     start = time.time()
     try:
         connect()  # what hpsearch.run starts first, timed apart: a cost per search, not per trial
         ray_start = time.time() - start
-        hpsearch.run(spec)
+        with interrupt_when(budget_spent, every_s=0.5):  # stops the search as Tune's own "stop" signal does
+            hpsearch.run(spec)
         wall = time.time() - start
     finally:
-        ended.set()
         ray.shutdown()
     results = hpsearch.load_results(spec.experiment_dir)
     per_trial = [[json.loads(line) for line in path.read_text().splitlines()]
@@ -187,14 +185,6 @@ def run_hpsearch(job: dict[str, Any]) -> dict[str, Any]:
         "epoch_s": statistics.median(gaps) if gaps else None,
         "reports": reports[: job["budget"]],
     }
-
-
-def _stop_at_budget(exp_dir: Path, histories: str, budget: int, ended: threading.Event) -> None:
-    """Interrupt the search, as Ctrl-C would, once ``budget`` epochs are reported."""
-    while not ended.wait(0.5):
-        if sum(path.read_bytes().count(b"\n") for path in exp_dir.glob(histories)) >= budget:
-            os.kill(os.getpid(), signal.SIGINT)  # Tune stops its trials and returns; hpsearch.run returns
-            return
 
 
 def run_plain_optuna(job: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +213,7 @@ def run_plain_optuna(job: dict[str, Any]) -> dict[str, Any]:
 
     def objective(trial: optuna.Trial) -> float:
         config = suggest(trial, space)
-        for epoch, seconds, metrics in train_epochs(config, data):
+        for epoch, seconds, metrics in digits_epochs(config, data):
             reports.append((time.time() - start, metrics["val_acc"]))
             epoch_times.append(seconds)
             trial.report(metrics[spec.metric], epoch)
@@ -259,35 +249,6 @@ def suggest(trial: Any, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
         else:
             config[name] = p["value"]
     return config
-
-
-def train_epochs(config: dict[str, Any], data: Sequence[Any]) -> Iterator[tuple[int, float, dict[str, float]]]:
-    """hpsearch.examples.digits' loop on one worker, without Ray: (epoch, seconds, metrics) per epoch."""
-    import torch
-    from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
-
-    from hpsearch.examples.digits import _build_model, _seed_everything
-
-    x_tr, y_tr, x_va, y_va = data
-    _seed_everything(config["seed"])
-    model = _build_model(x_tr.shape[1], 10, config["hidden"], config["layers"], config["dropout"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"], weight_decay=config["weight_decay"])
-    loss_fn = nn.CrossEntropyLoss()
-    loader = DataLoader(TensorDataset(x_tr, y_tr), batch_size=config["batch_size"], shuffle=True)
-    for epoch in range(1, config["epochs"] + 1):
-        began = time.perf_counter()
-        model.train()
-        for xb, yb in loader:
-            optimizer.zero_grad()
-            loss_fn(model(xb), yb).backward()
-            optimizer.step()
-        model.eval()
-        with torch.no_grad():
-            logits = model(x_va)
-            val_acc = (logits.argmax(1) == y_va).float().mean().item()
-            metrics = {"val_loss": loss_fn(logits, y_va).item(), "val_acc": val_acc}
-        yield epoch, time.perf_counter() - began, metrics
 
 
 # ----------------------------------------------------------------------------- figures (pure)
@@ -389,17 +350,15 @@ def plot(runs: list[dict[str, Any]], methods: Sequence[str], target: float, titl
 # ----------------------------------------------------------------------------- the whole comparison
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One way and seed in a fresh Python process (its own Ray) with its own temporary storage."""
+def run_job(job: dict[str, Any], logs: Path) -> dict[str, Any]:
+    """One way and seed in a fresh Python process (its own Ray, its own session) with its own
+    temporary storage; what it leaves behind is ended and named."""
+    name = f"{job['method']}-seed{job['seed']}"
     with tempfile.TemporaryDirectory(prefix="hpsearch-search-quality-", ignore_cleanup_errors=True) as storage:
-        done = subprocess.run(
-            [sys.executable, __file__, "--job", json.dumps({**job, "storage": storage})],
-            capture_output=True, text=True, check=False,
-        )
-    if done.returncode != 0:
-        print(done.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"{job['method']} seed {job['seed']} failed (exit {done.returncode})")
-    return {**job, **json.loads(done.stdout.strip().splitlines()[-1])}
+        result, left = run_isolated([__file__, "--job", json.dumps({**job, "storage": storage})], log=logs / f"{name}.log")
+    if left:
+        print(f"  {name}: ended {len(left)} process(es) it left behind: {', '.join(left)}", flush=True)
+    return {**job, **result, "left_behind": left}
 
 
 def fmt(value: float | None, spec: str = ".0f") -> str:
@@ -488,8 +447,8 @@ def main() -> int:
     parser.add_argument("--heavy", action="store_true", help="the heavy variant: tpe_asha against optuna_plain")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 seed and a small budget")
     parser.add_argument("--seeds", type=int, help="seeds 0..N-1 (default 3; --heavy 1)")
-    parser.add_argument("--budget", type=int, help="epochs per way and seed (default 80; --heavy 200)")
-    parser.add_argument("--epochs", type=int, help="max epochs per trial (default 10; --heavy 30)")
+    parser.add_argument("--budget", type=int, help="epochs per way and seed (default 80, also with --heavy)")
+    parser.add_argument("--epochs", type=int, help="max epochs per trial (default 10; --heavy 12)")
     parser.add_argument("--target", type=float, default=0.97, help="val_acc to reach (default 0.97)")
     parser.add_argument("--methods", help=f"comma-separated subset of {','.join(LABELS)}")
     parser.add_argument("--optuna-threads", type=int, help="plain Optuna's torch threads (default 1; --heavy all CPUs)")
@@ -527,11 +486,12 @@ def main() -> int:
           f"{part.optuna_threads} torch thread(s)\n")
 
     runs = []
+    logs = logs_folder("search-quality")
     began = time.perf_counter()
     for seed in range(part.seeds):
         for method in part.methods:
             run = run_job({"method": method, "seed": seed, "budget": part.budget, "epochs": part.epochs,
-                           "heavy": args.heavy, "threads": part.optuna_threads})
+                           "heavy": args.heavy, "threads": part.optuna_threads}, logs)
             runs.append(run)
             epochs, seconds = to_target(run["reports"], args.target)
             reached = f"target at epoch {epochs} ({seconds:.1f} s)" if epochs else "target not reached"

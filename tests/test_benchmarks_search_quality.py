@@ -49,4 +49,4 @@ def test_spec_overrides_size_random_fifo_to_the_budget_and_leave_plain_optuna_on
     assert random["num_samples"] == "15" and random["scheduler"] == '{"type": "fifo"}'
     assert random["searcher"] == '{"type": "random", "seed": 1}' and random["search_space.seed"] == "1"
     plain = dict(o.split("=", 1) for o in sq.spec_overrides("optuna_plain", 0, 150, 30, heavy=True))
-    assert "searcher" not in plain and plain["search_space.hidden"] == "2048"
+    assert "searcher" not in plain and plain["search_space.hidden"] == "3072"
