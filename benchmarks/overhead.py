@@ -39,7 +39,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
-from _common import digits_epochs  # noqa: E402
+from _common import digits_epochs, logs_folder, run_isolated  # noqa: E402
 from _machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "overhead.json"
@@ -257,19 +256,17 @@ def main() -> int:
     command, machine = print_header()
     print(f"work: digits MLP {CONFIG}, {args.epochs} epochs, 1 worker; {args.trials} trials per way, one at a time\n")
     raw = {}
+    logs = logs_folder("overhead")
     with tempfile.TemporaryDirectory(prefix="hpsearch-overhead-") as storage:
         for variant in VARIANTS:
             t0 = time.perf_counter()
-            done = subprocess.run(
-                [sys.executable, __file__, "--variant", variant, "--trials", str(args.trials), "--epochs",
-                 str(args.epochs), "--storage", f"{storage}/{variant}"],
-                capture_output=True, text=True, check=False,
+            raw[variant], left = run_isolated(
+                [__file__, "--variant", variant, "--trials", str(args.trials), "--epochs", str(args.epochs),
+                 "--storage", f"{storage}/{variant}"],
+                log=logs / f"{variant}.log",
             )
-            if done.returncode != 0:
-                print(done.stderr[-3000:], file=sys.stderr)
-                raise SystemExit(f"{variant} failed (exit {done.returncode})")
-            raw[variant] = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"  {variant:<9} done in {time.perf_counter() - t0:6.1f} s")
+            note = f"; ended {len(left)} Ray process(es) it left behind: {', '.join(left)}" if left else ""
+            print(f"  {variant:<9} done in {time.perf_counter() - t0:6.1f} s{note}", flush=True)
     rows = summarize(raw)
     print(f"\n{'way':<10}{'per trial s':>12}{'first report s':>16}{'between reports s':>19}{'overhead s':>12}")
     for variant, row in rows.items():
