@@ -47,12 +47,20 @@ checkpoints.
 
 ``--heavy``: the same MLP 3072 wide (so 5 searched hyperparameters), 3-4 layers, batch 32 or
 64, up to 12 epochs: a full trial trains 1-2.5 minutes on one CPU (4.5-12 s an epoch; the run
-prints the measured median). tpe_asha against optuna_plain only, B = 80, 1 seed. Besides time
-to target it reports the time to consume the whole budget, which does not hang on one lucky trial.
+prints the measured median). B = 80, 1 seed; plain Optuna uses every CPU (torch threads), and
+hpsearch runs TPE + ASHA two ways: tpe_asha as above (a trial per CPU, 1 thread each), and
+
+  tpe_asha_whole  one trial at a time, its worker given every CPU but the driver's 0.1 and as
+                  many torch threads as plain Optuna (the example's ``threads`` key): on a
+                  model that gains from threads, what a user should configure.
+
+Besides time to target it reports the time to consume the whole budget, which does not hang
+on one lucky trial, and tpe_asha_whole's per-trial overhead o (same threads as plain Optuna,
+so o is measured there too).
 
 Run (JSON and a plot under benchmarks/results/; times on a quiet 2-CPU machine):
   python benchmarks/search_quality.py            # 3 seeds x 4 ways, B = 80: ~25 min
-  python benchmarks/search_quality.py --heavy    # ~20 min
+  python benchmarks/search_quality.py --heavy    # ~25 min
   python benchmarks/search_quality.py --quick    # a smoke run: 1 seed, B = 20: ~3 min (--heavy --quick: B = 16)
   python benchmarks/search_quality.py --rescore benchmarks/results/search_quality.json --target 0.96
                                                  # the same runs' figures at another target, in a second
@@ -86,12 +94,16 @@ LABELS = {
     "hyperopt_asha": "hpsearch HyperOpt + ASHA",
     "random_fifo": "hpsearch random + FIFO",
     "optuna_plain": "plain Optuna TPE + SH pruner",
+    "tpe_asha_whole": "hpsearch TPE + ASHA, 1 trial x all CPUs",
 }
 SEARCHERS = {
     "tpe_asha": {"type": "optuna", "sampler": "tpe", "n_startup_trials": STARTUP_TRIALS},
     "hyperopt_asha": {"type": "hyperopt", "n_initial_points": STARTUP_TRIALS},
     "random_fifo": {"type": "random"},
+    "tpe_asha_whole": {"type": "optuna", "sampler": "tpe", "n_startup_trials": STARTUP_TRIALS},
 }
+#: hpsearch ways with ASHA, compared with plain Optuna
+HPSEARCH_ASHA = ("tpe_asha", "tpe_asha_whole")
 HEAVY_SPACE = {
     "search_space.hidden": 3072,
     "search_space.layers": {"type": "int", "low": 3, "high": 4},
@@ -117,7 +129,7 @@ class Part:
 
 PARTS = {
     "shipped": Part("shipped", tuple(LABELS), 80, 3, 10, 1, 20, 10),
-    "heavy": Part("heavy", ("tpe_asha", "optuna_plain"), 80, 1, 12, os.cpu_count() or 1, 16, 4),
+    "heavy": Part("heavy", ("tpe_asha", "tpe_asha_whole", "optuna_plain"), 80, 1, 12, os.cpu_count() or 1, 16, 4),
 }
 
 
@@ -131,15 +143,19 @@ def spec_overrides(method: str, seed: int, budget: int, epochs: int, heavy: bool
         **(HEAVY_SPACE if heavy else {}),
     }
     if method in SEARCHERS:
-        asha = method.endswith("_asha")
+        asha = "_asha" in method
+        cpus = os.cpu_count() or 1
+        worker_cpus = round(cpus - 0.1, 2) if method.endswith("_whole") else 0.9  # + a 0.1-CPU driver
         settings.update({
             "num_samples": budget if asha else budget // epochs,  # ASHA: more than B needs; stopped at B
             "searcher": {**SEARCHERS[method], "seed": seed},
             "scheduler": {"type": "asha", "max_t": epochs, "grace_period": GRACE, "reduction_factor": REDUCTION}
             if asha else {"type": "fifo"},
-            "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": 0.9}},
+            "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": worker_cpus}},
             "resources.driver_cpus": 0.1,
         })
+        if method.endswith("_whole"):
+            settings["search_space.threads"] = cpus
     return [f"{key}={json.dumps(value)}" for key, value in settings.items()]
 
 
@@ -380,26 +396,32 @@ def compare(part: Part, summary: dict[str, dict[str, Any]], runs: list[dict[str,
         print(f"epochs to target, TPE + ASHA / random + FIFO: {shown} (target: <= 1/3)")
     if "optuna_plain" not in part.methods:
         return out
-    if "tpe_asha" in part.methods:
-        hps, plain = summary["tpe_asha"]["median_wall_s_to_target"], summary["optuna_plain"]["median_wall_s_to_target"]
-        out["ratios"]["tpe_asha_vs_optuna_plain_wall"] = value = ratio(hps, plain)
+    for way in (m for m in HPSEARCH_ASHA if m in part.methods):
+        hps, plain = summary[way]["median_wall_s_to_target"], summary["optuna_plain"]["median_wall_s_to_target"]
+        out["ratios"][f"{way}_vs_optuna_plain_wall"] = value = ratio(hps, plain)
         goal = " (target on 2 CPUs: <= 1.5x)" if heavy else ""
         shown = f"{value:.2f}x" if value is not None else NOT_REACHED
-        print(f"wall time to target, hpsearch TPE + ASHA / plain Optuna: {shown}{goal}")
-        out["ratios"]["tpe_asha_vs_optuna_plain_wall_at_budget"] = value = ratio(
-            summary["tpe_asha"]["median_wall_s_at_budget"], summary["optuna_plain"]["median_wall_s_at_budget"]
+        print(f"wall time to target, {LABELS[way]} / plain Optuna: {shown}{goal}")
+        out["ratios"][f"{way}_vs_optuna_plain_wall_at_budget"] = value = ratio(
+            summary[way]["median_wall_s_at_budget"], summary["optuna_plain"]["median_wall_s_at_budget"]
         )
-        print(f"wall time to consume the whole budget, hpsearch TPE + ASHA / plain Optuna: {value:.2f}x")
+        print(f"wall time to consume the whole budget, {LABELS[way]} / plain Optuna: {value:.2f}x")
     plain_epoch_s = {r["seed"]: r["epoch_s"] for r in runs if r["method"] == "optuna_plain"}
     searches = [r for r in runs if r["method"] in SEARCHERS and r["seed"] in plain_epoch_s]
-    hps_epoch_s = [r["epoch_s"] for r in searches if r["epoch_s"]]
-    out["full_trial_train_s"] = full = {
-        "hpsearch_worker": statistics.median(hps_epoch_s) * part.epochs if hps_epoch_s else None,
-        "optuna_plain": statistics.median(plain_epoch_s.values()) * part.epochs,
-    }
-    print(f"a full trial of {part.epochs} epochs trains ~{fmt(full['hpsearch_worker'], '.1f')} s in an hpsearch "
-          f"worker (1 thread; median time between its reports x {part.epochs}) and "
-          f"~{fmt(full['optuna_plain'], '.1f')} s in plain Optuna ({part.optuna_threads} thread(s))")
+    out["full_trial_train_s"] = full = {"optuna_plain": statistics.median(plain_epoch_s.values()) * part.epochs}
+    for method in dict.fromkeys(r["method"] for r in searches):
+        epoch_s = [r["epoch_s"] for r in searches if r["method"] == method and r["epoch_s"]]
+        full[method] = statistics.median(epoch_s) * part.epochs if epoch_s else None
+    print(f"a full trial of {part.epochs} epochs trains (median time between a trial's reports x {part.epochs}): "
+          + "; ".join(f"{LABELS[m]} ~{fmt(t, '.1f')} s" for m, t in full.items())
+          + f" (plain Optuna: {part.optuna_threads} thread(s))")
+    if whole := [r for r in searches if r["method"].endswith("_whole")]:  # as many threads as plain Optuna
+        out["per_trial_overhead_whole_s"] = o_whole = statistics.median(
+            per_trial_overhead(r, plain_epoch_s[r["seed"]]) for r in whole
+        )
+        print(f"per-trial overhead of {LABELS['tpe_asha_whole']} (one trial at a time, {part.optuna_threads} "
+              f"thread(s) like plain Optuna): {o_whole:.1f} s")
+    searches = [r for r in searches if not r["method"].endswith("_whole")]  # o below: 1-thread workers
     if heavy or not searches:  # on the heavy part plain Optuna's threads differ from a worker's: o is not measured
         return out
     overheads = [per_trial_overhead(r, plain_epoch_s[r["seed"]]) for r in searches]

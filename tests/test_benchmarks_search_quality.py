@@ -50,3 +50,13 @@ def test_spec_overrides_size_random_fifo_to_the_budget_and_leave_plain_optuna_on
     assert random["searcher"] == '{"type": "random", "seed": 1}' and random["search_space.seed"] == "1"
     plain = dict(o.split("=", 1) for o in sq.spec_overrides("optuna_plain", 0, 150, 30, heavy=True))
     assert "searcher" not in plain and plain["search_space.hidden"] == "3072"
+
+
+def test_the_whole_machine_way_gives_one_trial_every_cpu_and_as_many_torch_threads() -> None:
+    cpus = sq.os.cpu_count() or 1
+    whole = dict(o.split("=", 1) for o in sq.spec_overrides("tpe_asha_whole", 0, 80, 12, heavy=True))
+    assert sq.json.loads(whole["scaling"])["resources_per_worker"]["CPU"] == pytest.approx(cpus - 0.1)
+    assert whole["resources.driver_cpus"] == "0.1" and whole["search_space.threads"] == str(cpus)
+    assert sq.json.loads(whole["scheduler"])["type"] == "asha" and whole["num_samples"] == "80"
+    shared = dict(o.split("=", 1) for o in sq.spec_overrides("tpe_asha", 0, 80, 12, heavy=True))
+    assert sq.json.loads(shared["scaling"])["resources_per_worker"]["CPU"] == 0.9 and "search_space.threads" not in shared
