@@ -438,10 +438,11 @@ def compare(part: Part, summary: dict[str, dict[str, Any]], runs: list[dict[str,
 def report(part: Part, runs: list[dict[str, Any]], target: float, heavy: bool) -> tuple[dict, dict]:
     """Print the table of medians and the comparisons; return both."""
     summary = summarize(runs, part.methods, target)
-    print(f"\n{'way':<31}{'reached':>8}{'epochs to target':>18}{'wall s to target':>18}{'best val_acc':>14}"
+    w = max(len(LABELS[m]) for m in summary) + 2
+    print(f"\n{'way':<{w}}{'reached':>8}{'epochs to target':>18}{'wall s to target':>18}{'best val_acc':>14}"
           f"{'trials':>8}{'s at budget':>13}")
     for method, row in summary.items():
-        print(f"{LABELS[method]:<31}{row['reached']:>5}/{row['seeds']:<2}{fmt(row['median_epochs_to_target']):>18}"
+        print(f"{LABELS[method]:<{w}}{row['reached']:>5}/{row['seeds']:<2}{fmt(row['median_epochs_to_target']):>18}"
               f"{fmt(row['median_wall_s_to_target'], '.1f'):>18}{row['median_best_val_acc']:>14.3f}"
               f"{row['median_trials']:>8.0f}{row['median_wall_s_at_budget']:>13.1f}")
     print("(medians over seeds; '-': the median seed did not reach the target within the budget)\n")
