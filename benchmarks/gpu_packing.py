@@ -75,8 +75,8 @@ def run_way(way: str, trials: int, epochs: int, budget_s: float, storage: str) -
     import ray
 
     import hpsearch
-    from hpsearch.cluster import connect
-    from hpsearch.tuner import PLAN_FILE
+    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.tuner import PLAN_FILE
 
     connect()
     spec = hpsearch.load_spec({

@@ -152,8 +152,8 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
             stamp(events, "trial_end")
 
     if variant == "hpsearch":
-        from hpsearch.cluster import connect
-        from hpsearch.tuner import TUNE_ENV_DEFAULTS
+        from hpsearch.runtime.cluster import connect
+        from hpsearch.runtime.tuner import TUNE_ENV_DEFAULTS
 
         os.environ.update(TUNE_ENV_DEFAULTS)  # as `hpsearch run` sets them
         connect()  # hpsearch's embedded Ray: dashboard on loopback

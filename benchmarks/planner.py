@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
 from _machine import print_header  # noqa: E402
-from hpsearch.planner import GB, Node, TrialDemand, plan_trials  # noqa: E402
+from hpsearch.planning.planner import GB, Node, TrialDemand, plan_trials  # noqa: E402
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 NODES = 1000

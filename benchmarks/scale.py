@@ -60,8 +60,8 @@ def run_search(trials: int, reports: int, storage: str) -> dict:
     import ray.util
 
     import hpsearch
-    from hpsearch.cluster import connect
-    from hpsearch.tuner import PLAN_FILE
+    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.tuner import PLAN_FILE
 
     connect()
     spec = hpsearch.load_spec({

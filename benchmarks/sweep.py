@@ -127,7 +127,7 @@ def stall_check(timing: Path, stall_s: float) -> Callable[[], str | None]:
 def hpsearch_sweep(config: dict, trials: int, storage: str) -> tuple[Any, int]:
     """The sweep through hpsearch's public API; returns the ResultGrid and the plan's trials at once."""
     import hpsearch
-    from hpsearch.tuner import PLAN_FILE
+    from hpsearch.runtime.tuner import PLAN_FILE
 
     spec = hpsearch.load_spec({
         "name": "hpsearch",
@@ -182,7 +182,7 @@ def run_way(way: str, trials: int, epochs: int, cpus: int | None, stall_s: float
     timing.mkdir(parents=True)
     config = {**MODEL, "epochs": epochs, "checkpoint_every": epochs, "timing_dir": str(timing)}
     if way == "hpsearch":
-        from hpsearch.cluster import connect
+        from hpsearch.runtime.cluster import connect
 
         connect(num_cpus=cpus)
     else:

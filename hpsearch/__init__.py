@@ -37,23 +37,23 @@ __all__ = [
 _LAZY = {
     "load_spec": "hpsearch.spec",
     "Spec": "hpsearch.spec",
-    "build_tuner": "hpsearch.tuner",
-    "run": "hpsearch.tuner",
-    "resume": "hpsearch.tuner",
-    "make_trainable": "hpsearch.trainable",
+    "build_tuner": "hpsearch.runtime.tuner",
+    "run": "hpsearch.runtime.tuner",
+    "resume": "hpsearch.runtime.tuner",
+    "make_trainable": "hpsearch.runtime.trainable",
     "load_results": "hpsearch.analysis",
-    "to_optuna_study": "hpsearch.optuna_export",
+    "to_optuna_study": "hpsearch.results.optuna_export",
 }
 #: Submodules loaded on first use (``hpsearch.plots`` imports matplotlib).
-_LAZY_MODULES = {"plots": "hpsearch.plots", "analysis": "hpsearch.analysis"}
+_LAZY_MODULES = {"plots": "hpsearch.results.plots", "analysis": "hpsearch.analysis"}
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch import plots
+    from hpsearch.results import plots
     from hpsearch.analysis import load_results
-    from hpsearch.optuna_export import to_optuna_study
+    from hpsearch.results.optuna_export import to_optuna_study
     from hpsearch.spec import Spec, load_spec
-    from hpsearch.trainable import make_trainable
-    from hpsearch.tuner import build_tuner, resume, run
+    from hpsearch.runtime.trainable import make_trainable
+    from hpsearch.runtime.tuner import build_tuner, resume, run
 
 
 def __getattr__(name: str) -> Any:

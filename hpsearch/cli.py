@@ -27,7 +27,7 @@ def _load(args: argparse.Namespace):
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check a spec (and that its trainable imports) without starting Ray."""
-    from hpsearch.tuner import total_trials
+    from hpsearch.runtime.tuner import total_trials
 
     spec = _load(args)
     n = total_trials(spec)
@@ -41,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a search; print the best trials, the experiment folder and the wall time."""
-    from hpsearch.tuner import run_with_summary
+    from hpsearch.runtime.tuner import run_with_summary
 
     spec = _load(args)
     _, summary = run_with_summary(spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose)
@@ -50,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted search from its experiment folder: finished trials are kept."""
-    from hpsearch.tuner import experiment_spec, resume_with_summary
+    from hpsearch.runtime.tuner import experiment_spec, resume_with_summary
 
     spec = experiment_spec(args.experiment)
     _, summary = resume_with_summary(
@@ -61,8 +61,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _report_search(spec, summary) -> int:
     """Print how a search ended; return the exit code."""
-    from hpsearch.summary import best_trials_table, flatten_config
-    from hpsearch.tuner import varying_params
+    from hpsearch.experiment.summary import best_trials_table, flatten_config
+    from hpsearch.runtime.tuner import varying_params
 
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("finished", "stopped", "errored"))
     varying = varying_params(spec)
@@ -93,19 +93,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Show how many trials of a spec run at once, where, and what stays idle, without starting any trial."""
     import json
 
-    from hpsearch.plan_report import render_plan
-    from hpsearch.tuner import plan_for, total_trials
+    from hpsearch.planning.render import render_plan
+    from hpsearch.runtime.tuner import plan_for, total_trials
 
     spec = _load(args)
     if args.cluster:
-        from hpsearch.cluster_shape import parse_cluster
+        from hpsearch.planning.cluster_shape import parse_cluster
 
         nodes = parse_cluster(args.cluster)
         where = "the described cluster"
     else:
         import ray
 
-        from hpsearch.cluster import cluster_nodes, connect
+        from hpsearch.runtime.cluster import cluster_nodes, connect
 
         started = connect(args.address)
         try:
@@ -126,7 +126,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Write a report of a search: one self-contained HTML page (plots embedded), or Markdown with PNGs beside it."""
     from hpsearch.analysis import load_results
-    from hpsearch.report import write_report
+    from hpsearch.results.report import write_report
 
     results = load_results(args.experiment, metric=args.metric, mode=args.mode)
     try:
@@ -141,7 +141,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a search's trials, with their intermediate values, into an Optuna study (for optuna-dashboard)."""
     from hpsearch.analysis import load_results
-    from hpsearch.optuna_export import to_optuna_study
+    from hpsearch.results.optuna_export import to_optuna_study
 
     results = load_results(args.experiment, metric=args.metric, mode=args.mode)
     study = to_optuna_study(results, storage=args.optuna, study_name=args.study_name, overwrite=args.overwrite)

@@ -16,7 +16,7 @@ def _ray_session():
     """An embedded local Ray (dashboard on loopback, as ``hpsearch run`` starts it), shut down at the end."""
     import ray
 
-    from hpsearch.cluster import connect
+    from hpsearch.runtime.cluster import connect
 
     started = connect()
     yield ray

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from hpsearch.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
+from hpsearch.runtime.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
 
 T0 = 1_796_031_965  # the start of the search, in UNIX seconds
 STARTUP_S = 20.0  # a nested trial's start-up before its first report

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hpsearch.aggregate import METHODS, aggregate_metrics
+from hpsearch.runtime.aggregate import METHODS, aggregate_metrics
 from hpsearch.spec import Aggregate
 
 RANKS = [{"loss": 1.0}, {"loss": 4.0}, {"loss": 2.5}]

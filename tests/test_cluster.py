@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch import cluster
-from hpsearch.planner import Node
+from hpsearch.runtime import cluster
+from hpsearch.planning.planner import Node
 
 
 def test_cluster_nodes_reads_alive_nodes_and_marks_the_head(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.cluster_shape import parse_cluster
+from hpsearch.planning.cluster_shape import parse_cluster
 from hpsearch.errors import SpecError
-from hpsearch.planner import GB
+from hpsearch.planning.planner import GB
 
 
 @pytest.mark.parametrize(

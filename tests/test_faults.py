@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from hpsearch.cli import main
-from hpsearch.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
-from hpsearch.tuner import SUMMARY_FILE, read_outcomes
+from hpsearch.runtime.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
+from hpsearch.runtime.tuner import SUMMARY_FILE, read_outcomes
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from hpsearch.cli import main
-from hpsearch.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
+from hpsearch.runtime.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
@@ -81,7 +81,7 @@ def test_tune_sees_the_aggregate_of_all_ranks(ray_cluster, tmp_path):
     from ray import tune
 
     from hpsearch import make_trainable
-    from hpsearch._imports import load_callable
+    from hpsearch.spec._imports import load_callable
 
     trainable = make_trainable(
         load_callable(f"{LOOPS}:rank_report"),

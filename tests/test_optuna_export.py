@@ -13,7 +13,7 @@ from fake_experiment import standard_trials, write_experiment
 from hpsearch import to_optuna_study
 from hpsearch.analysis import load_results
 from hpsearch.cli import main
-from hpsearch.optuna_export import ExportError
+from hpsearch.results.optuna_export import ExportError
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hpsearch.orphans import CONTROLLER_FILE, OrphanReaper, orphan_groups
+from hpsearch.runtime.ray_workarounds import CONTROLLER_FILE, OrphanReaper, orphan_groups
 
 
 class World:
@@ -87,7 +87,7 @@ def test_at_the_end_of_the_search_it_waits_only_while_a_controller_is_still_aliv
         if sum(naps) >= 1:
             world.alive_pids.discard(10)
 
-    monkeypatch.setattr("hpsearch.orphans.time.sleep", sleep)
+    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.time.sleep", sleep)
     reaper.on_experiment_end([])
     assert world.killed == [("n1", 9)]
     assert 14 <= sum(naps) <= 16  # waited out the hung one's grace, not longer
@@ -149,7 +149,7 @@ def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_remove
         naps.append(seconds)
         world.now += seconds
 
-    monkeypatch.setattr("hpsearch.orphans.time.sleep", sleep)
+    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.time.sleep", sleep)
     reaper.on_experiment_end([])
     assert removed == ["leaked", "fresh"]  # at the end nothing runs: any age counts...
     assert sum(naps) == pytest.approx(5.0)  # ...once Ray Train's cleaner has had 5 s to remove it
@@ -160,7 +160,7 @@ def test_at_the_end_groups_that_ray_train_removes_meanwhile_are_not_touched(tmp_
     views = iter([([_group("slow", WORKERS, age_s=1)], [], "01000000")] * 2 + [([], [], "01000000")] * 10)
     reaper = OrphanReaper(tmp_path, worker_bundles=WORKERS, stream=io.StringIO(), live_state=lambda: next(views),
                           remove_group=removed.append, clock=lambda: world.now)
-    monkeypatch.setattr("hpsearch.orphans.time.sleep", lambda seconds: setattr(world, "now", world.now + seconds))
+    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.time.sleep", lambda seconds: setattr(world, "now", world.now + seconds))
     reaper.on_experiment_end([])
     assert removed == [] and reaper.stream.getvalue() == ""
 
@@ -181,7 +181,7 @@ def test_on_ray_a_recorded_actor_still_alive_is_ended_through_the_state_api(ray_
     import os
     import time
 
-    from hpsearch.orphans import record_controller
+    from hpsearch.runtime.ray_workarounds import record_controller
 
     @ray_cluster.remote(num_cpus=0)
     class Stuck:

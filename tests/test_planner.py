@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 import pytest
 
 from hpsearch.errors import PlanError
-from hpsearch.planner import GB, MEMORY, Node, Plan, TrialDemand, plan_trials
+from hpsearch.planning.planner import GB, MEMORY, Node, Plan, TrialDemand, plan_trials
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 DRIVER_NODES = ("head", "any")
@@ -746,13 +746,13 @@ def test_planning_does_not_change_its_inputs(nodes: list[Node], trial: TrialDema
 
 # ----------------------------------------------------------------------------- from the shipped spec
 
-# hpsearch.spec / hpsearch.tuner are imported in the tests, so a problem there fails these tests only.
+# hpsearch.spec / hpsearch.runtime.tuner are imported in the tests, so a problem there fails these tests only.
 QUICK_SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "digits_quick.yaml"
 
 
 def test_the_quick_spec_asks_for_what_this_file_plans() -> None:
     from hpsearch.spec import load_spec
-    from hpsearch.tuner import demand_for
+    from hpsearch.runtime.tuner import demand_for
 
     assert demand_for(load_spec(QUICK_SPEC, check_trainable=False)) == QUICK
 
@@ -767,7 +767,7 @@ def test_the_quick_spec_asks_for_what_this_file_plans() -> None:
 )
 def test_plan_for_the_quick_spec_on_this_machine(overrides: list[str], expected: int) -> None:
     from hpsearch.spec import load_spec
-    from hpsearch.tuner import plan_for
+    from hpsearch.runtime.tuner import plan_for
 
     spec = load_spec(QUICK_SPEC, overrides=overrides, check_trainable=False)
     assert plan_for(spec, THIS_MACHINE).max_concurrent_trials == expected

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 
 from fake_experiment import standard_trials, write_experiment  # noqa: E402
 from hpsearch import analysis as an  # noqa: E402
-from hpsearch import plots  # noqa: E402
+from hpsearch.results import plots  # noqa: E402
 
 SINGLE = ["learning_curves", "optimization_history", "parallel_coordinates", "param_importances", "scheduler_effect"]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hpsearch.errors import SpecError
-from hpsearch.plugins import (
+from hpsearch.spec.plugins import (
     SCHEDULERS,
     SEARCHERS,
     Plugin,

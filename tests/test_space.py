@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from ray.tune.search import sample as tune_sample
 
-from hpsearch.space import (
+from hpsearch.spec.space import (
     ChoiceParam,
     ConstParam,
     FloatParam,

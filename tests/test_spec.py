@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from hpsearch.errors import HpsearchError, SpecError
-from hpsearch.space import ChoiceParam, ConstParam, FloatParam, GridParam, IntParam
+from hpsearch.spec.space import ChoiceParam, ConstParam, FloatParam, GridParam, IntParam
 from hpsearch.spec import SPEC_KEYS, load_spec
-from hpsearch.tuner import total_trials, varying_params
+from hpsearch.runtime.tuner import total_trials, varying_params
 
 TRAIN_PY = """\
 def train_loop(config):

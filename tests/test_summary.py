@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.summary import SearchSummary, TrialOutcome, best_trials_table, flatten_config, short_error
+from hpsearch.experiment.summary import SearchSummary, TrialOutcome, best_trials_table, flatten_config, short_error
 
 
 def trial(trial_id: str, best: float | None, lr: float, *, status: str = "finished", acc: float = 0.5) -> TrialOutcome:

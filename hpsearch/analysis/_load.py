@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from hpsearch.errors import HpsearchError, did_you_mean
-from hpsearch.summary import TUNE_COLUMNS, flatten_config, read_outcome_records, short_error
-from hpsearch.trainable import TRAIN_RUNS_DIR
-from hpsearch.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
+from hpsearch.experiment.summary import TUNE_COLUMNS, flatten_config, read_outcome_records, short_error
+from hpsearch.runtime.trainable import TRAIN_RUNS_DIR
+from hpsearch.runtime.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hpsearch.space import Param
+    from hpsearch.spec.space import Param
 
 __all__ = [
     "Results",
@@ -117,7 +117,7 @@ class Results:
         spec: The spec as run (a dict, every default filled in), or ``None``.
         plan: The resource plan the search ran with (a dict), or ``None``.
         space: The search space: dotted parameter name -> its distribution
-            (:mod:`hpsearch.space` types; ``.log`` says whether it was searched on a log scale).
+            (:mod:`hpsearch.spec.space` types; ``.log`` says whether it was searched on a log scale).
         params: The config columns that were searched (not constants), in spec order.
         wall_time_s: The search's wall time, from the summary (else estimated from the trials).
         ended: Whether the search ended (its summary was written, and not on an interruption).
@@ -363,7 +363,7 @@ def _reports_before_a_restart(exp: Path, trial_id: str, reports: list[dict[str, 
     After a restart (a retry, ``hpsearch resume``) Tune keeps only the new rows in result.json;
     the nested run's ``hpsearch_history.jsonl`` holds every report ever forwarded to Tune.
     """
-    from hpsearch.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
+    from hpsearch.runtime.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
 
     kept = _read_reports(exp / TRAIN_RUNS_DIR / trial_id / HISTORY_FILE)
     seen = {r.get("epoch") for r in reports}
@@ -390,7 +390,7 @@ def _trial_dirs(exp: Path) -> list[Path]:
 def _space(spec: dict | None) -> tuple[dict[str, "Param"], list[str]]:
     if not spec or not isinstance(spec.get("search_space"), dict):
         return {}, []
-    from hpsearch.space import ConstParam, iter_params, parse_search_space
+    from hpsearch.spec.space import ConstParam, iter_params, parse_search_space
 
     tree, _ = parse_search_space(spec["search_space"])  # the spec as run was valid; skip what is not
     space = dict(iter_params(tree))

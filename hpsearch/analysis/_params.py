@@ -58,7 +58,7 @@ class ParamAxis:
 
 def param_axis(results: "Results", name: str) -> ParamAxis:
     """The axis of a parameter, from the spec's distribution (or, without one, from the values)."""
-    from hpsearch.space import ChoiceParam, FloatParam, GridParam, IntParam
+    from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
 
     param = results.space.get(name)
     if isinstance(param, (FloatParam, IntParam)):
@@ -254,7 +254,7 @@ def param_importances(results: "Results", *, evaluator: Any = None, include_stop
     """
     from optuna.importance import FanovaImportanceEvaluator, get_param_importances
 
-    from hpsearch.optuna_export import to_optuna_study
+    from hpsearch.results.optuna_export import to_optuna_study
 
     evaluator = evaluator if evaluator is not None else FanovaImportanceEvaluator(seed=0)
     name = _EVALUATOR_NAMES.get(type(evaluator).__name__, type(evaluator).__name__)

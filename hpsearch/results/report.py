@@ -119,7 +119,7 @@ def _render(draw: Callable[..., Any], data: Any, size: tuple[int, int, float, fl
 def _plots() -> list[tuple]:
     """(key, title, analysis function, plot function, figure size, caption) per plot, in report order."""
     from hpsearch import analysis as an
-    from hpsearch import plots
+    from hpsearch.results import plots
 
     def one(w: float, h: float) -> Callable[[Any], tuple[int, int, float, float]]:
         return lambda _: (1, 1, w, h)
@@ -316,7 +316,7 @@ def _errors(results: "Results") -> list[dict[str, str]]:
 def _plan_lines(plan: dict[str, Any] | None) -> list[str]:
     if not plan:
         return []
-    from hpsearch.planner import fmt_resources
+    from hpsearch.planning.planner import fmt_resources
 
     lines = [
         f"{plan.get('max_concurrent_trials', '?')} trial(s) at once (capacity {plan.get('capacity', '?')})",

@@ -15,7 +15,7 @@ from typing import Any, Callable, TextIO
 
 from ray.tune import Callback
 
-from hpsearch.summary import flatten_config, short_error
+from hpsearch.experiment.summary import flatten_config, short_error
 
 __all__ = ["ProgressPrinter"]
 

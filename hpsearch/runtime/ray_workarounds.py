@@ -20,7 +20,7 @@ search, after which no trial could be placed).
 State API ``ray.util.state``, tasks with node affinity, ``remove_placement_group``):
 
 - Each nested run records its controller (actor id, node, pid) when it first reports
-  (see :mod:`hpsearch.trainable`). ``grace_s`` after a trial ended, a controller still
+  (see :mod:`hpsearch.runtime.trainable`). ``grace_s`` after a trial ended, a controller still
   alive is ended with SIGKILL by a zero-CPU task on its node, and Ray Train's cleaner
   frees its placement group.
 - Every ``sweep_every_s`` (and when the search ends) it removes this job's placement

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.errors import ClusterError
-from hpsearch.planner import HEAD_RESOURCE, Node
-from hpsearch.trainable import RAY_TRAIN_ENV_DEFAULTS
+from hpsearch.planning.planner import HEAD_RESOURCE, Node
+from hpsearch.runtime.trainable import RAY_TRAIN_ENV_DEFAULTS
 
 __all__ = ["connect", "cluster_nodes", "check_shared_storage"]
 

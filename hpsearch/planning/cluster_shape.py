@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from hpsearch._yaml import parse_scalar, read_yaml
-from hpsearch._validation import show
+from hpsearch.spec._yaml import parse_scalar, read_yaml
+from hpsearch.spec._validation import show
 from hpsearch.errors import Problem, SpecError
-from hpsearch.planner import GB, MEMORY, Node
+from hpsearch.planning.planner import GB, MEMORY, Node
 
 __all__ = ["parse_cluster"]
 

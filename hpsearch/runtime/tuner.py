@@ -20,12 +20,12 @@ from typing import Any, Mapping, Sequence, TextIO
 import yaml
 
 from hpsearch.errors import ExperimentExistsError, PlanError
-from hpsearch.planner import GB, Node, Plan, TrialDemand, plan_trials
-from hpsearch.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
-from hpsearch.space import ConstParam, GridParam, iter_params, to_tune
+from hpsearch.planning.planner import GB, Node, Plan, TrialDemand, plan_trials
+from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
+from hpsearch.spec.space import ConstParam, GridParam, iter_params, to_tune
 from hpsearch.spec import Spec, load_spec
-from hpsearch.summary import SearchSummary, read_outcome_records, summarize
-from hpsearch.trainable import TRAIN_RUNS_DIR, make_trainable
+from hpsearch.experiment.summary import SearchSummary, read_outcome_records, summarize
+from hpsearch.runtime.trainable import TRAIN_RUNS_DIR, make_trainable
 
 __all__ = [
     "build_tuner",
@@ -93,8 +93,8 @@ class _Built:
 def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan: Plan | None = None) -> _Built:
     from ray import tune
 
-    from hpsearch.cluster import cluster_nodes, connect
-    from hpsearch.progress import ProgressPrinter
+    from hpsearch.runtime.cluster import cluster_nodes, connect
+    from hpsearch.runtime.progress import ProgressPrinter
 
     if plan is None:
         if nodes is None:
@@ -141,8 +141,8 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
 
 
 def _reaper(spec: Spec, stream: TextIO | None) -> Any:
-    """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.orphans)."""
-    from hpsearch.orphans import OrphanReaper
+    """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.runtime.ray_workarounds)."""
+    from hpsearch.runtime.ray_workarounds import OrphanReaper
 
     bundles = [spec.scaling.worker_bundle()] * spec.scaling.num_workers
     if spec.resources.driver_node == "any" and bundles == [{"CPU": spec.resources.driver_cpus}]:
@@ -167,7 +167,7 @@ def _trainable(spec: Spec) -> Any:
 
 def _waiting_reason(spec: Spec, planned: int) -> str | None:
     """Why trials wait: re-plan on the cluster as it is now (a node may have left)."""
-    from hpsearch.cluster import cluster_nodes
+    from hpsearch.runtime.cluster import cluster_nodes
 
     try:
         now = plan_for(spec, cluster_nodes())
@@ -241,7 +241,7 @@ def run_with_summary(
     stream: TextIO | None = None,
 ) -> tuple[Any, SearchSummary]:
     """:func:`run`, also returning the :class:`SearchSummary` written to the experiment folder."""
-    from hpsearch.cluster import check_shared_storage, cluster_nodes, connect
+    from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
 
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -349,7 +349,7 @@ def resume_with_summary(
     """:func:`resume`, also returning the :class:`SearchSummary`."""
     from ray import tune
 
-    from hpsearch.cluster import check_shared_storage, cluster_nodes, connect
+    from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
 
     spec = experiment_spec(experiment_dir)
     exp_dir = spec.experiment_dir

@@ -16,12 +16,12 @@ from typing import Any, Iterable, Literal, Mapping, Union
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from hpsearch import space as _space
-from hpsearch._imports import load_callable, resolve_reference
-from hpsearch._validation import StrictModel, field_error, join_path, show, validate_section
-from hpsearch._yaml import parse_scalar, read_yaml
+from hpsearch.spec import space as _space
+from hpsearch.spec._imports import load_callable, resolve_reference
+from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
+from hpsearch.spec._yaml import parse_scalar, read_yaml
 from hpsearch.errors import Problem, SpecError
-from hpsearch.plugins import SCHEDULERS, SEARCHERS, PluginChoice
+from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, PluginChoice
 
 __all__ = [
     "Spec",

@@ -16,7 +16,7 @@ from typing import Any, Iterator, Literal, Mapping, Union
 
 from pydantic import Field, model_validator
 
-from hpsearch._validation import StrictModel, field_error, join_path, show, validate_section
+from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 from hpsearch.errors import Problem, did_you_mean, one_of
 
 __all__ = [

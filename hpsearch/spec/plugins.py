@@ -13,7 +13,7 @@ from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
 
 from pydantic import Field, PositiveInt, model_validator
 
-from hpsearch._validation import StrictModel, field_error, join_path, show, validate_section
+from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 from hpsearch.errors import Problem, did_you_mean, one_of
 
 __all__ = [

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from hpsearch.aggregate import aggregate_metrics
-from hpsearch.planner import HEAD_RESOURCE, HEAD_SLIVER
+from hpsearch.runtime.aggregate import aggregate_metrics
+from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
 
 __all__ = ["make_trainable", "TRAIN_RUNS_DIR", "HISTORY_FILE", "EPOCH", "RAY_TRAIN_ENV_DEFAULTS"]
@@ -164,11 +164,11 @@ def _aggregating_callback(aggregate: Aggregate, history_path: str) -> Any:
 
     Built inside the trial: Ray's callback binds to the Tune session of the trial that
     constructs it. Each forwarded report is also appended to ``history_path``, and the
-    controller records itself next to it for :class:`hpsearch.orphans.OrphanReaper`.
+    controller records itself next to it for :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`.
     """
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from hpsearch.orphans import record_controller
+    from hpsearch.runtime.ray_workarounds import record_controller
 
     class AggregatingTuneReportCallback(TuneReportCallback):
         reports = 0

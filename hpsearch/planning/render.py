@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from hpsearch.planner import GB, MEMORY, Plan, fmt_resources
+from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
 
 __all__ = ["render_plan"]
 

@@ -1,0 +1,6 @@
+"""Planning, without Ray: a cluster shape and one trial's demand in, a plan (or a refusal) out.
+
+- :mod:`~hpsearch.planning.planner`: how many trials fit at once, bundle by bundle, node by node.
+- :mod:`~hpsearch.planning.cluster_shape`: clusters described as text (``--cluster '4x{CPU: 8}'``) or YAML.
+- :mod:`~hpsearch.planning.render`: a plan as the table ``hpsearch plan`` prints.
+"""
