@@ -12,7 +12,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.errors import ClusterError, ExperimentExistsError, HpsearchError, PlanError, SpecError
+from hpsearch.errors import (
+    ClusterError,
+    ExperimentExistsError,
+    ExperimentNotFoundError,
+    ExportError,
+    HpsearchError,
+    PlanError,
+    ResultsError,
+    SpecError,
+)
 
 __version__ = "0.1.0"
 
@@ -31,6 +40,9 @@ __all__ = [
     "PlanError",
     "ExperimentExistsError",
     "ClusterError",
+    "ExperimentNotFoundError",
+    "ResultsError",
+    "ExportError",
     "__version__",
 ]
 

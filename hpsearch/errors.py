@@ -10,7 +10,17 @@ import difflib
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-__all__ = ["HpsearchError", "Problem", "SpecError", "PlanError", "ExperimentExistsError", "ClusterError"]
+__all__ = [
+    "HpsearchError",
+    "Problem",
+    "SpecError",
+    "PlanError",
+    "ExperimentExistsError",
+    "ExperimentNotFoundError",
+    "ClusterError",
+    "ResultsError",
+    "ExportError",
+]
 
 
 class HpsearchError(Exception):
@@ -51,8 +61,20 @@ class ExperimentExistsError(HpsearchError, FileExistsError):
     """The experiment folder already exists and the user did not say to overwrite it."""
 
 
+class ExperimentNotFoundError(HpsearchError, FileNotFoundError):
+    """The folder does not exist, or holds no experiment (no hpsearch files, no Tune trial folders)."""
+
+
 class ClusterError(HpsearchError, ConnectionError):
     """The Ray cluster cannot be reached, or cannot run the search as it is set up."""
+
+
+class ResultsError(HpsearchError, ValueError):
+    """The results cannot be read as asked (an unknown metric, a mode that is not min or max)."""
+
+
+class ExportError(HpsearchError, ValueError):
+    """The Optuna study cannot be written (the storage cannot be opened, or the study exists)."""
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

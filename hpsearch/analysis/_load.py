@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from hpsearch.errors import HpsearchError, did_you_mean
+from hpsearch.errors import ExperimentNotFoundError, ResultsError, did_you_mean
 from hpsearch.experiment.summary import TUNE_COLUMNS, flatten_config, read_outcome_records, short_error
 from hpsearch.runtime.trainable import TRAIN_RUNS_DIR
 from hpsearch.runtime.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
@@ -78,14 +78,6 @@ _TRIAL_DIR = re.compile(r"^.+?_(?P<id>[0-9a-f]{5,8}(?:_\d{5})?)_(?P<number>\d+)(
 _DROPPED = (TUNE_COLUMNS - {"training_iteration", "time_total_s", "checkpoint_path", "trial_id", "timestamp"}) | {
     "config"
 }
-
-
-class ExperimentNotFoundError(HpsearchError, FileNotFoundError):
-    """The folder does not exist, or holds no experiment (no hpsearch files, no Tune trial folders)."""
-
-
-class ResultsError(HpsearchError, ValueError):
-    """The results cannot be read as asked (an unknown metric, a mode that is not min or max)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import math
 import os
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.errors import HpsearchError
+from hpsearch.errors import ExportError
 
 if TYPE_CHECKING:  # pragma: no cover
     import optuna
@@ -26,10 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["to_optuna_study", "optuna_distributions", "ExportError"]
 
 _STATES = {"finished": "COMPLETE", "stopped": "PRUNED", "errored": "FAIL", "running": "RUNNING", "pending": "WAITING"}
-
-
-class ExportError(HpsearchError, ValueError):
-    """The study cannot be written (the storage cannot be opened, or the study exists)."""
 
 
 def optuna_distributions(results: "Results") -> dict[str, Any]:

@@ -1,0 +1,262 @@
+"""Readers and writers of every file hpsearch keeps in an experiment folder.
+
+Everything that touches the folder goes through here: the search writes with these
+functions (:mod:`hpsearch.runtime`), :func:`hpsearch.load_results` reads with them, and
+the tests build fake experiments with the same writers. File names are in
+:mod:`hpsearch.experiment.layout`.
+
+Readers never raise on a damaged file: a missing or half-written file reads as
+``None`` (or as the lines that parse), because a folder of a running or killed search
+is a normal thing to read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from hpsearch.errors import ExperimentNotFoundError
+from hpsearch.experiment.layout import (
+    CONTROLLER_FILE,
+    HISTORY_FILE,
+    OUTCOMES_FILE,
+    PLAN_FILE,
+    SPEC_FILE,
+    STATUSES,
+    SUMMARY_FILE,
+    TRAIN_RUNS_DIR,
+    TrialStatus,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch.spec import Spec
+
+__all__ = [
+    "Outcome",
+    "is_experiment",
+    "experiment_spec",
+    "run_dir",
+    "write_spec",
+    "read_spec",
+    "write_plan",
+    "read_plan",
+    "append_outcome",
+    "read_outcome_records",
+    "read_outcomes",
+    "append_history",
+    "read_history",
+    "write_summary",
+    "read_summary",
+    "write_controller",
+    "read_controller",
+    "read_json",
+    "read_json_lines",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one trial ended: one line of ``hpsearch_trials.jsonl``.
+
+    Attributes:
+        trial_id: Tune's trial id.
+        status: ``finished``, ``stopped`` (early, by the scheduler) or ``errored``.
+        reports: How many results Tune received for the trial in this run of it.
+        last_epoch: The epoch (else Tune's iteration) of the trial's last report, or ``None``.
+        ended_at: When it ended, in UNIX seconds.
+        error: The line that says what went wrong (errored trials), else ``""``.
+    """
+
+    trial_id: str
+    status: TrialStatus
+    reports: int = 0
+    last_epoch: int | None = None
+    ended_at: float | None = None
+    error: str = ""
+
+    def as_record(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["iterations"] = self.last_epoch or 0  # the name files before 0.2 used; kept for their readers
+        return record
+
+
+def run_dir(experiment_dir: PathLike, trial_id: str) -> Path:
+    """The folder of a trial's nested Train run: ``train/<trial_id>/``."""
+    return Path(experiment_dir) / TRAIN_RUNS_DIR / trial_id
+
+
+# ----------------------------------------------------------------------------- low level
+
+
+def read_json(path: PathLike) -> Any:
+    """A JSON file's content, or ``None`` when it is missing or does not parse."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def read_json_lines(path: PathLike) -> list[dict[str, Any]]:
+    """Every JSON object of a JSON-lines file; a line cut short (a kill, a write in progress) is skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:  # one parse per file: much faster than one per line
+        rows = json.loads("[" + ",".join(lines) + "]")
+    except ValueError:
+        rows = []
+        for line in lines:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    return [row for row in rows if isinstance(row, dict)]
+
+
+def _append_line(path: PathLike, record: Mapping[str, Any]) -> None:
+    os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(record, default=str) + "\n")
+
+
+def _write_json(path: PathLike, data: Any, *, indent: int | None = 2) -> None:
+    Path(path).write_text(json.dumps(data, indent=indent, default=str), encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- the spec as run
+
+
+def is_experiment(folder: PathLike) -> bool:
+    """Whether ``folder`` is an hpsearch experiment folder (it holds the spec as run)."""
+    return (Path(folder) / SPEC_FILE).is_file()
+
+
+def write_spec(experiment_dir: PathLike, spec: Mapping[str, Any]) -> None:
+    """Write the spec as run (a dict with every default filled in)."""
+    import yaml
+
+    (Path(experiment_dir) / SPEC_FILE).write_text(yaml.safe_dump(dict(spec), sort_keys=False), encoding="utf-8")
+
+
+def read_spec(experiment_dir: PathLike) -> dict[str, Any] | None:
+    """The spec as run, as a dict, or ``None``."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((Path(experiment_dir) / SPEC_FILE).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def experiment_spec(experiment_dir: PathLike) -> Spec:
+    """The spec an experiment folder was run with, placed where the folder is now (it may have moved).
+
+    Raises:
+        ExperimentNotFoundError: The folder holds no spec as run.
+    """
+    from hpsearch.spec import load_spec
+
+    exp_dir = Path(experiment_dir).expanduser().resolve()
+    if not is_experiment(exp_dir):
+        raise ExperimentNotFoundError(f"{exp_dir} is not an hpsearch experiment folder (no {SPEC_FILE} in it)")
+    return load_spec(exp_dir / SPEC_FILE, overrides=[f"name={exp_dir.name}", f"storage_path={exp_dir.parent}"])
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def write_plan(experiment_dir: PathLike, plan: Mapping[str, Any]) -> None:
+    """Write the resource plan (``Plan.as_dict()``)."""
+    _write_json(Path(experiment_dir) / PLAN_FILE, dict(plan))
+
+
+def read_plan(experiment_dir: PathLike) -> dict[str, Any] | None:
+    """The resource plan the search ran with, or ``None``."""
+    data = read_json(Path(experiment_dir) / PLAN_FILE)
+    return data if isinstance(data, dict) else None
+
+
+# ----------------------------------------------------------------------------- outcomes
+
+
+def append_outcome(experiment_dir: PathLike, outcome: Outcome) -> None:
+    """Append one trial end to the outcomes file (raises ``OSError`` if it cannot be written)."""
+    if outcome.status not in STATUSES:
+        raise ValueError(f"not a trial status: {outcome.status!r}")
+    _append_line(Path(experiment_dir) / OUTCOMES_FILE, outcome.as_record())
+
+
+def read_outcome_records(experiment_dir: PathLike) -> dict[str, dict[str, Any]]:
+    """Trial id -> its last end record (a retried trial can end more than once)."""
+    out: dict[str, dict[str, Any]] = {}
+    for record in read_json_lines(Path(experiment_dir) / OUTCOMES_FILE):
+        if record.get("trial_id"):
+            out[str(record["trial_id"])] = record
+    return out
+
+
+def read_outcomes(experiment_dir: PathLike) -> dict[str, TrialStatus]:
+    """Trial id -> how it ended (the last line per trial wins); lines with no known status are left out."""
+    out: dict[str, TrialStatus] = {}
+    for trial_id, record in read_outcome_records(experiment_dir).items():
+        status = record.get("status")
+        if status in STATUSES:
+            out[trial_id] = status
+    return out
+
+
+# ----------------------------------------------------------------------------- history
+
+
+def append_history(run_folder: PathLike, metrics: Mapping[str, Any], *, checkpoint_path: str | None = None) -> None:
+    """Append one report of a trial to ``train/<trial_id>/hpsearch_history.jsonl``.
+
+    Called in the nested run's controller for every report forwarded to Tune.
+    """
+    record: dict[str, Any] = {"time": time.time(), **metrics}
+    if checkpoint_path is not None:
+        record["checkpoint_path"] = checkpoint_path
+    _append_line(Path(run_folder) / HISTORY_FILE, record)
+
+
+def read_history(experiment_dir: PathLike, trial_id: str) -> list[dict[str, Any]]:
+    """Every report kept for a trial, across restarts, oldest first (``time`` is when it was forwarded)."""
+    return read_json_lines(run_dir(experiment_dir, trial_id) / HISTORY_FILE)
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+def write_summary(experiment_dir: PathLike, summary: Mapping[str, Any]) -> None:
+    """Write the search's outcome (``SearchSummary.as_dict()``)."""
+    _write_json(Path(experiment_dir) / SUMMARY_FILE, dict(summary))
+
+
+def read_summary(experiment_dir: PathLike) -> dict[str, Any] | None:
+    """The summary written when the search ended, or ``None``."""
+    data = read_json(Path(experiment_dir) / SUMMARY_FILE)
+    return data if isinstance(data, dict) else None
+
+
+# ----------------------------------------------------------------------------- controller record
+
+
+def write_controller(run_folder: PathLike, *, actor_id: str | None, node_id: str, pid: int) -> None:
+    """Record which process ran a nested run's controller (see :mod:`hpsearch.runtime.ray_workarounds`)."""
+    os.makedirs(run_folder, exist_ok=True)
+    _write_json(Path(run_folder) / CONTROLLER_FILE, {"actor_id": actor_id, "node_id": node_id, "pid": pid}, indent=None)
+
+
+def read_controller(run_folder: PathLike) -> dict[str, Any] | None:
+    """The controller record of a nested run, or ``None`` (it never reported)."""
+    data = read_json(Path(run_folder) / CONTROLLER_FILE)
+    return data if isinstance(data, dict) else None

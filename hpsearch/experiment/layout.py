@@ -1,0 +1,127 @@
+"""The experiment folder's names: every file and folder hpsearch writes or reads, and the trial statuses.
+
+One search is one folder, ``<storage_path>/<name>/``::
+
+    hpsearch_spec.yaml          the spec as run, every default filled in  (SPEC_FILE)
+    hpsearch_plan.json          the resource plan it ran with               (PLAN_FILE)
+    hpsearch_trials.jsonl       one line per trial end, appended as trials end (OUTCOMES_FILE)
+    hpsearch_summary.json       the outcome, written when the search ends   (SUMMARY_FILE)
+    hpsearch_report.html|.md    ``hpsearch report``'s default output        (REPORT_NAME)
+    experiment_state-*.json     Tune's own state (what ``resume`` restores)
+    <trainable>_<id>_<n>_…/     one Tune trial folder: params.json, result.json, error.txt
+    train/<trial_id>/           the trial's nested Ray Train run             (TRAIN_RUNS_DIR)
+        checkpoint_*/           its checkpoints (Ray Train keeps ``num_to_keep``)
+        hpsearch_history.jsonl  every report forwarded to Tune, across restarts (HISTORY_FILE)
+        hpsearch_controller.json  who ran the nested run's controller          (CONTROLLER_FILE)
+
+Nothing here reads or writes; :mod:`hpsearch.experiment.files` does, with these names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+__all__ = [
+    "SPEC_FILE",
+    "PLAN_FILE",
+    "OUTCOMES_FILE",
+    "SUMMARY_FILE",
+    "REPORT_NAME",
+    "TRAIN_RUNS_DIR",
+    "HISTORY_FILE",
+    "CONTROLLER_FILE",
+    "TUNE_PARAMS_FILE",
+    "TUNE_RESULT_FILE",
+    "TUNE_ERROR_FILE",
+    "TUNE_STATE_GLOB",
+    "EPOCH",
+    "TrialStatus",
+    "STATUSES",
+    "ENDED",
+    "FINISHED",
+    "STOPPED",
+    "ERRORED",
+    "RUNNING",
+    "PENDING",
+    "TUNE_COLUMNS",
+    "flatten_config",
+]
+
+#: The spec as run (every default filled in): what makes a folder an experiment, and what ``resume`` reads.
+SPEC_FILE: Final = "hpsearch_spec.yaml"
+#: The resource plan the search ran with.
+PLAN_FILE: Final = "hpsearch_plan.json"
+#: One JSON line per trial end (see :class:`hpsearch.experiment.files.Outcome`), appended as
+#: trials end, so it survives an interrupted search. A retried trial can end more than once:
+#: its last line wins.
+OUTCOMES_FILE: Final = "hpsearch_trials.jsonl"
+#: The search's outcome (counts, best trial, per-trial values, wall time), written when it ends.
+SUMMARY_FILE: Final = "hpsearch_summary.json"
+#: The report's default file name, without its suffix (``.html`` or ``.md``).
+REPORT_NAME: Final = "hpsearch_report"
+#: Folder, inside the experiment folder, that holds every trial's nested Train run (``train/<trial_id>/``).
+TRAIN_RUNS_DIR: Final = "train"
+#: Every report Tune was sent for a trial, one JSON line each, in ``train/<trial_id>/``.
+#: Tune keeps only the rows after a restart in its result.json; this file keeps them all.
+HISTORY_FILE: Final = "hpsearch_history.jsonl"
+#: Written into ``train/<trial_id>/`` by the nested run's controller: which process to check on.
+CONTROLLER_FILE: Final = "hpsearch_controller.json"
+
+#: Tune's files in each trial folder (Tune writes them; hpsearch only reads them).
+TUNE_PARAMS_FILE: Final = "params.json"
+TUNE_RESULT_FILE: Final = "result.json"
+TUNE_ERROR_FILE: Final = "error.txt"
+#: Tune's experiment state files, in the experiment folder.
+TUNE_STATE_GLOB: Final = "experiment_state-*.json"
+
+#: The metric schedulers count by default; :func:`hpsearch.train.report` always reports it, and
+#: hpsearch numbers the reports of a loop that reports none.
+EPOCH: Final = "epoch"
+
+#: How a trial stands: ended (``finished``; ``stopped`` early by the scheduler; ``errored``),
+#: or not yet (``running``; ``pending``: created, not started).
+TrialStatus = Literal["finished", "stopped", "errored", "running", "pending"]
+FINISHED: Final = "finished"
+STOPPED: Final = "stopped"
+ERRORED: Final = "errored"
+RUNNING: Final = "running"
+PENDING: Final = "pending"
+#: Every status, in the order tables and plots list them.
+STATUSES: Final[tuple[TrialStatus, ...]] = (FINISHED, STOPPED, ERRORED, RUNNING, PENDING)
+#: The statuses of a trial that ended.
+ENDED: Final[tuple[TrialStatus, ...]] = (FINISHED, STOPPED, ERRORED)
+
+#: Columns Tune adds to every result; everything else a trial reports is a user metric.
+TUNE_COLUMNS: Final = frozenset(
+    {
+        "timestamp",
+        "checkpoint_dir_name",
+        "done",
+        "training_iteration",
+        "trial_id",
+        "date",
+        "time_this_iter_s",
+        "time_total_s",
+        "pid",
+        "hostname",
+        "node_ip",
+        "time_since_restore",
+        "iterations_since_restore",
+        "checkpoint_path",
+        "config",
+        "experiment_tag",
+        "should_checkpoint",
+    }
+)
+
+
+def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A trial's nested config as dotted keys, as every table shows it: ``{"a": {"b": 1}} -> {"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_config(value, name + "."))
+        else:
+            out[name] = value
+    return out
