@@ -41,10 +41,11 @@ from pathlib import Path
 from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-from _common import interrupt_when, logs_folder, print_table, run_ways, write_results  # noqa: E402
-from _machine import print_header  # noqa: E402
+from benchmarks._common import interrupt_when, logs_folder, print_table, run_ways, write_results  # noqa: E402
+from benchmarks._machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_packing.json"
 MODEL = {"hidden": 2048, "layers": 3, "dropout": 0.1, "lr": 1e-3, "batch_size": 64, "seed": 0}
@@ -75,8 +76,8 @@ def run_way(way: str, trials: int, epochs: int, budget_s: float, storage: str) -
     import ray
 
     import hpsearch
+    from hpsearch.experiment.layout import PLAN_FILE
     from hpsearch.runtime.cluster import connect
-    from hpsearch.runtime.tuner import PLAN_FILE
 
     connect()
     spec = hpsearch.load_spec({

@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-from _machine import print_header  # noqa: E402
-from fake_experiment import FakeTrial, write_experiment  # noqa: E402
+from benchmarks._machine import print_header  # noqa: E402
+from tests.fake_experiment import FakeTrial, write_experiment  # noqa: E402  (tests/ is a namespace package)
 
 BUDGET_S = 3.0
 RESULTS = ROOT / "benchmarks" / "results" / "load_results.json"

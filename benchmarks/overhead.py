@@ -45,10 +45,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-from _common import digits_epochs, logs_folder, run_isolated  # noqa: E402
-from _machine import print_header  # noqa: E402
+from benchmarks._common import digits_epochs, logs_folder, run_isolated  # noqa: E402
+from benchmarks._machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "overhead.json"
 CONFIG = {"hidden": 128, "layers": 2, "dropout": 0.1, "lr": 3e-3, "batch_size": 64, "seed": 0}

@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT))
+if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-from _machine import print_header  # noqa: E402
+from benchmarks._machine import print_header  # noqa: E402
 from hpsearch.planning.planner import GB, Node, TrialDemand, plan_trials  # noqa: E402
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")

@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-from _common import logs_folder, print_table, run_isolated, write_results  # noqa: E402
-from _machine import print_header  # noqa: E402
+from benchmarks._common import logs_folder, print_table, run_isolated, write_results  # noqa: E402
+from benchmarks._machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 WORKER_CPUS = 0.1
@@ -60,8 +61,8 @@ def run_search(trials: int, reports: int, storage: str) -> dict:
     import ray.util
 
     import hpsearch
+    from hpsearch.experiment.layout import PLAN_FILE
     from hpsearch.runtime.cluster import connect
-    from hpsearch.runtime.tuner import PLAN_FILE
 
     connect()
     spec = hpsearch.load_spec({

@@ -81,10 +81,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-from _common import digits_epochs, interrupt_when, logs_folder, run_isolated  # noqa: E402
-from _machine import print_header  # noqa: E402
+from benchmarks._common import digits_epochs, interrupt_when, logs_folder, run_isolated  # noqa: E402
+from benchmarks._machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 BASE_SPEC = ROOT / "search_spaces" / "digits_quick.yaml"
@@ -167,8 +168,8 @@ def run_hpsearch(job: dict[str, Any]) -> dict[str, Any]:
     import ray
 
     import hpsearch
+    from hpsearch.experiment.layout import HISTORY_FILE, TRAIN_RUNS_DIR
     from hpsearch.runtime.cluster import connect
-    from hpsearch.runtime.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
 
     overrides = spec_overrides(job["method"], job["seed"], job["budget"], job["epochs"], job["heavy"])
     spec = hpsearch.load_spec(BASE_SPEC, overrides=[*overrides, f"storage_path={job['storage']}"])

@@ -53,10 +53,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-from _common import interrupt_when, logs_folder, print_table, run_ways, write_results  # noqa: E402
-from _machine import print_header  # noqa: E402
+from benchmarks._common import interrupt_when, logs_folder, print_table, run_ways, write_results  # noqa: E402
+from benchmarks._machine import print_header  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "sweep.json"
 WAYS = ("hpsearch", "tuned", "default")
@@ -127,7 +128,7 @@ def stall_check(timing: Path, stall_s: float) -> Callable[[], str | None]:
 def hpsearch_sweep(config: dict, trials: int, storage: str) -> tuple[Any, int]:
     """The sweep through hpsearch's public API; returns the ResultGrid and the plan's trials at once."""
     import hpsearch
-    from hpsearch.runtime.tuner import PLAN_FILE
+    from hpsearch.experiment.layout import PLAN_FILE
 
     spec = hpsearch.load_spec({
         "name": "hpsearch",

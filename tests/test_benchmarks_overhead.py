@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "overhead.py"
-_spec = importlib.util.spec_from_file_location("overhead", _PATH)
-overhead = importlib.util.module_from_spec(_spec)
-_path = list(sys.path)
-_spec.loader.exec_module(overhead)
-sys.path[:] = _path  # the script puts benchmarks/ first on the path
+from benchmarks import overhead
 
 
 def _events(*pairs: tuple[str, float]) -> list[dict]:

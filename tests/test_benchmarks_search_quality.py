@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "search_quality.py"
-_spec = importlib.util.spec_from_file_location("search_quality", _PATH)
-sq = sys.modules["search_quality"] = importlib.util.module_from_spec(_spec)  # dataclasses look it up
-_path = list(sys.path)
-_spec.loader.exec_module(sq)
-sys.path[:] = _path  # the script puts benchmarks/ first on the path
+from benchmarks import search_quality as sq
 
 REPORTS = [(1.0, 0.80), (1.5, 0.95), (2.0, 0.90), (4.0, 0.975), (5.0, 0.96)]
 

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sweep = _load("sweep")
-common = _load("_common")
+from benchmarks import _common as common
+from benchmarks import sweep
 
 
 @pytest.mark.parametrize(

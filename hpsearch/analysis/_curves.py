@@ -119,13 +119,13 @@ class OptimizationHistory:
 def optimization_history(results: "Results") -> OptimizationHistory:
     """Each trial's best value of the search metric, in order, with the running best."""
     trials = results.trials
-    values = [None if v is None or math.isnan(v) else float(v) for v in trials["best"].astype("float64")]
-    statuses = list(trials["status"])
+    values = [float(v) if math.isfinite(v) else None for v in trials["best"].astype("float64")]
+    ranked = list(trials["rank"].notna())
     pick = min if results.mode == "min" else max
     running: list[float | None] = []
     current: float | None = None
-    for value, status in zip(values, statuses):
-        if value is not None and status != "errored":
+    for value, counts in zip(values, ranked):
+        if value is not None and counts:
             current = value if current is None else pick(current, value)
         running.append(current)
     numbers = [_int(n) for n in trials["number"]]
@@ -135,7 +135,7 @@ def optimization_history(results: "Results") -> OptimizationHistory:
         mode=results.mode,
         numbers=[n if n is not None else i + 1 for i, n in enumerate(numbers)],
         trial_ids=list(trials["trial_id"]),
-        statuses=statuses,
+        statuses=list(trials["status"]),
         values=values,
         running_best=running,
         best_trial_id=None if best is None else best["trial_id"],

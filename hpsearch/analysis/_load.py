@@ -17,6 +17,7 @@ What is read, in order of trust:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -24,9 +25,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from hpsearch.errors import ExperimentNotFoundError, ResultsError, did_you_mean
-from hpsearch.experiment.summary import TUNE_COLUMNS, flatten_config, read_outcome_records, short_error
-from hpsearch.runtime.trainable import TRAIN_RUNS_DIR
-from hpsearch.runtime.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
+from hpsearch.experiment import files
+from hpsearch.experiment.layout import (
+    EPOCH,
+    ERRORED,
+    FINISHED,
+    PENDING,
+    RUNNING,
+    SPEC_FILE,
+    STATUSES,
+    STOPPED,
+    TRAIN_RUNS_DIR,
+    TUNE_COLUMNS,
+    TUNE_ERROR_FILE,
+    TUNE_PARAMS_FILE,
+    TUNE_RESULT_FILE,
+    TUNE_STATE_GLOB,
+    flatten_config,
+)
+from hpsearch.experiment.ranking import Mode, rank_trials
+from hpsearch.experiment.tracebacks import short_error
+from hpsearch.formatting import number
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -43,8 +62,6 @@ __all__ = [
     "HISTORY_COLUMNS",
 ]
 
-#: Every status a trial can have, in the order tables and plots list them.
-STATUSES = ("finished", "stopped", "errored", "running", "pending")
 #: The fixed columns of :attr:`Results.trials`; the config columns (one per flattened
 #: config key) come after ``wall_time_s``.
 TRIAL_COLUMNS = (
@@ -55,6 +72,8 @@ TRIAL_COLUMNS = (
     "best",
     "last",
     "best_iteration",
+    "last_iteration",
+    "rank",
     "wall_time_s",
     "error",
     "started_at",
@@ -67,11 +86,11 @@ TRIAL_COLUMNS = (
 HISTORY_COLUMNS = ("trial_id", "iteration", "training_iteration", "wall_time_s", "reported_at", "checkpoint")
 
 _TUNE_STATES = {
-    "TERMINATED": "finished",
-    "ERROR": "errored",
-    "RUNNING": "running",
-    "PENDING": "pending",
-    "PAUSED": "pending",
+    "TERMINATED": FINISHED,
+    "ERROR": ERRORED,
+    "RUNNING": RUNNING,
+    "PENDING": PENDING,
+    "PAUSED": PENDING,
 }
 # <trainable>_<trial id>_<number>_<params>_<date>; Tune's ids are 8 hex digits (5 + _00000 for grids).
 _TRIAL_DIR = re.compile(r"^.+?_(?P<id>[0-9a-f]{5,8}(?:_\d{5})?)_(?P<number>\d+)(?:_|$)")
@@ -91,8 +110,13 @@ class Results:
             (``"min"``) or higher (``"max"``) is better.
         trials: One row per trial, in the order the trials were created (``number``,
             as in Tune's folder names): ``trial_id``, ``status`` (one of
-            :data:`STATUSES`), ``iterations`` (reports in its history), ``best`` / ``last``
-            (best and last value of ``metric``), ``best_iteration``, ``wall_time_s``, one
+            :data:`STATUSES`), ``iterations`` (how many reports its history holds),
+            ``best`` / ``last`` (best and last value of ``metric``, by the one ranking of
+            :mod:`hpsearch.experiment.ranking`: NaN and ±inf never beat a finite value),
+            ``best_iteration`` (the iteration of the best report), ``last_iteration`` (the
+            iteration of its last report: with epochs numbered from 0, one less than
+            ``iterations``), ``rank`` (1 = best; ``None`` for errored and unscored trials),
+            ``wall_time_s``, one
             column per config value (nested keys joined with dots: ``model.width``),
             ``error``, ``started_at`` / ``ended_at`` (UTC), ``trial_dir`` (Tune's trial
             folder), ``run_dir`` (the nested Train run) and ``best_checkpoint`` (the
@@ -130,12 +154,20 @@ class Results:
 
     @property
     def best(self) -> "pd.Series | None":
-        """The best trial's row of :attr:`trials` (best ``metric`` over its reports; errored trials excluded)."""
-        scored = self.trials[(self.trials["status"] != "errored") & self.trials["best"].notna()]
-        if scored.empty:
+        """The best trial's row of :attr:`trials`: rank 1, when its best value is finite."""
+        top = self.trials[self.trials["rank"] == 1]
+        if top.empty or not math.isfinite(float(top["best"].iloc[0])):
             return None
-        index = scored["best"].idxmin() if self.mode == "min" else scored["best"].idxmax()
-        return scored.loc[index]
+        return top.iloc[0]
+
+    def ranked(self, *, finite: bool = False) -> "pd.DataFrame":
+        """The ranked trials of :attr:`trials`, best first (``finite``: only those with a finite best)."""
+        import numpy as np
+
+        ranked = self.trials[self.trials["rank"].notna()]
+        if finite:
+            ranked = ranked[np.isfinite(ranked["best"].astype("float64"))]
+        return ranked.sort_values("rank", kind="stable")
 
     @property
     def counts(self) -> dict[str, int]:
@@ -151,16 +183,18 @@ class Results:
     def select(self, trial_ids: Iterable[str]) -> "Results":
         """The same results restricted to some trials (e.g. to plot a subset)."""
         keep = set(trial_ids)
+        trials = self.trials[self.trials["trial_id"].isin(keep)].reset_index(drop=True)
+        trials["rank"] = trials["rank"].rank(method="first").astype("Int64")  # the same order, from 1
         return replace(
             self,
-            trials=self.trials[self.trials["trial_id"].isin(keep)].reset_index(drop=True),
+            trials=trials,
             history=self.history[self.history["trial_id"].isin(keep)].reset_index(drop=True),
         )
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)
         best = self.best
-        shown = f"; best {self.metric}={best['best']:.4g} ({best['trial_id']})" if best is not None else ""
+        shown = f"; best {self.metric}={number(best['best'])} ({best['trial_id']})" if best is not None else ""
         return f"<Results {self.name!r}: {len(self.trials)} trials ({counts or 'none'}){shown}>"
 
 
@@ -191,10 +225,10 @@ def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None
     if not exp.is_dir():
         raise ExperimentNotFoundError(f"experiment folder {exp} does not exist")
     exp = exp.resolve()
-    spec = _read_yaml(exp / SPEC_FILE)
-    summary = _read_json(exp / SUMMARY_FILE)
+    spec = files.read_spec(exp)
+    summary = files.read_summary(exp)
     trial_dirs = _trial_dirs(exp)
-    state = _LazyState(sorted(exp.glob("experiment_state-*.json")))
+    state = _LazyState(sorted(exp.glob(TUNE_STATE_GLOB)))
     if spec is None and summary is None and not trial_dirs and not state.exists:
         inside = sorted(p.parent.name for p in exp.glob(f"*/{SPEC_FILE}"))
         hint = f"; experiments inside it: {', '.join(inside)}" if inside else ""
@@ -208,13 +242,13 @@ def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None
     rows: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
     for path in trial_dirs:
-        trial_reports = _read_reports(path / "result.json")
+        trial_reports = _read_reports(path / TUNE_RESULT_FILE)
         trial_id, number = _identify(path, trial_reports, state)
         trial_reports = _reports_before_a_restart(exp, trial_id, trial_reports) + trial_reports
         for report in trial_reports:
             report["trial_id"] = trial_id
         reports += trial_reports
-        config = _read_json(path / "params.json") or {}
+        config = files.read_json(path / TUNE_PARAMS_FILE) or {}
         rows.append({"trial_id": trial_id, "number": number, "trial_dir": str(path), "config": config})
     if not ended:  # trials Tune created but has not started have no folder yet
         seen = {r["trial_id"] for r in rows}
@@ -230,10 +264,11 @@ def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None
         raise ResultsError(
             f"no trial reported metric {metric!r}{did_you_mean(metric, reported)} (reported: {', '.join(reported) or 'none'})"
         )
-    trials = _trials(rows, history, metric, mode, exp)
+    trials = _trials(rows, history, exp)
     order = {t: i for i, t in enumerate(trials["trial_id"])}
     history = history.sort_values("trial_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
-    _add_outcomes(trials, read_outcome_records(exp / OUTCOMES_FILE), summary, state, ended, _budget(spec))
+    _add_outcomes(trials, files.read_outcome_records(exp), summary, state, ended, _budget(spec))
+    _rank(trials, history, metric, mode)
     if not params:  # no spec: the config columns whose values differ
         params = [c for c in trials.columns if c not in TRIAL_COLUMNS and trials[c].astype(str).nunique() > 1]
     return Results(
@@ -244,7 +279,7 @@ def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None
         trials=trials,
         history=history,
         spec=spec,
-        plan=_read_json(exp / PLAN_FILE),
+        plan=files.read_plan(exp),
         space=space,
         params=params,
         wall_time_s=_wall_time(summary, trials),
@@ -252,7 +287,7 @@ def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None
     )
 
 
-def _metric_and_mode(exp: Path, recorded: Mapping[str, Any], metric: str | None, mode: str | None) -> tuple[str, str]:
+def _metric_and_mode(exp: Path, recorded: Mapping[str, Any], metric: str | None, mode: str | None) -> tuple[str, Mode]:
     """The metric to rank by and its mode: as asked, else as the spec (or summary) recorded them."""
     if metric is None or metric == recorded.get("metric"):
         metric, mode = recorded.get("metric"), mode or recorded.get("mode")
@@ -260,7 +295,7 @@ def _metric_and_mode(exp: Path, recorded: Mapping[str, Any], metric: str | None,
         raise ResultsError(f"{exp} has no {SPEC_FILE}: pass metric= and mode= to say how to rank the trials")
     if mode not in ("min", "max"):
         raise ResultsError(f"mode must be 'min' or 'max' (for metric {metric!r}), got {mode!r}")
-    return str(metric), str(mode)
+    return str(metric), "min" if mode == "min" else "max"
 
 
 def _budget(spec: dict | None) -> Any:
@@ -282,7 +317,7 @@ def _add_outcomes(
 
     summarised = {t["trial_id"]: t for t in (summary or {}).get("trials", []) if "trial_id" in t}
     if not ended:  # an interrupted search's summary says "finished" of trials that had not ended
-        summarised = {k: v for k, v in summarised.items() if v.get("status") == "errored"}
+        summarised = {k: v for k, v in summarised.items() if v.get("status") == ERRORED}
     trials["status"] = [_status(t, outcomes, summarised, state, ended, max_t) for t in trials.itertuples(index=False)]
     trials["error"] = [
         _error(t, outcomes, summarised) for t in trials[["trial_id", "status", "trial_dir"]].itertuples(index=False)
@@ -290,7 +325,7 @@ def _add_outcomes(
     recorded = pd.Series([outcomes.get(t, {}).get("ended_at") for t in trials["trial_id"]], dtype="float64")
     ended_at = pd.to_datetime(recorded, unit="s", utc=True)
     trials["ended_at"] = ended_at.where(ended_at.notna(), trials["ended_at"])
-    trials.loc[trials["status"].isin(("running", "pending")), "ended_at"] = pd.NaT
+    trials.loc[trials["status"].isin((RUNNING, PENDING)), "ended_at"] = pd.NaT
 
 
 def _wall_time(summary: dict | None, trials: "pd.DataFrame") -> float | None:
@@ -308,45 +343,16 @@ def _wall_time(summary: dict | None, trials: "pd.DataFrame") -> float | None:
 # ----------------------------------------------------------------------------- files
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _read_yaml(path: Path) -> Any:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _read_reports(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return []
-    lines = [line for line in text.splitlines() if line.strip()]
-    try:  # one parse per file: much faster than one per line
-        rows = json.loads("[" + ",".join(lines) + "]")
-    except ValueError:  # a line still being written: parse line by line, skip what does not parse
-        rows = []
-        for line in lines:
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue
-    reports = []
+    """Tune's result.json (a half-written last line skipped), without Tune's housekeeping keys."""
+    return _without_housekeeping(files.read_json_lines(path))
+
+
+def _without_housekeeping(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
-        if isinstance(row, dict):
-            for key in _DROPPED.intersection(row):
-                del row[key]
-            reports.append(row)
-    return reports
+        for key in _DROPPED.intersection(row):
+            del row[key]
+    return rows
 
 
 def _reports_before_a_restart(exp: Path, trial_id: str, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -355,13 +361,11 @@ def _reports_before_a_restart(exp: Path, trial_id: str, reports: list[dict[str, 
     After a restart (a retry, ``hpsearch resume``) Tune keeps only the new rows in result.json;
     the nested run's ``hpsearch_history.jsonl`` holds every report ever forwarded to Tune.
     """
-    from hpsearch.runtime.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
-
-    kept = _read_reports(exp / TRAIN_RUNS_DIR / trial_id / HISTORY_FILE)
-    seen = {r.get("epoch") for r in reports}
+    kept = _without_housekeeping(files.read_history(exp, trial_id))
+    seen = {r.get(EPOCH) for r in reports}
     earlier = []
     for record in kept:
-        if record.get("epoch") in seen:
+        if record.get(EPOCH) in seen:
             continue
         record["timestamp"] = record.pop("time", None)
         earlier.append(record)
@@ -374,7 +378,7 @@ def _trial_dirs(exp: Path) -> list[Path]:
         for entry in entries:
             if entry.is_dir() and entry.name != TRAIN_RUNS_DIR and not entry.name.startswith("."):
                 path = Path(entry.path)
-                if (path / "params.json").exists() or (path / "result.json").exists():
+                if (path / TUNE_PARAMS_FILE).exists() or (path / TUNE_RESULT_FILE).exists():
                     out.append(path)
     return out
 
@@ -403,7 +407,7 @@ class _LazyState:
     def trials(self) -> dict[str, dict[str, Any]]:
         if self._trials is None:
             self._trials = {}
-            data = _read_json(self._files[-1]) if self._files else None
+            data = files.read_json(self._files[-1]) if self._files else None
             for entry in (data or {}).get("trial_data", []):
                 try:
                     info = json.loads(entry[0]) if isinstance(entry[0], str) else entry[0]
@@ -464,8 +468,8 @@ def _history(reports: list[dict[str, Any]], exp: Path) -> "pd.DataFrame":
     df = df.rename(columns={"time_total_s": "wall_time_s", "checkpoint_path": "checkpoint", "timestamp": "reported_at"})
     df["training_iteration"] = pd.to_numeric(df["training_iteration"], errors="coerce").astype("Int64")
     df["iteration"] = df["training_iteration"]
-    if "epoch" in df:
-        epoch = pd.to_numeric(df["epoch"], errors="coerce")
+    if EPOCH in df:
+        epoch = pd.to_numeric(df[EPOCH], errors="coerce")
         has = epoch.notna() & (epoch == epoch.round())
         df["iteration"] = epoch.where(has, df["training_iteration"]).astype("Int64")
         key = pd.Series(range(len(df)), index=df.index, dtype="Int64").where(~has, df["iteration"])
@@ -477,8 +481,7 @@ def _history(reports: list[dict[str, Any]], exp: Path) -> "pd.DataFrame":
     return df[[*HISTORY_COLUMNS[:-1], *metrics, "checkpoint"]].reset_index(drop=True)
 
 
-def _trials(rows: list[dict[str, Any]], history: "pd.DataFrame", metric: str, mode: str, exp: Path) -> "pd.DataFrame":
-    import numpy as np
+def _trials(rows: list[dict[str, Any]], history: "pd.DataFrame", exp: Path) -> "pd.DataFrame":
     import pandas as pd
 
     base = pd.DataFrame(
@@ -497,21 +500,9 @@ def _trials(rows: list[dict[str, Any]], history: "pd.DataFrame", metric: str, mo
     # a trial starts its last report's wall_time_s before that report; it ends (here) at its last report
     stats["ended_at"] = groups["reported_at"].last()
     stats["started_at"] = stats["ended_at"] - pd.to_timedelta(stats["wall_time_s"], unit="s")
-    if metric in history:
-        values = pd.to_numeric(history[metric], errors="coerce").astype("float64")
-        scored = history.assign(_v=values)[np.isfinite(values)]
-        by = scored.groupby("trial_id", sort=False)["_v"]
-        stats["best"] = by.min() if mode == "min" else by.max()
-        stats["last"] = by.last()
-        best_at = by.idxmin() if mode == "min" else by.idxmax()
-        stats["best_iteration"] = history.loc[best_at.values, "iteration"].set_axis(best_at.index)
-        stats["best_checkpoint"] = _best_checkpoints(scored, mode, exp)
-    for col in ("best", "last", "best_iteration", "best_checkpoint"):
-        if col not in stats:
-            stats[col] = None
-    stats["best_iteration"] = stats["best_iteration"].astype("Int64")
-    stats["best"] = stats["best"].astype("float64")
-    stats["last"] = stats["last"].astype("float64")
+    stats["last_iteration"] = groups["iteration"].last().astype("Int64")
+    for col in ("best", "last", "best_iteration", "rank", "best_checkpoint"):
+        stats[col] = None  # filled by _rank, once the statuses are known
     out = base.join(stats, on="trial_id")
     out["status"] = ""
     out["error"] = ""
@@ -525,21 +516,44 @@ def _trials(rows: list[dict[str, Any]], history: "pd.DataFrame", metric: str, mo
     return out.sort_values("number", kind="stable", na_position="last").reset_index(drop=True)
 
 
-def _best_checkpoints(scored: "pd.DataFrame", mode: str, exp: Path) -> "pd.Series":
-    """Per trial, the checkpoint still on disk with the best metric value."""
+def _rank(trials: "pd.DataFrame", history: "pd.DataFrame", metric: str, mode: Mode) -> None:
+    """Fill in each trial's best, last, best_iteration, rank and best_checkpoint: the one ranking."""
     import pandas as pd
 
-    candidates = scored[scored["checkpoint"].notna()]
+    reports: dict[str, list[tuple[Any, Any]]] = {t: [] for t in trials["trial_id"]}  # creation order
+    with_checkpoint: dict[str, list[tuple[Any, Any]]] = {}
+    if metric in history:
+        kept = _checkpoints_on_disk(history)
+        rows = zip(history["trial_id"], history["iteration"], history[metric], history["checkpoint"])
+        for trial_id, iteration, value, checkpoint in rows:
+            reports.setdefault(trial_id, []).append((None if pd.isna(iteration) else int(iteration), value))
+            if isinstance(checkpoint, str) and (trial_id, os.path.basename(checkpoint)) in kept:
+                with_checkpoint.setdefault(trial_id, []).append((checkpoint, value))
+    ranking = rank_trials(reports, mode, statuses=dict(zip(trials["trial_id"], trials["status"])))
+    scores = ranking.by_id()
+    ids = trials["trial_id"]
+    trials["best"] = pd.Series([scores[t].best for t in ids], index=trials.index, dtype="float64")
+    trials["last"] = pd.Series([scores[t].last for t in ids], index=trials.index, dtype="float64")
+    trials["best_iteration"] = pd.Series([scores[t].best_iteration for t in ids], index=trials.index, dtype="Int64")
+    trials["rank"] = pd.Series([scores[t].rank for t in ids], index=trials.index, dtype="Int64")
+    # the checkpoint still on disk with the best value, by the same rule (its "iteration" is its path)
+    on_disk = rank_trials(with_checkpoint, mode).by_id()
+    best_checkpoint = [on_disk[t].best_iteration if t in on_disk else None for t in ids]
+    trials["best_checkpoint"] = pd.Series(best_checkpoint, index=trials.index, dtype="object")
+
+
+def _checkpoints_on_disk(history: "pd.DataFrame") -> set[tuple[str, str]]:
+    """(trial id, checkpoint folder name) of every reported checkpoint that is still on disk."""
     kept: set[tuple[str, str]] = set()
-    for trial_id in candidates["trial_id"].unique():
-        try:
-            kept.update((trial_id, name) for name in os.listdir(exp / TRAIN_RUNS_DIR / str(trial_id)))
-        except OSError:
-            continue
-    on_disk = [(t, os.path.basename(p)) in kept for t, p in zip(candidates["trial_id"], candidates["checkpoint"])]
-    ranked = candidates[on_disk].sort_values("_v", ascending=mode == "min", kind="stable")
-    first = ranked.drop_duplicates("trial_id", keep="first")
-    return pd.Series(first["checkpoint"].tolist(), index=first["trial_id"].tolist(), dtype="object")
+    reported = history[history["checkpoint"].notna()]
+    for trial_id in reported["trial_id"].unique():
+        folders = {os.path.dirname(p) for p in reported.loc[reported["trial_id"] == trial_id, "checkpoint"]}
+        for folder in folders:
+            try:
+                kept.update((trial_id, name) for name in os.listdir(folder))
+            except OSError:
+                continue
+    return kept
 
 
 # ----------------------------------------------------------------------------- statuses
@@ -558,37 +572,27 @@ def _status(
         return str(outcomes[trial_id]["status"])
     if trial_id in summarised and summarised[trial_id].get("status") in STATUSES:
         return str(summarised[trial_id]["status"])
-    if isinstance(trial.trial_dir, str) and (Path(trial.trial_dir) / "error.txt").exists():
-        return "errored"
+    if isinstance(trial.trial_dir, str) and (Path(trial.trial_dir) / TUNE_ERROR_FILE).exists():
+        return ERRORED
     tune_state = state.trials().get(trial_id, {}).get("status")
     status = _TUNE_STATES.get(str(tune_state))
-    if status == "finished" and isinstance(max_t, (int, float)) and trial.iterations < max_t:
-        return "stopped"
+    if status == FINISHED and isinstance(max_t, (int, float)) and trial.iterations < max_t:
+        return STOPPED
     if status is not None:
         return status
-    return "finished" if ended else "running"
+    return FINISHED if ended else RUNNING
 
 
 def _error(trial: Any, outcomes: Mapping[str, dict], summarised: Mapping[str, dict]) -> str:
     """The line that says what went wrong: from ``error.txt`` (the whole traceback) where there is one."""
-    if trial.status != "errored":
+    if trial.status != ERRORED:
         return ""
     if isinstance(trial.trial_dir, str):
         try:
-            text = (Path(trial.trial_dir) / "error.txt").read_text(encoding="utf-8", errors="replace")
+            text = (Path(trial.trial_dir) / TUNE_ERROR_FILE).read_text(encoding="utf-8", errors="replace")
         except OSError:
             text = ""
         if text.strip():
-            return _error_line(text)
+            return short_error(text, limit=300)
     message = (outcomes.get(trial.trial_id) or {}).get("error") or (summarised.get(trial.trial_id) or {}).get("error")
     return str(message or "")
-
-
-def _error_line(traceback: str, limit: int = 300) -> str:
-    """:func:`short_error`, with the next line when the error's own line ends in ``:`` (Ray's errors do)."""
-    line = short_error(traceback, limit=limit)
-    if line.endswith(":"):
-        lines = [ln.strip() for ln in traceback.splitlines()]
-        if line in lines and lines.index(line) + 1 < len(lines):
-            line = f"{line} {lines[lines.index(line) + 1]}".strip()
-    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -101,12 +101,12 @@ class ParamVsMetric:
 
 
 def _scored(results: "Results") -> Any:
-    trials = results.trials
-    return trials[(trials["status"] != "errored") & trials["best"].notna()]
+    """The ranked trials with a finite best value, in trial order (what can be drawn against a parameter)."""
+    return results.ranked(finite=True).sort_index()
 
 
 def param_vs_metric(results: "Results", params: Sequence[str] | None = None) -> ParamVsMetric:
-    """Each trial's best metric value against each parameter (errored trials left out)."""
+    """Each trial's best metric value against each parameter (errored trials and NaN/inf bests left out)."""
     scored = _scored(results)
     panels = []
     for name in params if params is not None else results.params:

@@ -13,7 +13,8 @@ __all__ = ["best_trials"]
 
 
 def best_trials(results: "Results", n: int | None = 10) -> "pd.DataFrame":
-    """The ``n`` best trials (all with ``n=None``), best first; errored and unscored trials left out.
+    """The ``n`` best trials (all with ``n=None``), best first, as ranked by
+    :mod:`hpsearch.experiment.ranking`: errored and unscored trials left out, NaN/inf bests last.
 
     Columns: ``trial_id``, ``number``, ``status``, ``iterations``, ``best_iteration``, the
     search metric (its best value), every other reported metric *at that iteration*
@@ -21,9 +22,7 @@ def best_trials(results: "Results", n: int | None = 10) -> "pd.DataFrame":
     """
     import pandas as pd
 
-    trials = results.trials
-    scored = trials[(trials["status"] != "errored") & trials["best"].notna()]
-    ranked = scored.sort_values(["best", "number"], ascending=[results.mode == "min", True], kind="stable")
+    ranked = results.ranked()
     if n is not None:
         ranked = ranked.head(n)
     table = ranked[["trial_id", "number", "status", "iterations", "best_iteration", "best"]].rename(
