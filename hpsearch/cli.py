@@ -12,14 +12,20 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
+from typing import TYPE_CHECKING
+
 from hpsearch.errors import HpsearchError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch.analysis import SearchSummary
+    from hpsearch.spec import Spec
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace) -> Spec:
     from hpsearch.spec import load_spec
 
     return load_spec(args.spec, overrides=args.set or ())
@@ -59,16 +65,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _report_search(spec, summary)
 
 
-def _report_search(spec, summary) -> int:
+def _report_search(spec: Spec, summary: SearchSummary) -> int:
     """Print how a search ended; return the exit code."""
-    from hpsearch.experiment.summary import best_trials_table, flatten_config
+    from hpsearch.analysis import best_trials_table
+    from hpsearch.experiment.layout import ENDED, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, flatten_config
     from hpsearch.runtime.tuner import varying_params
 
-    counts = ", ".join(f"{summary.count(s)} {s}" for s in ("finished", "stopped", "errored"))
+    counts = ", ".join(f"{summary.count(s)} {s}" for s in ENDED)
     varying = varying_params(spec)
     print(f"\nBest trials by {spec.metric} ({spec.mode}):")
     print(best_trials_table(summary, varying=varying))
-    errored = [t for t in summary.trials if t.status == "errored"]
+    errored = [t for t in summary.trials if t.status == ERRORED]
     if errored:
         print(f"\nErrors ({len(errored)}):")
         for trial in errored:
@@ -77,7 +84,7 @@ def _report_search(spec, summary) -> int:
             print(f"  {trial.trial_id}  {config}\n    {trial.error}")
             for line in trial.traceback.splitlines()[:8]:
                 print(f"    | {line}")
-            print(f"    full traceback: {trial.path}/error.txt")
+            print(f"    full traceback: {trial.path}/{TUNE_ERROR_FILE}")
     print(f"\nExperiment folder: {spec.experiment_dir}")
     if summary.interrupted:
         print(f"Interrupted before every trial ended; continue with: hpsearch resume {spec.experiment_dir}")
@@ -85,7 +92,7 @@ def _report_search(spec, summary) -> int:
     print(f"Wall time: {summary.wall_time_s:.1f} s ({n} trial{'s' if n != 1 else ''}: {counts})")
     if summary.interrupted:
         return EXIT_INTERRUPTED
-    ok = summary.count("finished") + summary.count("stopped")
+    ok = summary.count(FINISHED) + summary.count(STOPPED)
     return EXIT_OK if ok > 0 else EXIT_FAILED
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.experiment.summary import SearchSummary, TrialOutcome, best_trials_table, flatten_config, short_error
+from hpsearch.analysis import SearchSummary, TrialOutcome, best_trials_table
+from hpsearch.experiment.layout import flatten_config
+from hpsearch.experiment.tracebacks import short_error
 
 
 def trial(trial_id: str, best: float | None, lr: float, *, status: str = "finished", acc: float = 0.5) -> TrialOutcome:
@@ -46,15 +48,15 @@ def test_best_trials_order_excludes_errored_and_unscored(mode: str, order: list[
 
 def test_best_trials_table_exact_layout() -> None:
     assert best_trials_table(summary("min"), n=2) == (
-        "trial_id  status    iters  loss (best)  acc  lr    opt.momentum\n"
-        "t_low     stopped   3      0.2          0.9  0.01  0.9\n"
-        "t_mid     finished  3      0.5          0.8  0.1   0.9"
+        "trial_id  status    reports  last epoch  loss (best)  acc  lr    opt.momentum\n"
+        "t_low     stopped   3        -           0.2          0.9  0.01  0.9\n"
+        "t_mid     finished  3        -           0.5          0.8  0.1   0.9"
     )
 
 
 def test_best_trials_table_shows_only_the_varying_params() -> None:
     table = best_trials_table(summary("min"), n=1, varying=["lr"])
-    assert table.splitlines()[0].split() == ["trial_id", "status", "iters", "loss", "(best)", "acc", "lr"]
+    assert table.splitlines()[0].split() == ["trial_id", "status", "reports", "last", "epoch", "loss", "(best)", "acc", "lr"]
 
 
 def test_best_trials_table_without_scores() -> None:

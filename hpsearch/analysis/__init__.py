@@ -13,15 +13,9 @@ from hpsearch.analysis._curves import (
     learning_curves,
     optimization_history,
 )
-from hpsearch.analysis._load import (
-    HISTORY_COLUMNS,
-    STATUSES,
-    TRIAL_COLUMNS,
-    ExperimentNotFoundError,
-    Results,
-    ResultsError,
-    load_results,
-)
+from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, Results, load_results
+from hpsearch.errors import ExperimentNotFoundError, ResultsError
+from hpsearch.experiment.layout import STATUSES
 from hpsearch.analysis._params import (
     ParallelCoordinates,
     ParamAxis,
@@ -34,6 +28,13 @@ from hpsearch.analysis._params import (
     parallel_coordinates,
 )
 from hpsearch.analysis._scheduler import SchedulerEffect, scheduler_effect
+from hpsearch.analysis._summary import (
+    SearchSummary,
+    TrialOutcome,
+    best_trials_table,
+    summarize,
+    summarize_experiment,
+)
 from hpsearch.analysis._tables import best_trials
 
 __all__ = [
@@ -45,6 +46,11 @@ __all__ = [
     "TRIAL_COLUMNS",
     "HISTORY_COLUMNS",
     "best_trials",
+    "SearchSummary",
+    "TrialOutcome",
+    "summarize",
+    "summarize_experiment",
+    "best_trials_table",
     "learning_curves",
     "LearningCurves",
     "Curve",

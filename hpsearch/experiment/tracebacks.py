@@ -17,7 +17,7 @@ def short_error(error: BaseException | str | None, limit: int = 200) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     at = next((i for i in range(len(lines) - 1, -1, -1) if _ERROR_LINE.match(lines[i])), None)
     chosen = lines[at] if at is not None else None
-    if chosen is not None and chosen.endswith(":") and at + 1 < len(lines):
+    if chosen is not None and at is not None and chosen.endswith(":") and at + 1 < len(lines):
         chosen = f"{chosen} {lines[at + 1]}"  # "ControllerError: ... failed due to controller error:" + its cause
     if chosen is None:
         chosen = f"{type(error).__name__}: {lines[0]}" if lines and isinstance(error, BaseException) else (lines[0] if lines else "")

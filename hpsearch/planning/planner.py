@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence, Union
+from typing import Any, Literal, Mapping, Sequence, Union
 
 from hpsearch.errors import PlanError
 
@@ -166,7 +166,7 @@ class Plan:
         used = self.used()
         return {k: max(0.0, v - used[k]) for k, v in self.totals().items()}
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "max_concurrent_trials": self.max_concurrent_trials,
             "capacity": self.capacity,
@@ -293,7 +293,7 @@ class _Problem:
             self._push(heap, i, w[i], step)
         return w if drivers >= trials else None
 
-    def _push(self, heap: list, i: int, workers: int, step: int, max_options: int = 8) -> None:
+    def _push(self, heap: list[tuple[float, int, int, int, int]], i: int, workers: int, step: int, max_options: int = 8) -> None:
         """Offer releases of 1, 2, ... groups of slots on node ``i`` that let more drivers in."""
         base = self.drivers_on(i, workers)
         last = base

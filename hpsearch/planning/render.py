@@ -41,8 +41,8 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
     keys.sort(key=lambda k: (k != "CPU", k != "GPU", k == MEMORY, k))
     header = ["nodes", "head", "drivers", "workers", *keys]
     rows: list[list[str]] = []
-    groups: dict[tuple, int] = {}
-    order: list[tuple] = []
+    groups: dict[tuple[bool, int, int, tuple[str, ...]], int] = {}
+    order: list[tuple[bool, int, int, tuple[str, ...]]] = []
     for u in plan.usage:
         key = (u.is_head, u.drivers, u.workers, tuple(_cell(k, u.used.get(k, 0), u.total.get(k, 0)) for k in keys))
         if key not in groups:

@@ -12,7 +12,7 @@ import copy
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Union
+from typing import Any, Callable, Iterable, Literal, Mapping, Union
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
@@ -156,7 +156,7 @@ class Spec:
         """``<storage_path>/<name>``: the one folder holding everything of this search."""
         return self.storage_path / self.name
 
-    def load_trainable(self):
+    def load_trainable(self) -> Callable[[dict[str, Any]], Any]:
         """Import the train loop the spec names."""
         return load_callable(self.trainable)
 
@@ -260,7 +260,9 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
     problems: list[Problem] = []
     top, found = validate_section(_TopLevel, raw, "")
     problems += found
-    get = (lambda key: getattr(top, key)) if top else (lambda key: raw.get(key))
+
+    def get(key: str) -> Any:
+        return getattr(top, key) if top else raw.get(key)
 
     name = get("name")
     if isinstance(name, str) and not _NAME.match(name):
@@ -274,7 +276,7 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
     problems += found
     scheduler, found = SCHEDULERS.parse(get("scheduler"), "scheduler")
     problems += found
-    sections = {}
+    sections: dict[str, Any] = {}
     for key, model in (
         ("scaling", Scaling),
         ("resources", Resources),

@@ -13,7 +13,8 @@ import inspect
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Callable
+from types import ModuleType
+from typing import Any, Callable, cast
 
 __all__ = ["load_callable", "resolve_reference"]
 
@@ -29,7 +30,7 @@ def resolve_reference(ref: str, base_dir: Path) -> str:
     return ref
 
 
-def load_callable(ref: str, base_dir: Path | None = None) -> Callable:
+def load_callable(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
     """Import and return the callable named by ``ref``.
 
     Raises:
@@ -60,10 +61,10 @@ def load_callable(ref: str, base_dir: Path | None = None) -> Callable:
     if not callable(obj):
         raise ValueError(f"{ref!r} is not a callable but a {type(obj).__name__}: {obj!r:.60}")
     _check_per_worker_loop(ref, obj)
-    return obj
+    return cast("Callable[..., Any]", obj)
 
 
-def _check_per_worker_loop(ref: str, obj: Callable) -> None:
+def _check_per_worker_loop(ref: str, obj: Callable[..., Any]) -> None:
     """A per-worker train loop is called as ``train_loop(config)``: one argument."""
     try:
         signature = inspect.signature(obj)
@@ -78,7 +79,7 @@ def _check_per_worker_loop(ref: str, obj: Callable) -> None:
         ) from None
 
 
-def _import_file(path: Path):
+def _import_file(path: Path) -> ModuleType:
     from ray import cloudpickle  # Ray pickles with its vendored copy
 
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
@@ -95,5 +96,5 @@ def _import_file(path: Path):
     except Exception as err:  # noqa: BLE001
         del sys.modules[name]
         raise ValueError(f"importing {path} failed: {type(err).__name__}: {err}") from None
-    cloudpickle.register_pickle_by_value(module)
+    cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]  # Ray's vendored copy is untyped
     return module

@@ -39,7 +39,7 @@ _SpecLoader.yaml_implicit_resolvers = {
 _SpecLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 
 
-def _construct_mapping(loader: _SpecLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _construct_mapping(loader: _SpecLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:

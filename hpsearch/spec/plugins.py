@@ -71,7 +71,7 @@ class PluginChoice:
 class Registry:
     """Plug-ins of one kind, by name; parses the spec section that chooses one."""
 
-    def __init__(self, kind: str, plugins: list[Plugin], default: str):
+    def __init__(self, kind: str, plugins: list[Plugin[Any]], default: str):
         self.kind = kind
         self.plugins = {p.name: p for p in plugins}
         self.default = default
@@ -79,7 +79,7 @@ class Registry:
     def names(self) -> list[str]:
         return list(self.plugins)
 
-    def __getitem__(self, name: str) -> Plugin:
+    def __getitem__(self, name: str) -> Plugin[Any]:
         return self.plugins[name]
 
     def parse(self, raw: Any, path: str) -> tuple[PluginChoice | None, list[Problem]]:
@@ -146,7 +146,7 @@ def _random_searcher(options: RandomOptions, ctx: SearcherContext) -> Any:
 def _optuna_sampler(options: OptunaOptions) -> Any:
     import optuna
 
-    startup = {} if options.n_startup_trials is None else {"n_startup_trials": options.n_startup_trials}
+    startup: dict[str, Any] = {} if options.n_startup_trials is None else {"n_startup_trials": options.n_startup_trials}
     if options.sampler == "tpe":
         return optuna.samplers.TPESampler(seed=options.seed, **startup)
     if options.sampler == "gp":
@@ -227,7 +227,7 @@ class HyperbandOptions(StrictModel):
 def _fifo(options: FifoOptions, ctx: SchedulerContext) -> Any:
     from ray.tune.schedulers import FIFOScheduler
 
-    return FIFOScheduler()
+    return FIFOScheduler()  # type: ignore[no-untyped-call]  # Ray's __init__ has no annotations
 
 
 def _asha(options: AshaOptions, ctx: SchedulerContext) -> Any:
@@ -249,7 +249,7 @@ def _median(options: MedianOptions, ctx: SchedulerContext) -> Any:
         time_attr=options.time_attr,
         grace_period=options.grace_period,
         min_samples_required=options.min_samples_required,
-        min_time_slice=options.min_time_slice,
+        min_time_slice=options.min_time_slice,  # type: ignore[arg-type]  # Ray annotates int; it only compares it
         hard_stop=options.hard_stop,
     )
 

@@ -1,0 +1,232 @@
+"""What a search amounts to, derived from :func:`load_results`: ``hpsearch_summary.json`` and the closing table.
+
+A :class:`SearchSummary` is not a second model of the results: it is built from a
+:class:`~hpsearch.analysis.Results` (the experiment folder as read back), so the closing
+table of ``hpsearch run``, the summary file, ``load_results`` and the report agree on every
+trial's best value, by the one ranking of :mod:`hpsearch.experiment.ranking`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.experiment import files
+from hpsearch.experiment.layout import ENDED, ERRORED, TUNE_ERROR_FILE, TUNE_PARAMS_FILE
+from hpsearch.experiment.ranking import rank_trials
+from hpsearch.experiment.tracebacks import error_excerpt
+from hpsearch.formatting import cell, text_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch.analysis._load import Results
+
+__all__ = ["TrialOutcome", "SearchSummary", "summarize", "summarize_experiment", "best_trials_table"]
+
+#: History columns that are not the trial's own metrics.
+_NOT_METRICS = frozenset({"trial_id", "iteration", "wall_time_s", "reported_at", "checkpoint"})
+
+
+@dataclass
+class TrialOutcome:
+    """One trial at the end of a search: a row of :attr:`Results.trials`, with its last report."""
+
+    trial_id: str
+    status: str  # one of hpsearch.experiment.layout.STATUSES
+    config: dict[str, Any]
+    metrics: dict[str, Any]  # the last report
+    best: float | None  # best value of the search metric (the one ranking)
+    iterations: int  # how many reports the trial's history holds
+    error: str = ""
+    traceback: str = ""  # the end of the innermost traceback (the user's frames), for errored trials
+    path: str = ""  # Tune's trial folder
+    best_iteration: int | None = None
+    last_iteration: int | None = None  # the epoch (else Tune's iteration) of the last report
+    rank: int | None = None  # 1 = best; None: errored or no value
+
+
+@dataclass
+class SearchSummary:
+    """A search's outcome, as written to ``hpsearch_summary.json``."""
+
+    name: str
+    metric: str
+    mode: str
+    wall_time_s: float
+    trials: list[TrialOutcome] = field(default_factory=list)
+    #: True when the search stopped before every trial ended (Ctrl-C): resume it.
+    interrupted: bool = False
+
+    def count(self, status: str) -> int:
+        return sum(1 for t in self.trials if t.status == status)
+
+    def ranked(self) -> list[TrialOutcome]:
+        """The ranked trials, best first (by the one ranking, over each trial's best value)."""
+        ranking = rank_trials(
+            {t.trial_id: [(t.best_iteration, t.best)] for t in self.trials},
+            "min" if self.mode == "min" else "max",
+            statuses={t.trial_id: t.status for t in self.trials},
+        )
+        by_id = {t.trial_id: t for t in self.trials}
+        return [by_id[s.trial_id] for s in ranking.ranked]
+
+    @property
+    def best(self) -> TrialOutcome | None:
+        """The best trial: the first ranked one, when its best value is finite."""
+        ranked = self.ranked()
+        if not ranked or ranked[0].best is None or not math.isfinite(ranked[0].best):
+            return None
+        return ranked[0]
+
+    def as_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "name": self.name,
+            "metric": self.metric,
+            "mode": self.mode,
+            "wall_time_s": round(self.wall_time_s, 2),
+            "interrupted": self.interrupted,
+            "counts": {s: self.count(s) for s in ENDED},
+            "best_trial_id": best.trial_id if best else None,
+            "trials": [asdict(t) for t in self.trials],
+        }
+
+
+def _plain(value: Any) -> Any:
+    """A pandas/NumPy scalar as a plain Python value (``None`` for NA), for JSON and tables."""
+    if value is None:
+        return None
+    if type(value).__name__ in ("NAType", "NaTType"):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _traceback(trial_dir: Any) -> str:
+    if not isinstance(trial_dir, str):
+        return ""
+    try:
+        text = (Path(trial_dir) / TUNE_ERROR_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return error_excerpt(text)
+
+
+def summarize(results: Results, *, wall_time_s: float | None = None, interrupted: bool = False) -> SearchSummary:
+    """The :class:`SearchSummary` of a search read with :func:`load_results`.
+
+    Args:
+        results: The search, as read back from its folder.
+        wall_time_s: The search's wall time; default the one ``results`` holds (or 0).
+        interrupted: Whether the search stopped before every trial ended.
+    """
+    history = results.history
+    metric_columns = [c for c in history.columns if c not in _NOT_METRICS]
+    last_reports = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
+    config_columns = [c for c in results.trials.columns if c not in _trial_columns()]
+    summary = SearchSummary(
+        name=results.name,
+        metric=results.metric,
+        mode=results.mode,
+        wall_time_s=float(wall_time_s if wall_time_s is not None else results.wall_time_s or 0.0),
+        interrupted=interrupted,
+    )
+    for row in results.trials.to_dict("records"):
+        trial_id = str(row["trial_id"])
+        last: dict[str, Any] = {}
+        if trial_id in last_reports.index:
+            report = last_reports.loc[trial_id]
+            last = {k: _plain(report[k]) for k in metric_columns if _plain(report[k]) is not None}
+        summary.trials.append(
+            TrialOutcome(
+                trial_id=trial_id,
+                status=str(row["status"]),
+                config=_config(row, config_columns),
+                metrics=last,
+                best=_plain(row["best"]) if not _is_missing(row["best"]) else None,
+                iterations=int(row["iterations"]),
+                error=str(row["error"] or ""),
+                traceback=_traceback(row["trial_dir"]) if row["status"] == ERRORED else "",
+                path=str(row["trial_dir"] or ""),
+                best_iteration=_plain(row["best_iteration"]),
+                last_iteration=_plain(row["last_iteration"]),
+                rank=_plain(row["rank"]),
+            )
+        )
+    return summary
+
+
+def summarize_experiment(
+    experiment_dir: str | os.PathLike[str], *, wall_time_s: float, interrupted: bool
+) -> SearchSummary:
+    """Read a search's folder back, summarise it, and write ``hpsearch_summary.json``: what a run ends with."""
+    from hpsearch.analysis._load import load_results
+
+    summary = summarize(load_results(experiment_dir), wall_time_s=wall_time_s, interrupted=interrupted)
+    files.write_summary(experiment_dir, summary.as_dict())
+    return summary
+
+
+def _is_missing(value: Any) -> bool:
+    plain = _plain(value)
+    return plain is None
+
+
+def _trial_columns() -> frozenset[str]:
+    from hpsearch.analysis._load import TRIAL_COLUMNS
+
+    return frozenset(TRIAL_COLUMNS)
+
+
+def _config(row: dict[str, Any], columns: list[str]) -> dict[str, Any]:
+    """The trial's config as passed to its loop: Tune's params.json, else rebuilt from the table's columns."""
+    if isinstance(row["trial_dir"], str):
+        config = files.read_json(Path(row["trial_dir"]) / TUNE_PARAMS_FILE)
+        if isinstance(config, dict):
+            return config
+    return _nested({c: _plain(row[c]) for c in columns})
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1} -> {"a": {"b": 1}}``: a trial's config as it was passed to its loop."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue  # a key this trial's config does not have (the table's column is another trial's)
+        name = key[len("config.") :] if key.startswith("config.") else key
+        node = out
+        *groups, leaf = name.split(".")
+        for group in groups:
+            node = node.setdefault(group, {})
+        node[leaf] = value
+    return out
+
+
+def best_trials_table(summary: SearchSummary, *, n: int = 5, varying: Sequence[str] | None = None) -> str:
+    """The closing table of ``hpsearch run``: the ``n`` best trials, best first.
+
+    Columns: id, status, how many reports the trial made, the epoch of its last report,
+    the best value of the metric, up to three other metrics of its last report, then
+    the parameters (``varying``; default every config key).
+    """
+    from hpsearch.experiment.layout import flatten_config
+
+    ranked = summary.ranked()[:n]
+    if not ranked:
+        return "(no trial reported the metric)"
+    extra = [k for k in ranked[0].metrics if k not in (summary.metric, "training_iteration", "epoch")][:3]
+    header = ["trial_id", "status", "reports", "last epoch", f"{summary.metric} (best)", *extra]
+    flat_configs = [flatten_config(t.config) for t in ranked]
+    params = list(varying) if varying is not None else list(flat_configs[0])
+    rows = [header + params]
+    for trial, flat in zip(ranked, flat_configs):
+        rows.append(
+            [trial.trial_id, trial.status, str(trial.iterations), cell(trial.last_iteration), cell(trial.best)]
+            + [cell(trial.metrics.get(k)) for k in extra]
+            + [cell(flat.get(p)) for p in params]
+        )
+    return text_table(rows)
