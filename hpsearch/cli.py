@@ -160,7 +160,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _results_commands(sub: argparse._SubParsersAction) -> None:
+def _results_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``report`` and ``export``: commands that read an experiment folder (no Ray)."""
 
     def results_command(name: str, func: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
@@ -234,7 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``hpsearch`` and ``python -m hpsearch``."""
     args = _parser().parse_args(argv)
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except HpsearchError as err:
         if args.debug:
             raise

@@ -135,7 +135,8 @@ def summarize(results: Results, *, wall_time_s: float | None = None, interrupted
         wall_time_s=float(wall_time_s if wall_time_s is not None else results.wall_time_s or 0.0),
         interrupted=interrupted,
     )
-    for row in results.trials.to_dict("records"):
+    records: list[dict[str, Any]] = results.trials.to_dict("records")  # type: ignore[assignment]  # keys are column names
+    for row in records:
         trial_id = str(row["trial_id"])
         last: dict[str, Any] = {}
         if trial_id in last_reports.index:
