@@ -198,7 +198,7 @@ class Results:
         return f"<Results {self.name!r}: {len(self.trials)} trials ({counts or 'none'}){shown}>"
 
 
-def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None, mode: str | None = None) -> Results:
+def load_results(experiment_dir: str | os.PathLike[str], *, metric: str | None = None, mode: str | None = None) -> Results:
     """Read an experiment folder (finished, interrupted or still running) into tables.
 
     Needs no Ray cluster and does not import Ray.
@@ -223,6 +223,8 @@ def load_results(experiment_dir: str | os.PathLike, *, metric: str | None = None
     """
     exp = Path(experiment_dir).expanduser()
     if not exp.is_dir():
+        if exp.exists():
+            raise ExperimentNotFoundError(f"{exp} is a file, not an experiment folder")
         raise ExperimentNotFoundError(f"experiment folder {exp} does not exist")
     exp = exp.resolve()
     spec = files.read_spec(exp)
@@ -298,7 +300,7 @@ def _metric_and_mode(exp: Path, recorded: Mapping[str, Any], metric: str | None,
     return str(metric), "min" if mode == "min" else "max"
 
 
-def _budget(spec: dict | None) -> Any:
+def _budget(spec: dict[str, Any] | None) -> Any:
     """The scheduler's ``max_t`` (``None`` without early stopping)."""
     scheduler = (spec or {}).get("scheduler") or {}
     return scheduler.get("max_t") if scheduler.get("type", "fifo") != "fifo" else None
@@ -306,8 +308,8 @@ def _budget(spec: dict | None) -> Any:
 
 def _add_outcomes(
     trials: "pd.DataFrame",
-    outcomes: dict[str, dict],
-    summary: dict | None,
+    outcomes: dict[str, dict[str, Any]],
+    summary: dict[str, Any] | None,
     state: "_LazyState",
     ended: bool,
     max_t: Any,
@@ -328,7 +330,7 @@ def _add_outcomes(
     trials.loc[trials["status"].isin((RUNNING, PENDING)), "ended_at"] = pd.NaT
 
 
-def _wall_time(summary: dict | None, trials: "pd.DataFrame") -> float | None:
+def _wall_time(summary: dict[str, Any] | None, trials: "pd.DataFrame") -> float | None:
     """The summary's wall time; without one, from the first trial's start to the last end (or now)."""
     import pandas as pd
 
@@ -383,7 +385,7 @@ def _trial_dirs(exp: Path) -> list[Path]:
     return out
 
 
-def _space(spec: dict | None) -> tuple[dict[str, "Param"], list[str]]:
+def _space(spec: dict[str, Any] | None) -> tuple[dict[str, "Param"], list[str]]:
     if not spec or not isinstance(spec.get("search_space"), dict):
         return {}, []
     from hpsearch.spec.space import ConstParam, iter_params, parse_search_space
@@ -561,8 +563,8 @@ def _checkpoints_on_disk(history: "pd.DataFrame") -> set[tuple[str, str]]:
 
 def _status(
     trial: Any,
-    outcomes: Mapping[str, dict],
-    summarised: Mapping[str, dict],
+    outcomes: Mapping[str, dict[str, Any]],
+    summarised: Mapping[str, dict[str, Any]],
     state: _LazyState,
     ended: bool,
     max_t: Any,
@@ -583,7 +585,7 @@ def _status(
     return FINISHED if ended else RUNNING
 
 
-def _error(trial: Any, outcomes: Mapping[str, dict], summarised: Mapping[str, dict]) -> str:
+def _error(trial: Any, outcomes: Mapping[str, dict[str, Any]], summarised: Mapping[str, dict[str, Any]]) -> str:
     """The line that says what went wrong: from ``error.txt`` (the whole traceback) where there is one."""
     if trial.status != ERRORED:
         return ""
