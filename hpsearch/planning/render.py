@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from hpsearch.formatting import text_table
 from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
 
 __all__ = ["render_plan"]
@@ -52,7 +53,7 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
     for key in order[:_MAX_ROWS]:
         is_head, drivers, workers, cells = key
         rows.append([f"{groups[key]}x", "yes" if is_head else "", str(drivers), str(workers), *cells])
-    lines += _table([header, *rows], indent="  ")
+    lines += text_table([header, *rows], indent="  ").splitlines()
     if len(order) > _MAX_ROWS:
         lines.append(f"  ... and {len(order) - _MAX_ROWS} more kinds of node (see --format json)")
     util = plan.utilisation()
@@ -65,8 +66,3 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
     if plan.warnings:
         lines += ["  notes"] + [f"    - {w}" for w in plan.warnings]
     return "\n".join(lines)
-
-
-def _table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
