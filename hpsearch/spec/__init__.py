@@ -2,8 +2,8 @@
 
 Every user mistake is caught here, before Ray starts: all problems of a spec are
 collected and raised together as one :class:`~hpsearch.errors.SpecError`, each with
-its YAML path, the bad value and what is allowed. The contract is in DESIGN.md
-("Spec contract (v1)") and in the README's spec reference.
+its YAML path, the bad value and what is allowed. The contract users write against is
+the README's spec reference; keep it stable and extend it compatibly.
 """
 
 from __future__ import annotations
