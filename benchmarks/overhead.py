@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -154,9 +153,9 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
 
     if variant == "hpsearch":
         from hpsearch.runtime.cluster import connect
-        from hpsearch.runtime.tuner import TUNE_ENV_DEFAULTS
+        from hpsearch.runtime.env import apply_fit_defaults
 
-        os.environ.update(TUNE_ENV_DEFAULTS)  # as `hpsearch run` sets them
+        apply_fit_defaults()  # Tune's state saved every second, as `hpsearch run` sets it before Tuner.fit
         connect()  # hpsearch's embedded Ray: dashboard on loopback
     else:
         ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=False,

@@ -4,7 +4,8 @@ Three ways in, one engine underneath: ``hpsearch run spec.yaml`` on the command
 line; :func:`load_spec` / :func:`build_tuner` / :func:`run` from Python; and
 :func:`make_trainable` for people who write their own ``ray.tune.Tuner``.
 
-``import hpsearch`` is fast: Ray, torch, Optuna and matplotlib load only when used.
+``import hpsearch`` is fast: Ray, torch, Optuna and matplotlib load only when used
+(and ``__version__`` is read from the installed package's metadata on first use).
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from hpsearch.errors import (
     SpecError,
 )
 
-__version__ = "0.1.0"
-
 __all__ = [
     "load_spec",
     "build_tuner",
@@ -34,6 +33,7 @@ __all__ = [
     "load_results",
     "to_optuna_study",
     "plots",
+    "analysis",
     "Spec",
     "HpsearchError",
     "SpecError",
@@ -60,15 +60,31 @@ _LAZY = {
 _LAZY_MODULES = {"plots": "hpsearch.results.plots", "analysis": "hpsearch.analysis"}
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.results import plots
+    from hpsearch import analysis
     from hpsearch.analysis import load_results
+    from hpsearch.results import plots
     from hpsearch.results.optuna_export import to_optuna_study
-    from hpsearch.spec import Spec, load_spec
     from hpsearch.runtime.trainable import make_trainable
     from hpsearch.runtime.tuner import build_tuner, resume, run
+    from hpsearch.spec import Spec, load_spec
+
+    __version__: str
+
+
+def _version() -> str:
+    """The installed distribution's version, or ``0+unknown`` when hpsearch runs from a source tree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hpsearch")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read on first use: importlib.metadata costs ~50 ms
+        value = globals()["__version__"] = _version()
+        return value
     if name in _LAZY_MODULES:
         return importlib.import_module(_LAZY_MODULES[name])
     module = _LAZY.get(name)

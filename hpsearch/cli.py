@@ -56,7 +56,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted search from its experiment folder: finished trials are kept."""
-    from hpsearch.runtime.tuner import experiment_spec, resume_with_summary
+    from hpsearch.experiment.files import experiment_spec
+    from hpsearch.runtime.tuner import resume_with_summary
 
     spec = experiment_spec(args.experiment)
     _, summary = resume_with_summary(

@@ -40,10 +40,17 @@ def cell(value: Any) -> str:
     return number(value)
 
 
-def duration(seconds: float | None) -> str:
-    """``under 1 s``, ``42 s``, ``3 min 05 s``, ``2 h 07 min``; ``-`` when unknown."""
+def duration(seconds: float | None, *, rough: bool = False) -> str:
+    """``under 1 s``, ``42 s``, ``3 min 05 s``, ``2 h 07 min``; ``-`` when unknown.
+
+    ``rough``: to one unit, for plot titles: ``42 s``, ``2 min``, ``1.5 h``.
+    """
     if seconds is None or not math.isfinite(seconds):
         return "-"
+    if rough:
+        if seconds < 90:
+            return f"{seconds:.0f} s"
+        return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
     if seconds < 1:
         return "under 1 s"
     whole = int(round(seconds))

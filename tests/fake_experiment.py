@@ -1,43 +1,77 @@
 """Write experiment folders in the on-disk format of a real search, without Ray.
 
-The layout and every file's shape copy a folder ``hpsearch run`` wrote (Ray 2.60):
-the hpsearch files, one Tune trial folder per trial (``params.json``, ``result.json``
-with Tune's housekeeping keys in every row, ``progress.csv``, ``error.txt`` for errored
-trials), ``train/<trial_id>/checkpoint_*`` (the last ``keep`` checkpoints) and, on
-request, Tune's ``experiment_state-*.json``. Used by the unit tests and by
-``benchmarks/load_results.py``.
+Every hpsearch file goes through the writers a real search uses
+(:mod:`hpsearch.experiment.files`): the spec as run, the plan, one outcome line per trial
+end, each nested run's history (every report, across restarts) and controller record,
+and the summary, which, as at the end of ``hpsearch run``, :func:`hpsearch.analysis.summarize_experiment`
+writes by reading the folder back. Tune's own files have no hpsearch writer; they are
+written here in Tune's format (Ray 2.60), under the names of :mod:`hpsearch.experiment.layout`:
+one trial folder per started trial (``params.json``, ``result.json`` with Tune's
+housekeeping keys in every row, ``progress.csv``, ``error.txt`` for errored trials),
+``train/<trial_id>/checkpoint_*`` (the last ``keep`` checkpoints) and, on request, Tune's
+``experiment_state-*.json``. Used by the unit tests and by ``benchmarks/load_results.py``.
+
+What a trial can be made to look like (:class:`FakeTrial`): any status (``pending``
+trials have no folder, only an entry in Tune's state), reports whose metric is missing
+(``None``), NaN, ±inf or a string, no checkpoints, reports made before a restart (only
+the history file holds them) and reports that reached the history after the scheduler
+stopped the trial (Tune's ``result.json`` does not hold them).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-import yaml
-
-from hpsearch.runtime.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
+from hpsearch.experiment import files
+from hpsearch.experiment.files import Outcome, run_dir
+from hpsearch.experiment.layout import (
+    EPOCH,
+    ERRORED,
+    PENDING,
+    RUNNING,
+    TUNE_COLUMNS,
+    TUNE_ERROR_FILE,
+    TUNE_PARAMS_FILE,
+    TUNE_RESULT_FILE,
+    TUNE_STATE_GLOB,
+)
 
 T0 = 1_796_031_965  # the start of the search, in UNIX seconds
 STARTUP_S = 20.0  # a nested trial's start-up before its first report
 STEP_S = 0.5  # seconds per reported epoch
+WALL_TIME_S = 123.4  # the search's wall time, as the summary records it
+#: Tune's CSV copy of result.json: Tune writes it and hpsearch never reads it, so layout has no name for it.
+TUNE_PROGRESS_FILE = "progress.csv"
+_STAMP = "2026-11-30_09-46-05"
+_TUNE_STATES = {ERRORED: "ERROR", RUNNING: "RUNNING", PENDING: "PENDING"}  # else TERMINATED
 
 
 @dataclass
 class FakeTrial:
-    """One trial: its config, the metric at each report and how it ended."""
+    """One trial: its config, the metric at each report and how it ended.
+
+    ``values`` are the search metric (``val_loss``) of each report: a number (NaN and ±inf
+    too), a string, or ``None`` for a report without the metric.
+    """
 
     trial_id: str
     config: dict[str, Any]
-    values: Sequence[float]
-    status: str = "finished"  # finished | stopped | errored | running
+    values: Sequence[Any]
+    status: str = "finished"  # finished | stopped | errored | running | pending (pending: not started, no folder)
     epochs: Sequence[int] | None = None  # default 1..len(values); None entries: no epoch key
     report_epoch: bool = True
     extra: dict[str, Sequence[Any]] = field(default_factory=dict)  # more metrics, one value per report
     error: str = "RuntimeError: CUDA out of memory"
     start: float | None = None  # seconds after T0
+    checkpoint: bool = True  # False: no report carried a checkpoint
+    restarted: int = 0  # the first `restarted` reports came before a restart: only the history file holds them
+    after_stop: int = 0  # the last `after_stop` reports reached the history after the stop: not in result.json
 
 
 SPACE = {
@@ -111,70 +145,55 @@ def write_experiment(
     keep: int = 2,
     recorded_dir: str | None = None,
     progress_csv: bool = True,
+    history: bool = True,
+    interrupted: bool | None = None,
+    wall_time_s: float = WALL_TIME_S,
 ) -> Path:
-    """Write an experiment folder at ``exp``; paths inside files name ``recorded_dir`` (default ``exp``)."""
+    """Write an experiment folder at ``exp``; paths inside files name ``recorded_dir`` (default ``exp``).
+
+    Args:
+        spec: ``True``: :func:`spec_dict`; a dict: that spec; ``None``/``False``: no spec (a plain Tune folder).
+        outcomes: Write an outcome line for every trial that ended.
+        summary: End as a search does: read the folder back and write the summary
+            (``interrupted``: default, when a trial had not ended).
+        state: Write Tune's ``experiment_state-*.json``.
+        keep: How many of each trial's last checkpoints are still on disk.
+        history: Write each nested run's history file (a real search always does).
+    """
     exp.mkdir(parents=True, exist_ok=True)
     recorded = recorded_dir or str(exp)
     spec_data = spec_dict(exp.name) if spec is True else (spec or None)
     if spec_data:
-        (exp / SPEC_FILE).write_text(yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
+        files.write_spec(exp, spec_data)
     if plan:
-        (exp / PLAN_FILE).write_text(json.dumps(PLAN), encoding="utf-8")
-    outcome_lines, summary_trials, state_entries = [], [], []
+        files.write_plan(exp, PLAN)
+    state_entries = []
     for number, trial in enumerate(trials, start=1):
+        reports = _reports(trial, number, recorded)
+        rows = reports[trial.restarted : len(reports) - trial.after_stop]  # what Tune's result.json holds
         folder = exp / trial_dir_name(number, trial)
-        folder.mkdir()
-        (folder / "params.json").write_text(json.dumps(trial.config), encoding="utf-8")
-        rows = _rows(trial, number, recorded)
-        with open(folder / "result.json", "w", encoding="utf-8") as out:
-            for row in rows:
-                out.write(json.dumps(row) + "\n")
-        if progress_csv and rows:
-            keys = [k for k in rows[0] if k != "config"]
-            with open(folder / "progress.csv", "w", newline="", encoding="utf-8") as out:
-                writer = csv.DictWriter(out, fieldnames=keys, extrasaction="ignore")
-                writer.writeheader()
-                writer.writerows(rows)
-        if trial.status == "errored":
-            (folder / "error.txt").write_text(
-                f'Failure # 1 (occurred at 2026-11-30_09-47-00)\nTraceback (most recent call last):\n  File "x.py", line 1\n{trial.error}\n',
-                encoding="utf-8",
-            )
-        run_dir = exp / "train" / trial.trial_id
-        run_dir.mkdir(parents=True)
-        for row in rows[-keep:] if keep else []:
-            (run_dir / Path(row["checkpoint_path"]).name).mkdir()
+        if trial.status != PENDING:  # Tune makes a trial's folder when it starts it
+            _write_tune_trial(folder, trial, rows, progress_csv)
+            _write_run(exp, trial, reports, keep, history)
         last = rows[-1] if rows else {}
-        ended = T0 + (trial.start or 0) + STARTUP_S + STEP_S * len(rows)
-        if trial.status != "running":
-            outcome_lines.append(
-                {
-                    "trial_id": trial.trial_id,
-                    "status": trial.status,
-                    "iterations": last.get("training_iteration", 0),
-                    "ended_at": ended,
-                    "error": trial.error if trial.status == "errored" else "",
-                }
+        if outcomes and trial.status not in (RUNNING, PENDING):
+            files.append_outcome(
+                exp,
+                Outcome(
+                    trial_id=trial.trial_id,
+                    status=trial.status,  # type: ignore[arg-type]
+                    reports=len(rows),
+                    last_epoch=_last_epoch(last),
+                    ended_at=T0 + (trial.start or 0) + STARTUP_S + STEP_S * len(reports),
+                    error=trial.error if trial.status == ERRORED else "",
+                ),
             )
-        summary_trials.append(
-            {
-                "trial_id": trial.trial_id,
-                "status": trial.status,
-                "config": trial.config,
-                "metrics": {},
-                "best": None,
-                "iterations": last.get("training_iteration", 0),
-                "error": trial.error if trial.status == "errored" else "",
-                "path": str(folder),
-            }
-        )
-        tune_status = {"errored": "ERROR", "running": "RUNNING"}.get(trial.status, "TERMINATED")
         state_entries.append(
             [
                 json.dumps(
                     {
                         "trial_id": trial.trial_id,
-                        "status": tune_status,
+                        "status": _TUNE_STATES.get(trial.status, "TERMINATED"),
                         "config": trial.config,
                         "experiment_tag": f"{number}_x",
                         "relative_logdir": folder.name,
@@ -183,45 +202,105 @@ def write_experiment(
                 json.dumps({"last_result": last}),
             ]
         )
-    if outcomes:
-        (exp / OUTCOMES_FILE).write_text("".join(json.dumps(o) + "\n" for o in outcome_lines), encoding="utf-8")
-    if summary:
-        data = {"name": exp.name, "metric": "val_loss", "mode": "min", "wall_time_s": 123.4, "trials": summary_trials}
-        (exp / SUMMARY_FILE).write_text(json.dumps(data), encoding="utf-8")
     if state:
         data = {"trial_data": state_entries, "runner_data": {}, "stats": {"start_time": T0}}
-        (exp / "experiment_state-2026-11-30_09-46-05.json").write_text(json.dumps(data), encoding="utf-8")
+        (exp / TUNE_STATE_GLOB.replace("*", _STAMP)).write_text(json.dumps(data), encoding="utf-8")
+    if summary:
+        if interrupted is None:
+            interrupted = any(t.status in (RUNNING, PENDING) for t in trials)
+        _write_summary(exp, spec_data, wall_time_s, interrupted)
     return exp
 
 
-def _rows(trial: FakeTrial, number: int, recorded: str) -> list[dict[str, Any]]:
+def _write_summary(exp: Path, spec: dict[str, Any] | None, wall_time_s: float, interrupted: bool) -> None:
+    """What a search ends with: read the folder back, summarise it, write ``hpsearch_summary.json``."""
+    from hpsearch.analysis import load_results, summarize, summarize_experiment
+
+    if spec:
+        summarize_experiment(exp, wall_time_s=wall_time_s, interrupted=interrupted)
+    else:  # a folder without a spec cannot be read back without being told the metric
+        results = load_results(exp, metric="val_loss", mode="min")
+        files.write_summary(exp, summarize(results, wall_time_s=wall_time_s, interrupted=interrupted).as_dict())
+
+
+def _write_tune_trial(folder: Path, trial: FakeTrial, rows: list[dict[str, Any]], progress_csv: bool) -> None:
+    """Tune's files of one trial: params.json, result.json, progress.csv, error.txt."""
+    folder.mkdir()
+    (folder / TUNE_PARAMS_FILE).write_text(json.dumps(trial.config), encoding="utf-8")
+    with open(folder / TUNE_RESULT_FILE, "w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+    if progress_csv and rows:
+        keys = [k for k in rows[0] if k != "config"]
+        with open(folder / TUNE_PROGRESS_FILE, "w", newline="", encoding="utf-8") as out:
+            writer = csv.DictWriter(out, fieldnames=keys, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+    if trial.status == ERRORED:
+        traceback = 'Traceback (most recent call last):\n  File "x.py", line 1\n'
+        (folder / TUNE_ERROR_FILE).write_text(
+            f"Failure # 1 (occurred at 2026-11-30_09-47-00)\n{traceback}{trial.error}\n", encoding="utf-8"
+        )
+
+
+def _write_run(exp: Path, trial: FakeTrial, reports: list[dict[str, Any]], keep: int, history: bool) -> None:
+    """The nested Train run's folder: its kept checkpoints, its controller record and its history."""
+    folder = run_dir(exp, trial.trial_id)
+    folder.mkdir(parents=True)
+    checkpoints = [r["checkpoint_path"] for r in reports if "checkpoint_path" in r]
+    for path in checkpoints[-keep:] if keep else []:
+        (folder / Path(path).name).mkdir()
+    if reports:
+        files.write_controller(folder, actor_id="a" * 32, node_id="n" * 56, pid=4242)
+    if not history:
+        return
+    for report in reports:
+        # what the nested run forwarded to Tune (the user's metrics and epoch), when it did
+        metrics = {k: v for k, v in report.items() if k not in TUNE_COLUMNS}
+        metrics["time"] = report["timestamp"]  # a fixed time instead of the clock's, so the folder is the same each run
+        files.append_history(folder, metrics, checkpoint_path=report.get("checkpoint_path"))
+
+
+def _last_epoch(row: dict[str, Any]) -> int | None:
+    value = row.get(EPOCH, row.get("training_iteration"))
+    return int(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _reports(trial: FakeTrial, number: int, recorded: str) -> list[dict[str, Any]]:
+    """Every report of the trial, as Tune's result.json rows (Tune's counters restart after ``restarted``)."""
     epochs = list(trial.epochs) if trial.epochs is not None else list(range(1, len(trial.values) + 1))
     rows = []
     start = T0 + (trial.start or 0)
-    for i, (value, epoch) in enumerate(zip(trial.values, epochs)):
+    for i, (value, epoch) in enumerate(zip(trial.values, epochs, strict=False)):
         total = STARTUP_S + STEP_S * (i + 1)
+        since = i + 1 - (trial.restarted if i >= trial.restarted else 0)  # Tune's counter, from 1 in each run
         row: dict[str, Any] = {}
         if trial.report_epoch and epoch is not None:
-            row["epoch"] = epoch
-        row.update({"train_loss": value * 1.1, "val_loss": value})
+            row[EPOCH] = epoch
+        if value is not None:
+            row["train_loss"] = value * 1.1 if isinstance(value, (int, float)) else value
+            row["val_loss"] = value
         row.update({k: v[i] for k, v in trial.extra.items()})
+        if trial.checkpoint:
+            row["checkpoint_path"] = (
+                f"{recorded}/train/{trial.trial_id}/checkpoint_2026-11-30_09-46-{i:02d}.{number:06d}"
+            )
         row.update(
             {
-                "checkpoint_path": f"{recorded}/train/{trial.trial_id}/checkpoint_2026-11-30_09-46-{i:02d}.{number:06d}",
                 "timestamp": int(start + total),
                 "checkpoint_dir_name": None,
                 "done": False,
-                "training_iteration": i + 1,
+                "training_iteration": since,
                 "trial_id": trial.trial_id,
                 "date": "2026-11-30_09-46-30",
-                "time_this_iter_s": STARTUP_S + STEP_S if i == 0 else STEP_S,
+                "time_this_iter_s": STARTUP_S + STEP_S if since == 1 else STEP_S,
                 "time_total_s": total,
                 "pid": 1,
                 "hostname": "vm",
                 "node_ip": "192.0.2.2",
                 "config": trial.config,
-                "time_since_restore": total,
-                "iterations_since_restore": i + 1,
+                "time_since_restore": STARTUP_S + STEP_S * since,
+                "iterations_since_restore": since,
             }
         )
         rows.append(row)

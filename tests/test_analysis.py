@@ -398,3 +398,58 @@ def test_an_interrupted_search_has_not_ended_and_its_unended_trials_are_not_fini
     results = load_results(exp)
     assert not results.ended
     assert list(results.trials["status"]) == ["finished", "stopped", "finished", "errored", "running"]
+
+
+# ----------------------------------------------------------------------------- gaps, NaN and what the fake writes
+
+
+def test_a_report_without_the_metric_is_no_value_and_a_reported_nan_is_one(tmp_path: Path) -> None:
+    # in the history table both read NaN; the ranking tells a report without val_loss from a NaN
+    trials = [
+        FakeTrial("ffff0001", {"lr": 0.01}, [None, 0.4], extra={"val_acc": [0.1, 0.2]}),
+        FakeTrial("ffff0002", {"lr": 0.02}, [None, None], extra={"val_acc": [0.3, 0.4]}),
+        FakeTrial("ffff0003", {"lr": 0.03}, [float("nan")], extra={"val_acc": [0.5]}),
+    ]
+    exp = write_experiment(tmp_path / "gaps", trials)
+    results = load_results(exp)
+    assert results.history["val_loss"].isna().tolist() == [True, False, True, True, True]
+    assert results.has_value.tolist() == [True, False, True]
+    assert list(results.ranked()["trial_id"]) == ["ffff0001", "ffff0003"]  # the NaN last
+    assert pd.isna(results.trials.loc[1, "rank"])  # never reported val_loss: not ranked
+    assert results.trials.loc[0, "best_iteration"] == 2
+    summary = json.loads((exp / SUMMARY_FILE).read_text())
+    assert [t["best"] for t in summary["trials"]][:2] == [0.4, None]
+    assert math.isnan(summary["trials"][2]["best"])
+    assert "__has_metric__" not in results.history  # the marker is gone once the trials are ranked
+
+
+def test_the_fake_writes_with_the_real_writers(exp: Path) -> None:
+    from hpsearch.experiment import files
+
+    assert files.read_spec(exp)["name"] == "fake" and files.read_plan(exp)["capacity"] == 2
+    records = files.read_outcome_records(exp)
+    assert {t: r["status"] for t, r in records.items()} == dict(
+        zip(IDS, ["finished", "stopped", "finished", "errored", "stopped"])
+    )
+    assert records["aaaa0004"]["error"] == "RuntimeError: CUDA out of memory"
+    assert [r["val_loss"] for r in files.read_history(exp, "aaaa0003")] == [0.8, 0.25, 0.1, 0.15]
+    assert files.read_history(exp, "aaaa0003")[0]["checkpoint_path"].endswith("checkpoint_2026-11-30_09-46-00.000003")
+    assert files.read_controller(files.run_dir(exp, "aaaa0003"))["pid"] == 4242
+    summary = files.read_summary(exp)  # written as a search ends: by reading the folder back
+    assert summary["best_trial_id"] == "aaaa0003" and summary["wall_time_s"] == 123.4
+    assert [t["best"] for t in summary["trials"]] == [0.2, 2.0, 0.1, 0.05, 0.6]
+
+
+def test_plot_data_without_values_says_why(tmp_path: Path) -> None:
+    trials = [FakeTrial("ffff0001", {"lr": 0.01}, ["diverged", "diverged"]), FakeTrial("ffff0002", {"lr": 0.1}, [])]
+    results = load_results(write_experiment(tmp_path / "strings", trials))
+    why = "no trial reported a number for val_loss"
+    assert an.learning_curves(results).reason == why
+    assert an.optimization_history(results).reason == why
+    assert an.parallel_coordinates(results).reason == why
+    assert (an.param_vs_metric(results).reason, an.param_vs_metric(results).detail) == (
+        "no searched parameter with scored trials",
+        why,
+    )
+    assert an.scheduler_effect(results).reason is None  # the trials ran iterations
+    assert an.learning_curves(load_results(write_experiment(tmp_path / "e", standard_trials()))).reason is None

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from hpsearch.cli import main
-from hpsearch.runtime.trainable import HISTORY_FILE, TRAIN_RUNS_DIR
-from hpsearch.runtime.tuner import SUMMARY_FILE, read_outcomes
+from hpsearch.experiment.files import read_outcomes
+from hpsearch.experiment.layout import HISTORY_FILE, SUMMARY_FILE, TRAIN_RUNS_DIR
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import pkgutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 HEAVY = ["torch", "optuna", "hyperopt", "matplotlib", "ray"]
 
@@ -53,3 +57,83 @@ def test_public_names_resolve_lazily() -> None:
     assert {"load_spec", "build_tuner", "run", "make_trainable", "Spec", "SpecError", "PlanError"} <= set(dir(hpsearch))
     assert hpsearch.load_spec.__module__ == "hpsearch.spec"
     assert hpsearch.Spec.__module__ == "hpsearch.spec"
+
+
+# ----------------------------------------------------------------------------- the pure core never loads Ray
+
+PACKAGE = Path(__import__("hpsearch").__file__).parent
+#: The packages of the pure core: every module in them, found by walking their folders.
+PURE_PACKAGES = ["spec", "planning", "experiment", "analysis", "results"]
+#: Single pure modules at the top of the package.
+PURE_MODULES = ["hpsearch.errors", "hpsearch.formatting"]
+#: What the pure core must never import: the Ray edges (hpsearch.runtime) and torch are separate.
+NEVER = ["ray", "torch"]
+
+
+def _pure_modules() -> list[str]:
+    names = list(PURE_MODULES)
+    for package in PURE_PACKAGES:
+        names.append(f"hpsearch.{package}")
+        # walk_packages imports subpackages only (to look inside them); the pure packages have none that need Ray.
+        names += [info.name for info in pkgutil.walk_packages([str(PACKAGE / package)], prefix=f"hpsearch.{package}.")]
+    return names
+
+
+PROBE = """
+import importlib, json, sys
+importlib.import_module({name!r})
+print(json.dumps(sorted(m for m in {never!r} if m in sys.modules)))
+"""
+
+
+def test_the_pure_core_is_found_by_walking_its_folders() -> None:
+    modules = _pure_modules()
+    assert {"hpsearch.spec.plugins", "hpsearch.planning.planner", "hpsearch.experiment.files",
+            "hpsearch.analysis._load", "hpsearch.results.report", "hpsearch.errors"} <= set(modules)
+    assert not [m for m in modules if m.startswith("hpsearch.runtime")]
+
+
+@pytest.mark.parametrize("module", _pure_modules())
+def test_a_pure_module_imports_neither_ray_nor_torch(module: str) -> None:
+    """Imported alone, in a fresh interpreter, so no other module's imports count."""
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(name=module, never=NEVER)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [], f"{module} imports them"
+
+
+# ----------------------------------------------------------------------------- the public names
+
+
+def test_every_exception_is_exported_from_hpsearch() -> None:
+    import hpsearch
+    from hpsearch import errors
+
+    exceptions = {name for name, value in vars(errors).items()
+                  if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == errors.__name__}
+    assert exceptions == {"HpsearchError", "SpecError", "PlanError", "ExperimentExistsError",
+                          "ExperimentNotFoundError", "ClusterError", "ResultsError", "ExportError"}
+    assert exceptions <= set(hpsearch.__all__)
+    for name in exceptions:
+        assert getattr(hpsearch, name) is getattr(errors, name)
+
+
+def test_version_comes_from_the_package_metadata() -> None:
+    from importlib.metadata import version
+
+    import hpsearch
+
+    assert hpsearch.__version__ == version("hpsearch")
+    assert "__version__" in hpsearch.__all__
+
+
+def test_the_lazy_table_points_at_the_runtime_and_every_listed_name_resolves() -> None:
+    import hpsearch
+
+    assert hpsearch._LAZY["build_tuner"] == hpsearch._LAZY["run"] == hpsearch._LAZY["resume"] == "hpsearch.runtime.tuner"
+    assert hpsearch._LAZY["make_trainable"] == "hpsearch.runtime.trainable"
+    assert {"analysis", "plots"} <= set(hpsearch.__all__)
+    for name in hpsearch.__all__:
+        assert getattr(hpsearch, name) is not None, name
+    assert hpsearch.build_tuner.__module__ == "hpsearch.runtime.tuner"
+    assert hpsearch.make_trainable.__module__ == "hpsearch.runtime.trainable"

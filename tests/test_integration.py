@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from hpsearch.cli import main
-from hpsearch.runtime.tuner import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
+from hpsearch.experiment.layout import OUTCOMES_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpsearch.experiment.layout import PLAN_FILE, SUMMARY_FILE
 from hpsearch.runtime.cluster import _free_port as free_port
-from hpsearch.runtime.tuner import PLAN_FILE, SUMMARY_FILE
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 

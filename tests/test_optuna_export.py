@@ -9,11 +9,11 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from fake_experiment import standard_trials, write_experiment
+from fake_experiment import FakeTrial, standard_trials, write_experiment
 from hpsearch import to_optuna_study
 from hpsearch.analysis import load_results
 from hpsearch.cli import main
-from hpsearch.results.optuna_export import ExportError
+from hpsearch.errors import ExportError
 
 
 @pytest.fixture
@@ -93,3 +93,38 @@ def test_cli_export(exp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["export", str(exp), "--optuna", url, "--study-name", "mine"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("Error: study 'mine' already exists") and err.count("\n") == 1
+
+
+def test_the_export_error_is_one_class() -> None:
+    from hpsearch.results import optuna_export
+
+    assert optuna_export.ExportError is ExportError
+
+
+def test_a_trial_without_a_finite_best_is_failed_with_the_reason(tmp_path: Path) -> None:
+    # Optuna takes no NaN (nor ±inf) as a complete trial's value: such trials are FAIL, and say why
+    config = {"lr": 0.01, "hidden": 64, "layers": 2, "dropout": 0.1, "epochs": 4, "opt": {"momentum": 0.9}}
+    trials = [
+        FakeTrial("eeee0001", config, [1.0]),
+        FakeTrial("eeee0002", config, [float("nan")]),
+        FakeTrial("eeee0003", config, [0.167]),
+        FakeTrial("eeee0004", config, [float("nan"), float("-inf")]),  # only NaN and ±inf: the last is its best
+        FakeTrial("eeee0005", config, ["diverged"]),
+        FakeTrial("eeee0006", config, [float("nan"), 0.5, float("inf")], status="stopped"),
+    ]
+    url = f"sqlite:///{tmp_path / 'nan.db'}"
+    to_optuna_study(write_experiment(tmp_path / "nan", trials), storage=url, stopped_as_complete=True)
+    study = optuna.load_study(study_name="nan", storage=url)  # what a storage round trip keeps
+    states = [t.state for t in study.trials]
+    complete, fail = TrialState.COMPLETE, TrialState.FAIL
+    assert states == [complete, fail, complete, fail, fail, complete]
+    assert [t.value for t in study.trials] == [1.0, None, 0.167, None, None, 0.5]
+    attrs = [t.user_attrs for t in study.trials]
+    assert attrs[1]["fail_reason"] == "its best val_loss (nan) is not a finite number"
+    assert attrs[3]["fail_reason"] == "its best val_loss (-inf) is not a finite number"
+    assert attrs[4]["fail_reason"] == "it reported no number for val_loss"
+    assert [a["best"] for a in attrs] == [1.0, "nan", 0.167, "-inf", None, 0.5]
+    assert [a["rank"] for a in attrs] == [3, 4, 1, 5, None, 2]  # the one ranking, NaN and -inf last
+    assert "fail_reason" not in attrs[0]
+    assert study.trials[5].intermediate_values == {2: 0.5}  # NaN and inf are not intermediate values
+    assert study.best_trial.user_attrs["trial_id"] == "eeee0003"  # hpsearch's best trial

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from hpsearch.runtime.ray_workarounds import CONTROLLER_FILE, OrphanReaper, orphan_groups
+from hpsearch.experiment.layout import CONTROLLER_FILE
+from hpsearch.runtime.ray_workarounds import OrphanReaper, orphan_groups
 
 
 class World:
@@ -225,3 +226,72 @@ def test_on_ray_the_sweep_removes_an_unused_worker_shaped_group_and_keeps_one_in
     assert table[unused.id.hex()]["state"] == "REMOVED" and table[used.id.hex()]["state"] == "CREATED"
     ray_cluster.kill(worker)
     ray_cluster.util.remove_placement_group(used)
+
+
+# ----------------------------------------------------------------------------- the switch (no Ray started)
+
+
+@pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("", True), ("0", False), (" off ", False),
+                                           ("false", False), ("No", False)])
+def test_the_switch_turns_the_workarounds_off_only_when_asked(value, on) -> None:
+    from hpsearch.runtime.ray_workarounds import SWITCH, workarounds_enabled
+
+    assert SWITCH == "HPSEARCH_RAY_WORKAROUNDS"
+    assert workarounds_enabled({} if value is None else {SWITCH: value}) is on
+
+
+def _spec(tmp_path: Path):
+    from hpsearch.spec import load_spec
+
+    return load_spec(
+        {"name": "switch", "trainable": "hpsearch.examples.digits:train_loop", "metric": "loss", "mode": "min",
+         "search_space": {"lr": {"type": "float", "low": 1e-4, "high": 0.1, "log": True}},
+         "scheduler": {"type": "asha", "max_t": 4}, "storage_path": str(tmp_path)},
+        check_trainable=False,
+    )
+
+
+def test_the_callbacks_are_the_recorder_then_the_printer_then_the_reaper_when_on(tmp_path) -> None:
+    from hpsearch.runtime.outcomes import OutcomeRecorder
+    from hpsearch.runtime.progress import ProgressPrinter
+    from hpsearch.runtime.tuner import callbacks_for
+
+    spec = _spec(tmp_path)
+    on = callbacks_for(spec, concurrency=2, workarounds=True)
+    assert [type(c) for c in on] == [OutcomeRecorder, ProgressPrinter, OrphanReaper]
+    recorder, printer, reaper = on
+    assert printer.recorder is recorder and recorder.budget == ("epoch", 4)
+    assert reaper.train_dir == spec.experiment_dir / "train"
+    assert [type(c) for c in callbacks_for(spec, concurrency=2, workarounds=False)] == [OutcomeRecorder, ProgressPrinter]
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_path, monkeypatch, switch) -> None:
+    """build_tuner with the cluster given as data plans and builds without starting Ray."""
+    from hpsearch.planning.planner import Node
+    from hpsearch.runtime import tuner
+
+    monkeypatch.setenv("HPSEARCH_RAY_WORKAROUNDS", switch)
+    monkeypatch.delenv("RAY_AIR_NEW_OUTPUT", raising=False)  # build_tuner sets it; restored after the test
+    seen: dict = {}
+    real_callbacks, real_trainable = tuner.callbacks_for, tuner.make_trainable
+
+    def callbacks_for(spec, **kwargs):
+        seen["callbacks"] = real_callbacks(spec, **kwargs)
+        return seen["callbacks"]
+
+    def make_trainable(*args, **kwargs):
+        seen["record_controller"] = kwargs["record_controller"]
+        return real_trainable(*args, **kwargs)
+
+    monkeypatch.setattr(tuner, "callbacks_for", callbacks_for)
+    monkeypatch.setattr(tuner, "make_trainable", make_trainable)
+    import ray
+
+    tuner.build_tuner(_spec(tmp_path), nodes=[Node({"CPU": 2.0, "memory": 8e9}, "head", is_head=True)])
+    assert not ray.is_initialized()
+    on = switch == "1"
+    assert [type(c).__name__ for c in seen["callbacks"]] == ["OutcomeRecorder", "ProgressPrinter"] + (
+        ["OrphanReaper"] if on else []
+    )
+    assert seen["record_controller"] is on

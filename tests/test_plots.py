@@ -88,3 +88,20 @@ def test_plots_of_an_experiment_without_trials_say_so(tmp_path: Path) -> None:
 def test_importance_without_enough_trials_says_why(results: an.Results) -> None:
     ax = plots.param_importances(results.select(["aaaa0001"]))
     assert ax.texts[0].get_text() == "needs at least 4 finished or stopped trials with a value of val_loss, found 1"
+
+
+def test_plots_with_nothing_to_draw_say_why(tmp_path: Path) -> None:
+    from fake_experiment import FakeTrial
+
+    trials = [
+        FakeTrial("ffff0001", {"lr": 0.01}, [float("nan"), float("inf")]),
+        FakeTrial("ffff0002", {"lr": 0.1}, [float("nan")], status="stopped"),
+    ]
+    results = an.load_results(write_experiment(tmp_path / "nan", trials))
+    why = "every value of val_loss reported is NaN or infinite"
+    for name in ("learning_curves", "optimization_history", "parallel_coordinates"):
+        ax = getattr(plots, name)(results)
+        assert [t.get_text() for t in ax.texts] == [why], name
+        assert not ax.lines and not ax.collections, name
+    assert plots.param_vs_metric(results)[0].texts[0].get_text() == "no searched parameter with scored trials"
+    assert plots.scheduler_effect(results).patches  # iterations were run: the bars are drawn

@@ -129,3 +129,13 @@ def test_report_of_a_search_that_has_not_ended_says_so(tmp_path: Path) -> None:
     page = write_report(exp).read_text()
     assert "<strong>the search has not ended</strong>" in page
     assert "1 running" in page
+
+
+def test_a_plot_with_nothing_to_draw_says_why_instead_of_failing(tmp_path: Path) -> None:
+    from fake_experiment import FakeTrial
+
+    trials = [FakeTrial("ffff0001", {"lr": 0.01}, ["diverged"]), FakeTrial("ffff0002", {"lr": 0.1}, [])]
+    page = write_report(write_experiment(tmp_path / "strings", trials)).read_text(encoding="utf-8")
+    assert "Could not draw" not in page
+    assert len(re.findall(r"src='data:image/png;base64,", page)) == len(PLOTS)  # an empty plot is drawn too
+    assert "<figcaption>No trial reported a number for val_loss.</figcaption>" in page

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis._load import Results
@@ -17,6 +18,7 @@ __all__ = [
     "optimization_history",
     "log_scale_suits",
     "asha_rungs",
+    "no_values_reason",
 ]
 
 #: Values that are all positive and span more than this factor are shown on a log axis.
@@ -27,6 +29,34 @@ def log_scale_suits(values: Sequence[float | None]) -> bool:
     """Whether a log axis reads better: every value positive, spanning more than :data:`LOG_SPAN`x."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return bool(finite) and min(finite) > 0 and max(finite) / min(finite) > LOG_SPAN
+
+
+def no_values_reason(results: "Results", metric: str | None = None, *, ranked: bool = False) -> str:
+    """Why there is no finite value of ``metric`` to draw: what a plot with nothing to draw says instead.
+
+    ``ranked``: the plot draws ranked trials only (errored trials are left out).
+    """
+    from hpsearch.experiment.ranking import metric_value
+
+    metric = metric or results.metric
+    if results.trials.empty:
+        return "no trial has started yet"
+    history = results.history
+    if history.empty:
+        return "no trial has reported yet"
+    column = history[metric].tolist() if metric in history else []
+    numbers = [v for v in map(metric_value, column) if v is not None]
+    if metric == results.metric and not results.has_value.any():
+        numbers = []  # a report without the metric reads NaN in the history: has_value tells them apart
+    if not numbers:
+        if any(isinstance(v, str) for v in column):
+            return f"no trial reported a number for {metric}"
+        return f"no trial reported {metric} yet"
+    if not any(math.isfinite(v) for v in numbers):
+        return f"every value of {metric} reported is NaN or infinite"
+    if ranked and metric == results.metric and results.ranked(finite=True).empty:
+        return f"every trial with a finite value of {metric} errored"
+    return f"no trial has a finite value of {metric} to draw"
 
 
 @dataclass(frozen=True)
@@ -48,7 +78,8 @@ class LearningCurves:
     ``best_value`` its best value of ``metric`` (``None`` when ``metric`` is not the search's);
     ``budget`` is the scheduler's ``max_t`` (``None`` without one) and ``rungs`` its
     ASHA milestones; ``x_label`` is ``"epoch"`` when the trials report one, else
-    ``"iteration"``.
+    ``"iteration"``. Only finite values are drawn: a trial with none has no curve.
+    ``reason`` says why there is no curve (``None`` when there is one).
     """
 
     metric: str
@@ -60,10 +91,12 @@ class LearningCurves:
     log_y: bool
     budget: float | None
     rungs: list[int]
+    reason: str | None = None
 
 
 def learning_curves(results: "Results", metric: str | None = None) -> LearningCurves:
     """Each trial's ``metric`` (default: the search metric) against its iteration."""
+    import numpy as np
     import pandas as pd
 
     metric = metric or results.metric
@@ -71,6 +104,7 @@ def learning_curves(results: "Results", metric: str | None = None) -> LearningCu
     curves = []
     if metric in history and len(history):
         values = pd.to_numeric(history[metric], errors="coerce")
+        values = values.where(np.isfinite(values.astype("float64")))  # NaN and ±inf cannot be drawn
         frame = pd.DataFrame({"trial_id": history["trial_id"], "x": history["iteration"], "y": values}).dropna()
         by_trial = {t: g for t, g in frame.groupby("trial_id", sort=False)}
         for row in results.trials[["trial_id", "number", "status"]].itertuples(index=False):
@@ -93,6 +127,7 @@ def learning_curves(results: "Results", metric: str | None = None) -> LearningCu
         log_y=log_scale_suits([v for c in curves for v in c.y]),
         budget=_budget(results),
         rungs=asha_rungs(results.scheduler),
+        reason=None if curves else no_values_reason(results, metric),
     )
 
 
@@ -102,7 +137,9 @@ class OptimizationHistory:
 
     Per trial, in the order the searcher proposed them (``numbers``): its best value of
     the metric (``None`` if it reported none) and, in ``running_best``, the best value
-    of every trial up to it (errored trials not counted).
+    of every trial up to it (errored trials not counted). A best that is not a finite
+    number is ``None`` here: it cannot be drawn. ``reason`` says why no trial has a value
+    to draw (``None`` when one has).
     """
 
     metric: str
@@ -114,6 +151,7 @@ class OptimizationHistory:
     running_best: list[float | None]
     best_trial_id: str | None
     log_y: bool
+    reason: str | None = None
 
 
 def optimization_history(results: "Results") -> OptimizationHistory:
@@ -140,18 +178,23 @@ def optimization_history(results: "Results") -> OptimizationHistory:
         running_best=running,
         best_trial_id=None if best is None else best["trial_id"],
         log_y=log_scale_suits(values),
+        reason=None if any(v is not None for v in values) else no_values_reason(results),
     )
 
 
-def asha_rungs(scheduler: dict) -> list[int]:
+def asha_rungs(scheduler: Mapping[str, Any]) -> list[int]:
     """ASHA's milestones, as Ray places them: ``grace_period * reduction_factor**k`` below ``max_t``."""
     if scheduler.get("type") != "asha":
         return []
-    grace, factor, max_t = (scheduler.get(k) for k in ("grace_period", "reduction_factor", "max_t"))
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (grace, factor, max_t))
-    if not numbers or grace <= 0 or factor <= 1:
+    values = [scheduler.get(k) for k in ("grace_period", "reduction_factor", "max_t")]
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) != len(values):
         return []
-    rungs, milestone = [], float(grace)
+    grace, factor, max_t = numbers
+    if grace <= 0 or factor <= 1:
+        return []
+    rungs: list[int] = []
+    milestone = grace
     while milestone < max_t:
         rungs.append(int(milestone))
         milestone *= factor

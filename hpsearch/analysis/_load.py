@@ -94,6 +94,9 @@ _TUNE_STATES = {
 }
 # <trainable>_<trial id>_<number>_<params>_<date>; Tune's ids are 8 hex digits (5 + _00000 for grids).
 _TRIAL_DIR = re.compile(r"^.+?_(?P<id>[0-9a-f]{5,8}(?:_\d{5})?)_(?P<number>\d+)(?:_|$)")
+#: A column of the history while it is read: whether the report held a value of the metric
+#: (in the table a report without one reads NaN, as a reported NaN does); dropped once ranked.
+_HAS_METRIC = "__has_metric__"
 _DROPPED = (TUNE_COLUMNS - {"training_iteration", "time_total_s", "checkpoint_path", "trial_id", "timestamp"}) | {
     "config"
 }
@@ -159,6 +162,15 @@ class Results:
         if top.empty or not math.isfinite(float(top["best"].iloc[0])):
             return None
         return top.iloc[0]
+
+    @property
+    def has_value(self) -> "pd.Series":
+        """Per row of :attr:`trials`: whether the trial reported a number for ``metric``.
+
+        ``best`` reads NaN both for a trial whose best is NaN and for one that reported no
+        number; only the first has a ``best_iteration``.
+        """
+        return self.trials["best_iteration"].notna()
 
     def ranked(self, *, finite: bool = False) -> "pd.DataFrame":
         """The ranked trials of :attr:`trials`, best first (``finite``: only those with a finite best)."""
@@ -260,9 +272,9 @@ def load_results(experiment_dir: str | os.PathLike[str], *, metric: str | None =
                     {"trial_id": trial_id, "number": info["number"], "trial_dir": None, "config": info["config"]}
                 )
 
-    history = _history(reports, exp)
+    history = _history(reports, exp, metric)
     if metric not in history and len(history) and metric != (spec or summary or {}).get("metric"):
-        reported = [c for c in history.columns if c not in HISTORY_COLUMNS]
+        reported = [c for c in history.columns if c not in HISTORY_COLUMNS and c != _HAS_METRIC]
         raise ResultsError(
             f"no trial reported metric {metric!r}{did_you_mean(metric, reported)} (reported: {', '.join(reported) or 'none'})"
         )
@@ -271,6 +283,7 @@ def load_results(experiment_dir: str | os.PathLike[str], *, metric: str | None =
     history = history.sort_values("trial_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
     _add_outcomes(trials, files.read_outcome_records(exp), summary, state, ended, _budget(spec))
     _rank(trials, history, metric, mode)
+    history = history.drop(columns=_HAS_METRIC)
     if not params:  # no spec: the config columns whose values differ
         params = [c for c in trials.columns if c not in TRIAL_COLUMNS and trials[c].astype(str).nunique() > 1]
     return Results(
@@ -456,10 +469,11 @@ def _rebase(paths: Iterable[Any], exp: Path) -> list[str | None]:
     return out
 
 
-def _history(reports: list[dict[str, Any]], exp: Path) -> "pd.DataFrame":
+def _history(reports: list[dict[str, Any]], exp: Path, metric: str) -> "pd.DataFrame":
     import pandas as pd
 
     df = pd.DataFrame.from_records(reports) if reports else pd.DataFrame({"trial_id": pd.Series(dtype="str")})
+    df[_HAS_METRIC] = pd.Series([r.get(metric) is not None for r in reports], index=df.index, dtype="bool")
     for col in ("training_iteration", "time_total_s", "checkpoint_path", "timestamp"):
         if col not in df:
             df[col] = None
@@ -479,8 +493,8 @@ def _history(reports: list[dict[str, Any]], exp: Path) -> "pd.DataFrame":
     df["checkpoint"] = pd.Series(_rebase(df["checkpoint"].tolist(), exp), index=df.index, dtype="object")
     df["wall_time_s"] = pd.to_numeric(df["wall_time_s"], errors="coerce")
     df["reported_at"] = pd.to_datetime(pd.to_numeric(df["reported_at"], errors="coerce"), unit="s", utc=True)
-    metrics = [c for c in df.columns if c not in taken]
-    return df[[*HISTORY_COLUMNS[:-1], *metrics, "checkpoint"]].reset_index(drop=True)
+    metrics = [c for c in df.columns if c not in taken and c != _HAS_METRIC]
+    return df[[*HISTORY_COLUMNS[:-1], *metrics, "checkpoint", _HAS_METRIC]].reset_index(drop=True)
 
 
 def _trials(rows: list[dict[str, Any]], history: "pd.DataFrame", exp: Path) -> "pd.DataFrame":
@@ -526,7 +540,8 @@ def _rank(trials: "pd.DataFrame", history: "pd.DataFrame", metric: str, mode: Mo
     with_checkpoint: dict[str, list[tuple[Any, Any]]] = {}
     if metric in history:
         kept = _checkpoints_on_disk(history)
-        rows = zip(history["trial_id"], history["iteration"], history[metric], history["checkpoint"])
+        values = history[metric].astype("object").where(history[_HAS_METRIC], None)  # a report without it: no value
+        rows = zip(history["trial_id"], history["iteration"], values, history["checkpoint"])
         for trial_id, iteration, value, checkpoint in rows:
             reports.setdefault(trial_id, []).append((None if pd.isna(iteration) else int(iteration), value))
             if isinstance(checkpoint, str) and (trial_id, os.path.basename(checkpoint)) in kept:

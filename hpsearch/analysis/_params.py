@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from hpsearch.analysis._curves import log_scale_suits
+from hpsearch.analysis._curves import log_scale_suits, no_values_reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis._load import Results
@@ -91,13 +91,19 @@ class ParamPanel:
 
 @dataclass(frozen=True)
 class ParamVsMetric:
-    """What :func:`hpsearch.plots.param_vs_metric` draws: one panel per searched parameter."""
+    """What :func:`hpsearch.plots.param_vs_metric` draws: one panel per searched parameter.
+
+    ``reason`` says why there is no panel (``None`` when there is one); ``detail`` why no
+    trial has a value to draw, when that is why.
+    """
 
     metric: str
     mode: str
     panels: list[ParamPanel]
     best_trial_id: str | None
     log_y: bool
+    reason: str | None = None
+    detail: str | None = None
 
 
 def _scored(results: "Results") -> Any:
@@ -114,6 +120,8 @@ def param_vs_metric(results: "Results", params: Sequence[str] | None = None) -> 
             continue
         axis = param_axis(results, name)
         keep = [i for i, v in enumerate(scored[name].tolist()) if axis.position(_hashable(v)) is not None]
+        if not keep:  # no scored trial has a value of it that can be placed: nothing to draw
+            continue
         rows = scored.iloc[keep]
         values = [_hashable(v) for v in rows[name].tolist()]
         if axis.kind == "categorical":
@@ -122,12 +130,19 @@ def param_vs_metric(results: "Results", params: Sequence[str] | None = None) -> 
             x = [float(v) for v in values]
         panels.append(ParamPanel(axis, list(rows["trial_id"]), list(rows["status"]), values, x, rows["best"].tolist()))
     best = results.best
+    names = list(params if params is not None else results.params)
+    reason = detail = None
+    if not panels:
+        reason = "no searched parameter with scored trials" if names else "no searched parameter"
+        detail = no_values_reason(results, ranked=True) if names and scored.empty else None
     return ParamVsMetric(
         metric=results.metric,
         mode=results.mode,
         panels=panels,
         best_trial_id=None if best is None else best["trial_id"],
         log_y=log_scale_suits(scored["best"].tolist()),
+        reason=reason,
+        detail=detail,
     )
 
 
@@ -150,7 +165,8 @@ class ParallelCoordinates:
     is a trial: ``positions[i][k]`` is where trial ``i`` crosses axis ``k``, scaled to
     [0, 1] over the axis's range (log-scaled where ``log``; categories evenly spaced;
     ``None`` where the trial has no value). ``ticks[k]`` are the tick positions and
-    ``tick_labels[k]`` their labels.
+    ``tick_labels[k]`` their labels. ``reason`` says why there is no line (``None`` when
+    there is one).
     """
 
     metric: str
@@ -163,6 +179,7 @@ class ParallelCoordinates:
     values: list[float]
     positions: list[list[float | None]]
     best_trial_id: str | None
+    reason: str | None = None
 
 
 def parallel_coordinates(results: "Results", params: Sequence[str] | None = None) -> ParallelCoordinates:
@@ -196,6 +213,7 @@ def parallel_coordinates(results: "Results", params: Sequence[str] | None = None
         values=values,
         positions=positions,
         best_trial_id=None if best is None else best["trial_id"],
+        reason=None if values else no_values_reason(results, ranked=True),
     )
 
 
@@ -242,7 +260,7 @@ _EVALUATOR_NAMES = {
 def param_importances(results: "Results", *, evaluator: Any = None, include_stopped: bool = True) -> ParamImportances:
     """How much each searched parameter explains the metric, by an Optuna importance evaluator.
 
-    Runs on the Optuna study :func:`hpsearch.to_optuna_study` builds. Optuna's evaluators read
+    Runs on the Optuna study :func:`hpsearch.to_optuna_study` builds (in memory). Optuna's evaluators read
     complete trials only; by default the trials the scheduler stopped early count as
     complete, with the best value they reached. With early stopping the finished trials
     are the few the scheduler kept, alike by construction, while the stopped ones carry
@@ -254,11 +272,11 @@ def param_importances(results: "Results", *, evaluator: Any = None, include_stop
     """
     from optuna.importance import FanovaImportanceEvaluator, get_param_importances
 
-    from hpsearch.results.optuna_export import to_optuna_study
+    from hpsearch.analysis._optuna import in_memory_study
 
     evaluator = evaluator if evaluator is not None else FanovaImportanceEvaluator(seed=0)
     name = _EVALUATOR_NAMES.get(type(evaluator).__name__, type(evaluator).__name__)
-    study = to_optuna_study(results, stopped_as_complete=include_stopped)
+    study = in_memory_study(results, stopped_as_complete=include_stopped)
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     params = [p for p in results.params if len({repr(t.params.get(p)) for t in complete if p in t.params}) > 1]
     params = [p for p in params if all(p in t.params for t in complete)]

@@ -24,7 +24,8 @@ class SchedulerEffect:
     of the search that running every stopped trial to the end would have added.
     ``time_saved_s`` estimates the trial time saved: each stopped trial's unrun iterations
     times its median time per iteration (start-up excluded). ``rungs`` are ASHA's
-    milestones (``grace_period * reduction_factor**k`` below ``max_t``).
+    milestones (``grace_period * reduction_factor**k`` below ``max_t``). ``reason`` says
+    why there is nothing to draw: no trial, or none that ran an iteration (``None`` otherwise).
     """
 
     scheduler: str
@@ -39,6 +40,7 @@ class SchedulerEffect:
     saved_fraction: float
     time_used_s: float
     time_saved_s: float
+    reason: str | None = None
 
 
 def scheduler_effect(results: "Results") -> SchedulerEffect:
@@ -77,4 +79,5 @@ def scheduler_effect(results: "Results") -> SchedulerEffect:
         saved_fraction=saved / total if total else 0.0,
         time_used_s=float(trials["wall_time_s"].fillna(0).sum()),
         time_saved_s=time_saved,
+        reason=None if used else "no trial has started yet" if trials.empty else "no trial has reported yet",
     )

@@ -136,7 +136,7 @@ def summarize(results: Results, *, wall_time_s: float | None = None, interrupted
         interrupted=interrupted,
     )
     records: list[dict[str, Any]] = results.trials.to_dict("records")  # type: ignore[assignment]  # keys are column names
-    for row in records:
+    for row, has_value in zip(records, results.has_value):
         trial_id = str(row["trial_id"])
         last: dict[str, Any] = {}
         if trial_id in last_reports.index:
@@ -148,7 +148,7 @@ def summarize(results: Results, *, wall_time_s: float | None = None, interrupted
                 status=str(row["status"]),
                 config=_config(row, config_columns),
                 metrics=last,
-                best=_plain(row["best"]) if not _is_missing(row["best"]) else None,
+                best=_plain(row["best"]) if has_value else None,  # "best" reads NaN for a trial without one
                 iterations=int(row["iterations"]),
                 error=str(row["error"] or ""),
                 traceback=_traceback(row["trial_dir"]) if row["status"] == ERRORED else "",
@@ -170,11 +170,6 @@ def summarize_experiment(
     summary = summarize(load_results(experiment_dir), wall_time_s=wall_time_s, interrupted=interrupted)
     files.write_summary(experiment_dir, summary.as_dict())
     return summary
-
-
-def _is_missing(value: Any) -> bool:
-    plain = _plain(value)
-    return plain is None
 
 
 def _trial_columns() -> frozenset[str]:

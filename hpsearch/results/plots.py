@@ -17,9 +17,11 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hpsearch import analysis as _an
+from hpsearch.formatting import duration, number
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -55,7 +57,8 @@ def _axes(ax: "Axes | None", figsize: tuple[float, float] = (7.0, 4.2)) -> "Axes
 
 
 def _empty(ax: "Axes", message: str) -> "Axes":
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#666666")
+    """An empty axes that says why there is nothing to draw."""
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#666666", wrap=True)
     ax.set_xticks([])
     ax.set_yticks([])
     return ax
@@ -71,7 +74,7 @@ def _metric_label(metric: str, mode: str) -> str:
 
 def _status_legend(
     ax: "Axes",
-    statuses: Sequence[str],
+    statuses: Collection[str],
     best_label: str | None,
     *,
     lines: bool = False,
@@ -115,7 +118,7 @@ def learning_curves(results: Any, *, metric: str | None = None, ax: "Axes | None
     data = results if isinstance(results, _an.LearningCurves) else _an.learning_curves(results, metric)
     ax = _axes(ax)
     if not data.curves:
-        return _empty(ax, f"no trial reported {data.metric}")
+        return _empty(ax, data.reason or f"no trial reported {data.metric}")
     best = None
     for curve in data.curves:
         if curve.trial_id == data.best_trial_id:
@@ -130,6 +133,8 @@ def learning_curves(results: Any, *, metric: str | None = None, ax: "Axes | None
             linestyle=st["linestyle"],
             lw=1.3 if finished else 1.0,
             alpha=0.85 if finished else 0.6,
+            marker="o" if len(curve.x) == 1 else None,  # one report: a dot, or it would not show
+            markersize=4,
         )
         if curve.status in ("stopped", "errored"):
             ax.plot(curve.x[-1:], curve.y[-1:], marker="x", color=st["color"], alpha=0.8, linestyle="none")
@@ -146,7 +151,7 @@ def learning_curves(results: Any, *, metric: str | None = None, ax: "Axes | None
     ax.set_xlabel(data.x_label + ("  (grey lines: ASHA rungs)" if data.rungs else ""))
     ax.set_ylabel(_metric_label(data.metric, data.mode))
     ax.set_title(f"Learning curves: {data.metric} of {len(data.curves)} trials")
-    value = f" ({data.best_value:.4g})" if data.best_value is not None else ""
+    value = f" ({number(data.best_value)})" if data.best_value is not None else ""
     best_label = f"best: {best.trial_id}{value}" if best else None
     _status_legend(ax, {c.status for c in data.curves}, best_label, lines=True, loc="upper right")
     ax.grid(alpha=0.25)
@@ -161,7 +166,7 @@ def optimization_history(results: Any, *, ax: "Axes | None" = None) -> "Axes":
         (n, v, s, t) for n, v, s, t in zip(data.numbers, data.values, data.statuses, data.trial_ids) if v is not None
     ]
     if not points:
-        return _empty(ax, f"no trial reported {data.metric}")
+        return _empty(ax, data.reason or f"no trial reported {data.metric}")
     for status in _an.STATUSES:
         mine = [(n, v) for n, v, s, _ in points if s == status]
         if mine:
@@ -208,7 +213,7 @@ def optimization_history(results: Any, *, ax: "Axes | None" = None) -> "Axes":
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     shown = {s for _, _, s, _ in points} | ({"errored"} if failed else set())
-    _status_legend(ax, shown, f"best: {data.best_trial_id}" if best else None, extra=[line])
+    _status_legend(ax, shown, f"best: {data.best_trial_id}" if best else None, extra=[line] if steps else [])
     ax.grid(alpha=0.25)
     return ax
 
@@ -249,7 +254,7 @@ def param_vs_metric(
                 f"pass one Axes per parameter: {n} parameter(s) ({', '.join(p.axis.name for p in data.panels)}), got {len(axes)} Axes"
             )
     if not data.panels:
-        _empty(axes[0], "no searched parameter with scored trials")
+        _empty(axes[0], data.reason or "no searched parameter with scored trials")
         return axes
     for panel, a in zip(data.panels, axes):
         for status in _an.STATUSES:
@@ -303,7 +308,7 @@ def parallel_coordinates(results: Any, *, params: Sequence[str] | None = None, a
     data = results if isinstance(results, _an.ParallelCoordinates) else _an.parallel_coordinates(results, params)
     ax = _axes(ax, (9.0, 4.2))
     if not data.values:
-        return _empty(ax, f"no trial reported {data.metric}")
+        return _empty(ax, data.reason or f"no trial reported {data.metric}")
     lo, hi = min(data.values), max(data.values)
     cmap = mpl.colormaps["Blues"]
     norm = mpl.colors.LogNorm(lo, hi) if data.axes[0].log and lo > 0 and hi > lo else mpl.colors.Normalize(lo, hi)
@@ -383,8 +388,8 @@ def scheduler_effect(results: Any, *, ax: "Axes | None" = None) -> "Axes":
     """
     data = results if isinstance(results, _an.SchedulerEffect) else _an.scheduler_effect(results)
     ax = _axes(ax)
-    if not data.trial_ids:
-        return _empty(ax, "no trials")
+    if data.reason is not None or not data.trial_ids:
+        return _empty(ax, data.reason or "no trials")
     colors = [_style(s)["color"] for s in data.statuses]
     ax.bar(data.numbers, data.iterations, color=colors, width=0.7, zorder=3)
     unrun = [
@@ -422,8 +427,8 @@ def scheduler_effect(results: Any, *, ax: "Axes | None" = None) -> "Axes":
     ax.set_ylabel("iterations run" + ("  (grey lines: ASHA rungs)" if data.rungs else ""))
     total = data.used + data.saved
     stopped = data.statuses.count("stopped")
-    approx = "under 1 s" if data.time_saved_s < 1 else f"~{_duration(data.time_saved_s)}"
-    saved_time = f"; {approx} of {_duration(data.time_used_s)} trial time" if data.saved else ""
+    approx = "under 1 s" if data.time_saved_s < 1 else f"~{duration(data.time_saved_s, rough=True)}"
+    saved_time = f"; {approx} of {duration(data.time_used_s, rough=True)} trial time" if data.saved else ""
     ax.set_title(
         f"{data.scheduler.upper()} stopped {stopped} of {len(data.trial_ids)} trials early\n"
         f"{data.used} of {total} iterations run, {data.saved} saved ({data.saved_fraction:.0%}{saved_time})",
@@ -431,10 +436,3 @@ def scheduler_effect(results: Any, *, ax: "Axes | None" = None) -> "Axes":
     )
     return ax
 
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

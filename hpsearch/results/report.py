@@ -17,11 +17,13 @@ import datetime as dt
 import html
 import io
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
+
+from hpsearch.experiment.layout import ERRORED, PLAN_FILE, REPORT_NAME, SPEC_FILE, STOPPED, TUNE_ERROR_FILE
+from hpsearch.formatting import cell, duration, number
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -30,15 +32,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["write_report", "render_html", "render_markdown", "report_figures", "REPORT_NAME", "FORMATS"]
 
-#: File name (without suffix) of the report written into the experiment folder by default.
-REPORT_NAME = "hpsearch_report"
 FORMATS = ("html", "md")
 _DPI = 110
 
 
 @dataclass
 class Figure:
-    """One plot of the report: its PNG (or why it could not be drawn) and a caption."""
+    """One plot of the report: its PNG (or the error that kept it from being drawn) and a caption.
+
+    A plot with nothing to draw is drawn all the same: an empty axes that says why, and the
+    same reason as its caption.
+    """
 
     key: str
     title: str
@@ -48,7 +52,7 @@ class Figure:
 
 
 def write_report(
-    results: "Results | str | os.PathLike", output: str | os.PathLike | None = None, *, fmt: str = "html"
+    results: "Results | str | os.PathLike[str]", output: str | os.PathLike[str] | None = None, *, fmt: str = "html"
 ) -> Path:
     """Write the report of a search and return its path.
 
@@ -58,11 +62,11 @@ def write_report(
             Markdown's PNGs go beside it, named ``<stem>_<plot>.png``.
         fmt: ``"html"`` or ``"md"``.
     """
-    from hpsearch.analysis import load_results
+    from hpsearch.analysis import Results, load_results
 
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if not hasattr(results, "trials"):
+    if not isinstance(results, Results):
         results = load_results(results)
     path = Path(output) if output is not None else results.experiment_dir / f"{REPORT_NAME}.{fmt}"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +120,7 @@ def _render(draw: Callable[..., Any], data: Any, size: tuple[int, int, float, fl
     return buffer.getvalue()
 
 
-def _plots() -> list[tuple]:
+def _plots() -> list[tuple[Any, ...]]:
     """(key, title, analysis function, plot function, figure size, caption) per plot, in report order."""
     from hpsearch import analysis as an
     from hpsearch.results import plots
@@ -125,12 +129,16 @@ def _plots() -> list[tuple]:
         return lambda _: (1, 1, w, h)
 
     def grid(data: Any) -> tuple[int, int, float, float]:
-        n = max(len(data.panels), 1)
+        if not data.panels:  # one empty axes that says why, as wide as the row it is shown in
+            return 1, 1, 10.2, 2.4
+        n = len(data.panels)
         cols = min(3, n)
         rows = -(-n // cols)
         return rows, cols, 3.4 * cols, 2.7 * rows + 0.4
 
     def curves(results: "Results", data: Any) -> str:
+        if data.reason:
+            return _sentence(data.reason)
         stopped = sum(c.status == "stopped" for c in data.curves)
         text = f"{data.metric} at every {data.x_label} of each trial."
         if stopped:
@@ -140,21 +148,30 @@ def _plots() -> list[tuple]:
         return text
 
     def history(results: "Results", data: Any) -> str:
+        if data.reason:
+            return _sentence(data.reason)
         best = results.best
         if best is None:
-            return "No trial reported the metric."
+            return (
+                f"Each trial's best {data.metric}, in the order the searcher proposed them. No trial that did not "
+                f"error has a finite value of {data.metric}: there is no best trial."
+            )
         first = next((n for n, b in zip(data.numbers, data.running_best) if b == best["best"]), None)
         return (
             f"Each trial's best {data.metric}, in the order the searcher proposed them; the line is the best so far. "
-            f"The best value, {_num(best['best'])}, was found by trial {first} of {len(data.numbers)}."
+            f"The best value, {number(best['best'])}, was found by trial {first} of {len(data.numbers)}."
         )
 
     def params(results: "Results", data: Any) -> str:
+        if data.reason:
+            return _sentence(data.reason + (f": {data.detail}" if data.detail else ""))
         logs = [p.axis.name for p in data.panels if p.axis.log]
         text = "Each trial's best value against each searched parameter (hollow: stopped early)."
         return text + (f" Log axes for {', '.join(logs)}, as the spec searched them." if logs else "")
 
     def parallel(results: "Results", data: Any) -> str:
+        if data.reason:
+            return _sentence(data.reason)
         return "Each line is a trial, through its best metric value and its parameters; darker lines did better."
 
     def importance(results: "Results", data: Any) -> str:
@@ -168,13 +185,15 @@ def _plots() -> list[tuple]:
         )
 
     def scheduler(results: "Results", data: Any) -> str:
+        if data.reason:
+            return _sentence(data.reason)
         if data.scheduler == "fifo":
             return "No early stopping (FIFO scheduler): every trial ran to its end."
-        stopped = data.statuses.count("stopped")
+        stopped = data.statuses.count(STOPPED)
         return (
             f"Iterations each trial ran (budget {data.budget}). {data.scheduler.upper()} stopped {stopped} trial(s) early, "
             f"saving {data.saved} of {data.used + data.saved} iterations ({data.saved_fraction:.0%}) and "
-            f"{'about ' if data.time_saved_s >= 1 else ''}{_duration(data.time_saved_s)} of trial time: "
+            f"{'about ' if data.time_saved_s >= 1 else ''}{duration(data.time_saved_s)} of trial time: "
             "the time a nested trial takes to start is not saved."
         )
 
@@ -226,13 +245,13 @@ def _facts(results: "Results") -> list[tuple[str, str]]:
             f"Best {results.metric} ({results.mode})",
             "-"
             if best is None
-            else f"{_num(best['best'])} (trial {best['trial_id']}, iteration {best['best_iteration']})",
+            else f"{number(best['best'])} (trial {best['trial_id']}, iteration {cell(best['best_iteration'])})",
         ),
         (
             "Wall time",
             "-"
             if results.wall_time_s is None
-            else _duration(results.wall_time_s) + ("" if results.ended else " so far"),
+            else duration(results.wall_time_s) + ("" if results.ended else " so far"),
         ),
     ]
     if searcher:
@@ -249,65 +268,56 @@ def _facts(results: "Results") -> list[tuple[str, str]]:
     return facts
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    if seconds < 1:
-        return "under 1 s"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, sec = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {sec:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+def _sentence(reason: str) -> str:
+    """A plot's reason (``no trial reported val_loss yet``) as a caption: ``No trial reported val_loss yet.``"""
+    return reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".")
 
 
-def _num(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return "-" if math.isnan(value) else f"{value:.4g}"
-    return str(value)
-
-
-def _cell(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
+def _gap(value: Any) -> Any:
+    """A value from a table, ``None`` where it is NaN/NA/NaT (a gap: shown ``-``)."""
     try:
-        import pandas as pd
+        return None if value is None or bool(value != value) else value
+    except (TypeError, ValueError):  # pandas' NA
+        return None
 
-        if value is pd.NA or value is pd.NaT:
-            return "-"
-        if isinstance(value, pd.Timestamp):
-            return value.strftime("%Y-%m-%d %H:%M:%S")
-    except ImportError:  # pragma: no cover
-        pass
-    return _num(value)
+
+def _gaps(table: "pd.DataFrame") -> "pd.DataFrame":
+    """The table's cells as Python objects, every NaN/NA/NaT a gap (``None``, shown ``-``)."""
+    shown: pd.DataFrame = table.astype("object").where(table.notna(), None)
+    return shown
 
 
 def _best_table(results: "Results", n: int = 10) -> "pd.DataFrame":
+    """The best trials, best first. Their metric values are reported values (NaN shown ``nan``);
+    other metrics missing at the best iteration, and parameters a trial has not, are gaps."""
     from hpsearch.analysis import best_trials
 
-    table = best_trials(results, n)
-    return table.drop(columns=["number"])
+    table = best_trials(results, n).drop(columns=["number"])
+    shown: pd.DataFrame = _gaps(table)
+    shown[results.metric] = table[results.metric].astype("object")
+    return shown
 
 
 def _trials_table(results: "Results") -> "pd.DataFrame":
+    """Every trial; its best and last value of the metric are gaps where it reported no number of it."""
     cols = ["trial_id", "status", "iterations", "best", "last", "best_iteration", "wall_time_s", *results.params]
-    return results.trials[[c for c in cols if c in results.trials]].rename(
+    table = results.trials[[c for c in cols if c in results.trials]]
+    shown = _gaps(table)
+    for col in ("best", "last"):
+        shown[col] = table[col].astype("object").where(results.has_value, None)
+    renamed: pd.DataFrame = shown.rename(
         columns={"best": f"best {results.metric}", "last": f"last {results.metric}", "wall_time_s": "time (s)"}
     )
+    return renamed
 
 
 def _errors(results: "Results") -> list[dict[str, str]]:
-    trials = results.trials[results.trials["status"] == "errored"]
+    trials = results.trials[results.trials["status"] == ERRORED]
     return [
         {
             "trial_id": r.trial_id,
             "error": r.error or "(no message)",
-            "file": str(Path(r.trial_dir) / "error.txt") if r.trial_dir else "-",
+            "file": str(Path(r.trial_dir) / TUNE_ERROR_FILE) if r.trial_dir else "-",
         }
         for r in trials.itertuples(index=False)
     ]
@@ -399,13 +409,13 @@ def render_html(results: "Results", figures: list[Figure]) -> str:
         "</div>",
     ]
     if best is not None:
-        config = {p: best.get(p) for p in results.params}
+        config = {p: _gap(best.get(p)) for p in results.params}
         out += [
             "<h2>Best trial</h2><div class='card best-card'>",
             f"<div><strong>{e(str(best['trial_id']))}</strong> {_badge(best['status'])} &middot; {e(results.metric)} "
-            f"<strong>{e(_num(best['best']))}</strong> at iteration {e(_cell(best['best_iteration']))} "
-            f"(last {e(_num(best['last']))}, {e(_cell(best['iterations']))} iterations, {e(_duration(best['wall_time_s']))})</div>",
-            "<div><code>" + e(", ".join(f"{k}={_cell(v)}" for k, v in config.items())) + "</code></div>",
+            f"<strong>{e(number(best['best']))}</strong> at iteration {e(cell(best['best_iteration']))} "
+            f"(last {e(number(best['last']))}, {e(cell(best['iterations']))} iterations, {e(duration(best['wall_time_s']))})</div>",
+            "<div><code>" + e(", ".join(f"{k}={cell(v)}" for k, v in config.items())) + "</code></div>",
             f"<div class='muted'>best checkpoint kept: <code>{e(str(best['best_checkpoint'] or '-'))}</code></div>",
             "</div>",
         ]
@@ -450,11 +460,11 @@ def render_html(results: "Results", figures: list[Figure]) -> str:
     if results.spec:
         spec_text = yaml.safe_dump(results.spec, sort_keys=False)
         out.append(
-            f"<details><summary>the spec as run (hpsearch_spec.yaml)</summary><pre>{e(spec_text)}</pre></details>"
+            f"<details><summary>the spec as run ({SPEC_FILE})</summary><pre>{e(spec_text)}</pre></details>"
         )
     if results.plan:
         out.append(
-            f"<details><summary>the resource plan (hpsearch_plan.json)</summary><pre>{e(json.dumps(results.plan, indent=2))}</pre></details>"
+            f"<details><summary>the resource plan ({PLAN_FILE})</summary><pre>{e(json.dumps(results.plan, indent=2))}</pre></details>"
         )
     out.append(f"<p class='muted' style='margin-top:30px'>hpsearch {e(__version__)}</p></main></body></html>")
     return "\n".join(out)
@@ -491,7 +501,7 @@ def _table_html(table: "pd.DataFrame", results: "Results", *, mark_best: bool = 
             if col == "status":
                 cells.append(f"<td class='t'>{_badge(str(value))}</td>")
             else:
-                cells.append(f"<td>{e(_cell(value))}</td>")
+                cells.append(f"<td>{e(cell(value))}</td>")
         rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
     return f"<div class='scroll'><table><tr>{head}</tr>{''.join(rows)}</table></div>"
 
@@ -512,13 +522,13 @@ def render_markdown(results: "Results", figures: list[Figure], images: dict[str,
     lines += [f"- **{k}:** {v}" for k, v in _facts(results)]
     best = results.best
     if best is not None:
-        config = ", ".join(f"{p}={_cell(best.get(p))}" for p in results.params)
+        config = ", ".join(f"{p}={cell(_gap(best.get(p)))}" for p in results.params)
         lines += [
             "",
             "## Best trial",
             "",
-            f"**{best['trial_id']}**: {results.metric} {_num(best['best'])} at iteration "
-            f"{_cell(best['best_iteration'])}; `{config}`; best checkpoint kept: `{best['best_checkpoint'] or '-'}`",
+            f"**{best['trial_id']}**: {results.metric} {number(best['best'])} at iteration "
+            f"{cell(best['best_iteration'])}; `{config}`; best checkpoint kept: `{best['best_checkpoint'] or '-'}`",
         ]
     lines += ["", "## Plots"]
     for fig in figures:
@@ -553,5 +563,5 @@ def _table_md(table: "pd.DataFrame") -> str:
     cols = [str(c) for c in table.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for record in table.to_dict("records"):
-        out.append("| " + " | ".join(_cell(v).replace("|", "\\|") for v in record.values()) + " |")
+        out.append("| " + " | ".join(cell(v).replace("|", "\\|") for v in record.values()) + " |")
     return "\n".join(out)

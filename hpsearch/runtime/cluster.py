@@ -3,7 +3,9 @@
 With no address, hpsearch starts an embedded local Ray **with its dashboard on
 127.0.0.1**: the dashboard serves the State API that Ray Train's placement-group
 cleanup needs; without it every trial stopped early (ASHA) leaks its workers'
-placement group and the search deadlocks (DESIGN.md, "Facts that bite").
+placement group and the search deadlocks (docs/architecture.md, "The facts about Ray
+that shaped the design"). The environment Ray is started with is set by
+:mod:`hpsearch.runtime.env`.
 """
 
 from __future__ import annotations
@@ -18,11 +20,9 @@ from typing import Any
 
 from hpsearch.errors import ClusterError
 from hpsearch.planning.planner import HEAD_RESOURCE, Node
-from hpsearch.runtime.trainable import RAY_TRAIN_ENV_DEFAULTS
+from hpsearch.runtime.env import apply_driver_defaults, pin_state_api
 
 __all__ = ["connect", "cluster_nodes", "check_shared_storage"]
-
-_ENV = {"RAY_TRAIN_V2_ENABLED": "1"}
 
 
 def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int | None = None) -> bool:
@@ -38,8 +38,7 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
 
     if ray.is_initialized():
         return False
-    for key, value in {**RAY_TRAIN_ENV_DEFAULTS, **_ENV}.items():
-        os.environ.setdefault(key, value)
+    apply_driver_defaults()
     common: dict[str, Any] = {
         "log_to_driver": verbose,
         "logging_level": logging.INFO if verbose else logging.WARNING,
@@ -51,11 +50,9 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
         except ConnectionError as err:
             raise ClusterError(_cannot_connect(address, err)) from err
     else:
-        # Ray Train's placement-group cleaner finds the State API through RAY_API_SERVER_ADDRESS, else
-        # through "the latest Ray instance on this machine": with two clusters on one machine it asks the
-        # wrong one and leaks every stopped trial's workers. Pin it: the raylet and every worker inherit it.
+        # Ray Train's placement-group cleaner must ask this cluster's State API (see env.STATE_API_ADDRESS).
         port = _free_port()
-        os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
+        pin_state_api(port)
         # address="local": always a new embedded cluster, never one found on the machine by accident.
         ray.init(
             address="local",

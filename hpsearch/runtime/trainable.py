@@ -4,38 +4,29 @@ The Tune function trainable built here is the *trial driver*. Per trial it build
 ``TorchTrainer`` whose run name is the trial id (deterministic, so a retried or
 restored trial finds its own checkpoints), stores it under the experiment folder,
 passes the trial's config as ``train_loop_config``, and forwards every report to
-Tune aggregated across workers. See DESIGN.md, "The nested trial".
+Tune aggregated across workers (docs/architecture.md, "The data path", step 4).
+
+Each forwarded report is also appended to the trial's history file, and the nested
+run's controller records itself (:mod:`hpsearch.runtime.ray_workarounds`); the file
+names are in :mod:`hpsearch.experiment.layout`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import time
+import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from hpsearch.runtime.aggregate import aggregate_metrics
+from hpsearch.experiment import files
+from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
+from hpsearch.runtime.aggregate import aggregate_metrics
+from hpsearch.runtime.env import apply_trial_defaults
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
+from hpsearch.spec._imports import is_file_module
 
-__all__ = ["make_trainable", "TRAIN_RUNS_DIR", "HISTORY_FILE", "EPOCH", "RAY_TRAIN_ENV_DEFAULTS"]
-
-#: Folder, inside the experiment folder, that holds every trial's nested Train run.
-TRAIN_RUNS_DIR = "train"
-#: The metric schedulers count by default; hpsearch.train.report always reports it.
-EPOCH = "epoch"
-#: Every report Tune was sent for a trial, one JSON line each, in ``<train>/<trial_id>/``.
-#: Tune keeps only the rows after a restart in its result.json; this file keeps them all.
-HISTORY_FILE = "hpsearch_history.jsonl"
-
-#: Ray Train settings hpsearch changes unless the user's environment already sets them.
-#: The controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
-#: default): every report reaches Tune at a poll, and every step of a run's start and
-#: teardown waits for one. Measured on 2 CPUs, a 1-worker trial of 5 short epochs
-#: (wall time of the nested run): 2 s -> ~19 s, 0.2 s -> 9.9 s, 0.1 s -> 8.8 s, 0.05 s ->
-#: 8.5 s. A poll is one small remote call per worker; 0.1 s keeps that cost negligible.
-RAY_TRAIN_ENV_DEFAULTS = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1"}
+__all__ = ["make_trainable"]
 
 
 def make_trainable(
@@ -50,6 +41,7 @@ def make_trainable(
     storage_path: str | Path | None = None,
     metric: str | None = None,
     mode: str = "min",
+    record_controller: bool | None = None,
 ) -> Any:
     """Build a Tune trainable whose every trial is a nested Ray Train ``TorchTrainer`` run.
 
@@ -69,6 +61,9 @@ def make_trainable(
         metric: The search metric: with it, each trial keeps its ``num_to_keep`` best
             checkpoints by that metric (and always its latest, to resume from).
         mode: ``"min"`` or ``"max"``, for ``metric``.
+        record_controller: Have each nested run's controller record itself for
+            :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`. Default: unless the Ray
+            work-arounds are switched off (``HPSEARCH_RAY_WORKAROUNDS=0``).
 
     Returns:
         A trainable for ``ray.tune.Tuner``, with the driver's resources attached.
@@ -80,20 +75,27 @@ def make_trainable(
         >>> tuner = tune.Tuner(trainable, param_space={"lr": tune.loguniform(1e-4, 1e-1)},
         ...                    tune_config=tune.TuneConfig(metric="val_loss", mode="min", num_samples=4))
     """
-    from ray import tune
+    from ray import cloudpickle, tune
 
+    if is_file_module(getattr(train_loop, "__module__", "")):
+        # A loop loaded from a .py file has no importable module on the workers: ship it by value.
+        cloudpickle.register_pickle_by_value(sys.modules[train_loop.__module__])
     scaling = _as(Scaling, scaling)
     failure = _as(Failure, failure)
     checkpoint = _as(CheckpointSettings, checkpoint)
     aggregate = _as(Aggregate, aggregate)
     runs_dir = None if storage_path is None else str(Path(storage_path).expanduser().resolve())
+    if record_controller is None:
+        from hpsearch.runtime.ray_workarounds import workarounds_enabled
+
+        record_controller = workarounds_enabled()
 
     checkpoint_config = {"num_to_keep": checkpoint.num_to_keep}
     if metric is not None:
         checkpoint_config.update(checkpoint_score_attribute=metric, checkpoint_score_order=mode)
 
     def hpsearch_trial(config: dict) -> None:
-        _run_nested(train_loop, config, scaling, failure, checkpoint_config, aggregate, runs_dir)
+        _run_nested(train_loop, config, scaling, failure, checkpoint_config, aggregate, runs_dir, record_controller)
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
     hpsearch_trial.__qualname__ = hpsearch_trial.__name__
@@ -119,12 +121,10 @@ def _run_nested(
     checkpoint_config: dict[str, Any],
     aggregate: Aggregate,
     runs_dir: str | None,
+    record_controller: bool = True,
 ) -> None:
     """Body of the trial driver (runs in the Tune trial's actor)."""
-    for key, value in RAY_TRAIN_ENV_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-    # Bound the wait for workers that cannot be placed; Ray propagates these to the controller.
-    os.environ["RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"] = str(failure.worker_start_timeout_s)
+    apply_trial_defaults(failure)  # Ray Train passes them on to the controller and workers
 
     from ray import train, tune
     from ray.train.torch import TorchTrainer
@@ -146,7 +146,7 @@ def _run_nested(
         run_config=train.RunConfig(
             name=trial_id,
             storage_path=runs_dir,
-            callbacks=[_aggregating_callback(aggregate, os.path.join(runs_dir, trial_id, HISTORY_FILE))],
+            callbacks=[_aggregating_callback(aggregate, os.path.join(runs_dir, trial_id), record_controller)],
             failure_config=train.FailureConfig(
                 max_failures=failure.worker_retries,
                 controller_failure_limit=failure.controller_retries,
@@ -159,42 +159,38 @@ def _run_nested(
     trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
 
 
-def _aggregating_callback(aggregate: Aggregate, history_path: str) -> Any:
+def _aggregating_callback(aggregate: Aggregate, run_folder: str, record_controller: bool = True) -> Any:
     """A ``TuneReportCallback`` that forwards the aggregate of all ranks, not rank 0's dict.
 
     Built inside the trial: Ray's callback binds to the Tune session of the trial that
-    constructs it. Each forwarded report is also appended to ``history_path``, and the
-    controller records itself next to it for :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`.
+    constructs it. Each forwarded report is also appended to the history file in
+    ``run_folder`` (the nested run's folder), and, with ``record_controller``, the
+    controller records itself there for :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`.
     """
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from hpsearch.runtime.ray_workarounds import record_controller
+    from hpsearch.runtime import ray_workarounds
 
     class AggregatingTuneReportCallback(TuneReportCallback):
         reports = 0
 
         def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
-            if self.reports == 0:  # runs in the controller: say which process to check on later
-                record_controller(os.path.dirname(history_path))
+            if self.reports == 0 and record_controller:  # runs in the controller: say which process to check on
+                ray_workarounds.record_controller(run_folder)
             self.reports += 1
             combined = aggregate_metrics(metrics, aggregate.method)
             # Schedulers count epochs (they survive restarts; Tune's iterations start again at 1).
             # A loop that reports none gets its reports numbered, from 1 in each run of the trial.
             combined.setdefault(EPOCH, self.reports)
             super().after_report(run_context, [combined], checkpoint)
-            _append_history(history_path, combined, checkpoint)
+            _append_history(run_folder, combined, checkpoint)
 
     return AggregatingTuneReportCallback()
 
 
-def _append_history(path: str, metrics: dict[str, Any], checkpoint: Any) -> None:
+def _append_history(run_folder: str, metrics: dict[str, Any], checkpoint: Any) -> None:
     """Keep every report of a trial, across restarts, where Tune does not overwrite it."""
-    record = {"time": time.time(), **metrics}
-    if checkpoint is not None:
-        record["checkpoint_path"] = checkpoint.path
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record, default=str) + "\n")
+        files.append_history(run_folder, metrics, checkpoint_path=checkpoint.path if checkpoint is not None else None)
     except OSError:  # the history is a record; the report itself already went to Tune
         pass

@@ -1,31 +1,41 @@
 """Spec + plan -> a plain ``ray.tune.Tuner``; run it; write the experiment folder.
 
 One search is one folder, ``<storage_path>/<name>/``: Tune's experiment files, every
-trial's nested Train run under ``train/<trial_id>/``, and hpsearch's own files
-(the spec as run, the resource plan, the summary) named by the constants below.
+trial's nested Train run under ``train/<trial_id>/``, and hpsearch's own files (the
+spec as run, the resource plan, the trials' outcomes, the summary). Their names are in
+:mod:`hpsearch.experiment.layout`; they are written and read with
+:mod:`hpsearch.experiment.files`.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import os
 import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TextIO
-
-import yaml
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TextIO
 
 from hpsearch.errors import ExperimentExistsError, PlanError
+from hpsearch.experiment import files
+from hpsearch.experiment.files import experiment_spec, is_experiment, read_outcomes
+from hpsearch.experiment.layout import EPOCH, SPEC_FILE, TRAIN_RUNS_DIR
+# Not used here: still imported from this module by tests/test_analysis.py. Defined once, in
+# hpsearch.experiment.layout; drop this line when it imports them from there.
+from hpsearch.experiment.layout import OUTCOMES_FILE, SUMMARY_FILE  # noqa: F401
 from hpsearch.planning.planner import GB, Node, Plan, TrialDemand, plan_trials
+from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
+from hpsearch.runtime.trainable import make_trainable
+from hpsearch.spec import Spec, load_spec
 from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
 from hpsearch.spec.space import ConstParam, GridParam, iter_params, to_tune
-from hpsearch.spec import Spec, load_spec
-from hpsearch.experiment.summary import SearchSummary, read_outcome_records, summarize
-from hpsearch.runtime.trainable import TRAIN_RUNS_DIR, make_trainable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ray.tune import Callback, ResultGrid, Tuner
+
+    from hpsearch.analysis import SearchSummary
+    from hpsearch.runtime.outcomes import OutcomeRecorder
 
 __all__ = [
     "build_tuner",
@@ -34,21 +44,11 @@ __all__ = [
     "resume",
     "resume_with_summary",
     "plan_for",
-    "SPEC_FILE",
-    "PLAN_FILE",
-    "SUMMARY_FILE",
-    "OUTCOMES_FILE",
+    "demand_for",
+    "total_trials",
+    "varying_params",
+    "callbacks_for",
 ]
-
-#: The spec as run (every default filled in), inside the experiment folder.
-SPEC_FILE = "hpsearch_spec.yaml"
-#: The resource plan the search ran with.
-PLAN_FILE = "hpsearch_plan.json"
-#: Per-trial outcomes, the best trial and the wall time, written when the search ends.
-SUMMARY_FILE = "hpsearch_summary.json"
-#: One JSON line per trial end (trial_id, status: finished | stopped | errored, iterations,
-#: ended_at, error), appended as trials end: survives an interrupted search.
-OUTCOMES_FILE = "hpsearch_trials.jsonl"
 
 
 def plan_for(spec: Spec, nodes: Sequence[Node]) -> Plan:
@@ -85,39 +85,28 @@ def varying_params(spec: Spec) -> list[str]:
 
 @dataclass
 class _Built:
-    tuner: Any
+    tuner: Tuner
     plan: Plan
-    progress: Any
+    recorder: OutcomeRecorder
 
 
 def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan: Plan | None = None) -> _Built:
     from ray import tune
 
     from hpsearch.runtime.cluster import cluster_nodes, connect
-    from hpsearch.runtime.progress import ProgressPrinter
+    from hpsearch.runtime.ray_workarounds import workarounds_enabled
 
     if plan is None:
         if nodes is None:
             connect()
             nodes = cluster_nodes()
         plan = plan_for(spec, nodes)
-    trainable = _trainable(spec)
+    workarounds = workarounds_enabled()  # read once, for the callbacks and the trainable alike
+    trainable = _trainable(spec, record_controller=workarounds)
     searcher = SEARCHERS.build(spec.searcher, SearcherContext(spec.metric, spec.mode, plan.max_concurrent_trials))
     scheduler = SCHEDULERS.build(spec.scheduler, SchedulerContext(spec.metric, spec.mode))
-    max_t = getattr(spec.scheduler.options, "max_t", None)
-    time_attr = getattr(spec.scheduler.options, "time_attr", "epoch")
-    progress = ProgressPrinter(
-        spec.metric,
-        spec.mode,
-        total=total_trials(spec),
-        varying=varying_params(spec),
-        stream=stream,
-        budget=(time_attr, max_t) if max_t is not None else None,
-        concurrency=plan.max_concurrent_trials,
-        waiting_reason=functools.partial(_waiting_reason, spec, plan.max_concurrent_trials),
-        outcomes_path=str(spec.experiment_dir / OUTCOMES_FILE),
-    )
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # Tune's legacy reporter is silent at verbose=0
+    callbacks = callbacks_for(spec, concurrency=plan.max_concurrent_trials, stream=stream, workarounds=workarounds)
+    apply_tuner_defaults()
     tuner = tune.Tuner(
         trainable,
         param_space=to_tune(spec.search_space, searcher=spec.searcher.type),
@@ -133,14 +122,51 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
             name=spec.name,
             storage_path=str(spec.storage_path),
             verbose=0,
-            callbacks=[progress, _reaper(spec, stream)],
+            callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
         ),
     )
-    return _Built(tuner, plan, progress)
+    return _Built(tuner, plan, callbacks[0])
 
 
-def _reaper(spec: Spec, stream: TextIO | None) -> Any:
+def callbacks_for(
+    spec: Spec, *, concurrency: int, stream: TextIO | None = None, workarounds: bool = True
+) -> list[Callback]:
+    """The Tune callbacks of a search, in the order Tune must call them.
+
+    The :class:`~hpsearch.runtime.outcomes.OutcomeRecorder` first (it decides how each
+    trial ended), then the :class:`~hpsearch.runtime.progress.ProgressPrinter` (it prints
+    what the recorder decided), then, with ``workarounds``, the
+    :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`. Builds them without starting Ray.
+    """
+    from hpsearch.runtime.outcomes import OutcomeRecorder
+    from hpsearch.runtime.progress import ProgressPrinter
+
+    recorder = OutcomeRecorder(spec.experiment_dir, budget=_budget(spec), stream=stream)
+    printer = ProgressPrinter(
+        spec.metric,
+        spec.mode,
+        recorder,
+        total=total_trials(spec),
+        varying=varying_params(spec),
+        stream=stream,
+        concurrency=concurrency,
+        waiting_reason=functools.partial(_waiting_reason, spec, concurrency),
+    )
+    callbacks: list[Callback] = [recorder, printer]
+    if workarounds:
+        callbacks.append(_reaper(spec, stream))
+    return callbacks
+
+
+def _budget(spec: Spec) -> tuple[str, float] | None:
+    """The scheduler's budget, ``(time_attr, max_t)``, or ``None`` when it has none."""
+    max_t = getattr(spec.scheduler.options, "max_t", None)
+    time_attr = getattr(spec.scheduler.options, "time_attr", EPOCH)
+    return (time_attr, max_t) if max_t is not None else None
+
+
+def _reaper(spec: Spec, stream: TextIO | None) -> Callback:
     """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.runtime.ray_workarounds)."""
     from hpsearch.runtime.ray_workarounds import OrphanReaper
 
@@ -150,7 +176,7 @@ def _reaper(spec: Spec, stream: TextIO | None) -> Any:
     return OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, worker_bundles=bundles, stream=stream)
 
 
-def _trainable(spec: Spec) -> Any:
+def _trainable(spec: Spec, *, record_controller: bool) -> Any:
     return make_trainable(
         spec.load_trainable(),
         scaling=spec.scaling,
@@ -162,6 +188,7 @@ def _trainable(spec: Spec) -> Any:
         storage_path=spec.experiment_dir / TRAIN_RUNS_DIR,
         metric=spec.metric,
         mode=spec.mode,
+        record_controller=record_controller,
     )
 
 
@@ -178,7 +205,7 @@ def _waiting_reason(spec: Spec, planned: int) -> str | None:
     return None
 
 
-def build_tuner(spec: Spec, *, nodes: Sequence[Node] | None = None) -> Any:
+def build_tuner(spec: Spec, *, nodes: Sequence[Node] | None = None) -> "Tuner":
     """Build the ``ray.tune.Tuner`` for a spec, planned for the cluster.
 
     Args:
@@ -206,7 +233,7 @@ def run(
     overwrite: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
-) -> Any:
+) -> "ResultGrid":
     """Run a search end to end and return its ``ResultGrid``.
 
     Validates the spec, refuses an existing experiment folder unless ``overwrite``,
@@ -239,7 +266,7 @@ def run_with_summary(
     overwrite: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
-) -> tuple[Any, SearchSummary]:
+) -> tuple["ResultGrid", SearchSummary]:
     """:func:`run`, also returning the :class:`SearchSummary` written to the experiment folder."""
     from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
 
@@ -263,57 +290,43 @@ def run_with_summary(
     if exp_dir.exists():
         shutil.rmtree(exp_dir)  # --overwrite, of an hpsearch experiment folder (checked above)
     exp_dir.mkdir(parents=True)
-    (exp_dir / SPEC_FILE).write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False), encoding="utf-8")
-    (exp_dir / PLAN_FILE).write_text(json.dumps(plan.as_dict(), indent=2), encoding="utf-8")
+    files.write_spec(exp_dir, spec.to_dict())
+    files.write_plan(exp_dir, plan.as_dict())
     built = _build(spec, nodes, stream, plan)  # Tune writes its own state into the folder from here on
     out = stream or sys.stderr
     print(_banner(spec, plan), file=out, flush=True)
-    return _fit_and_summarize(spec, built.tuner, built.progress)
+    return _fit_and_summarize(spec, built.tuner, built.recorder)
 
 
-#: Tune saves its experiment state at most every 10 s by default: a trial that ended in
-#: those seconds would run again after a kill. hpsearch saves it every second.
-TUNE_ENV_DEFAULTS = {"TUNE_GLOBAL_CHECKPOINT_S": "1"}
-
-
-def _fit_and_summarize(spec: Spec, tuner: Any, progress: Any) -> tuple[Any, SearchSummary]:
-    for key, value in TUNE_ENV_DEFAULTS.items():
-        os.environ.setdefault(key, value)
+def _fit_and_summarize(
+    spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None
+) -> tuple[ResultGrid, SearchSummary]:
+    apply_fit_defaults()
     start = time.monotonic()
     results = tuner.fit()
-    outcomes = {**read_outcomes(spec.experiment_dir), **(progress.outcomes if progress is not None else {})}
-    summary = summarize(
-        results,
-        name=spec.name,
-        metric=spec.metric,
-        mode=spec.mode,
-        wall_time_s=time.monotonic() - start,
-        outcomes=outcomes,
-    )
-    summary.interrupted = any(t.trial_id not in outcomes for t in summary.trials) or len(summary.trials) < total_trials(spec)
-    (spec.experiment_dir / SUMMARY_FILE).write_text(
-        json.dumps(summary.as_dict(), indent=2, default=str), encoding="utf-8"
-    )
-    return results, summary
+    outcomes = {**read_outcomes(spec.experiment_dir), **(recorder.outcomes if recorder is not None else {})}
+    wall_time_s = time.monotonic() - start
+    interrupted = _interrupted(spec, results, outcomes)
+    return results, _summarize(spec, wall_time_s, interrupted)
 
 
-def is_experiment(folder: Path) -> bool:
-    """Whether ``folder`` is an hpsearch experiment folder (it holds the spec as run)."""
-    return (Path(folder) / SPEC_FILE).is_file()
+def _interrupted(spec: Spec, results: ResultGrid, outcomes: Mapping[str, str]) -> bool:
+    """Whether the search stopped before every trial ended (Ctrl-C): a trial with no end, or trials never made."""
+    trial_ids = [_result_trial_id(result) for result in results]
+    return any(t not in outcomes for t in trial_ids) or len(trial_ids) < total_trials(spec)
 
 
-def experiment_spec(experiment_dir: str | Path) -> Spec:
-    """The spec an experiment folder was run with, placed where the folder is now (it may have moved)."""
-    exp_dir = Path(experiment_dir).expanduser().resolve()
-    if not is_experiment(exp_dir):
-        raise ExperimentExistsError(f"{exp_dir} is not an hpsearch experiment folder (no {SPEC_FILE} in it)")
-    return load_spec(exp_dir / SPEC_FILE, overrides=[f"name={exp_dir.name}", f"storage_path={exp_dir.parent}"])
+def _result_trial_id(result: Any) -> str:
+    """A Tune ``Result``'s trial id, as the summary names its trials."""
+    return str((result.metrics or {}).get("trial_id") or Path(str(result.path)).name)
 
 
-def read_outcomes(experiment_dir: Path) -> dict[str, str]:
-    """Trial id -> how it ended, from the experiment's outcomes file (the last line per trial wins)."""
-    records = read_outcome_records(Path(experiment_dir) / OUTCOMES_FILE)
-    return {trial_id: record.get("status", "") for trial_id, record in records.items()}
+def _summarize(spec: Spec, wall_time_s: float, interrupted: bool) -> SearchSummary:
+    """Summarise the search from its folder, as :func:`hpsearch.load_results` reads it, and write
+    ``hpsearch_summary.json``: the closing table, the summary file and the results agree."""
+    from hpsearch.analysis import summarize_experiment
+
+    return summarize_experiment(spec.experiment_dir, wall_time_s=wall_time_s, interrupted=interrupted)
 
 
 def resume(
@@ -323,7 +336,7 @@ def resume(
     retry_errored: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
-) -> Any:
+) -> "ResultGrid":
     """Continue an interrupted search from its experiment folder alone; return the ``ResultGrid``.
 
     Finished trials are kept and not run again; unfinished ones continue from their last
@@ -345,11 +358,15 @@ def resume_with_summary(
     retry_errored: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
-) -> tuple[Any, SearchSummary]:
-    """:func:`resume`, also returning the :class:`SearchSummary`."""
+) -> tuple["ResultGrid", SearchSummary]:
+    """:func:`resume`, also returning the :class:`SearchSummary`.
+
+    The callbacks are Tune's, restored with its experiment state (as the search was started).
+    """
     from ray import tune
 
     from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
+    from hpsearch.runtime.ray_workarounds import workarounds_enabled
 
     spec = experiment_spec(experiment_dir)
     exp_dir = spec.experiment_dir
@@ -362,9 +379,10 @@ def resume_with_summary(
         )
     plan = plan_for(spec, nodes)
     check_shared_storage(spec.storage_path, nodes)
+    apply_tuner_defaults()  # as when the search started: Tune's own console output stays off
     tuner = tune.Tuner.restore(
         str(exp_dir),
-        trainable=_trainable(spec),
+        trainable=_trainable(spec, record_controller=workarounds_enabled()),
         param_space=to_tune(spec.search_space, searcher=spec.searcher.type),
         resume_unfinished=True,
         resume_errored=retry_errored,

@@ -1,8 +1,9 @@
 """Load the user's train loop from ``"module:function"`` or ``"path/to/file.py:function"``.
 
-A function loaded from a file is registered with cloudpickle to be pickled *by value*:
-Ray ships it to the trial drivers and Train workers, which cannot import a file that
-only the launching machine has on its path.
+A function loaded from a file lives in a module named by :func:`is_file_module`; the
+runtime registers that module with Ray's cloudpickle to be pickled *by value*, since the
+trial drivers and Train workers cannot import a file that only the launching machine has
+on its path. Nothing here imports Ray.
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ def resolve_reference(ref: str, base_dir: Path) -> str:
             path = (base_dir / path).resolve()
         return f"{path}:{func}"
     return ref
+
+
+#: Modules imported from a ``path/to/file.py`` reference are named with this prefix.
+_FILE_MODULE_PREFIX = "hpsearch_user_"
+
+
+def is_file_module(name: str) -> bool:
+    """Whether a module was imported from a file by :func:`load_callable`.
+
+    Such a module cannot be imported by name on Ray's workers, so the runtime registers it
+    with Ray's cloudpickle to be shipped by value (:func:`hpsearch.runtime.trainable.make_trainable`).
+    """
+    return name.startswith(_FILE_MODULE_PREFIX) and name in sys.modules
 
 
 def load_callable(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
@@ -80,10 +94,8 @@ def _check_per_worker_loop(ref: str, obj: Callable[..., Any]) -> None:
 
 
 def _import_file(path: Path) -> ModuleType:
-    from ray import cloudpickle  # Ray pickles with its vendored copy
-
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
-    name = f"hpsearch_user_{path.stem}_{digest}"
+    name = f"{_FILE_MODULE_PREFIX}{path.stem}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -96,5 +108,4 @@ def _import_file(path: Path) -> ModuleType:
     except Exception as err:  # noqa: BLE001
         del sys.modules[name]
         raise ValueError(f"importing {path} failed: {type(err).__name__}: {err}") from None
-    cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]  # Ray's vendored copy is untyped
     return module

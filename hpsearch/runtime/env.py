@@ -1,0 +1,233 @@
+"""Every Ray environment variable hpsearch sets, with the reason and the measurement behind each.
+
+Ray reads these settings from the environment only, so hpsearch sets them in the process
+that needs them, at the moment before Ray reads them. Each place has one function:
+
+- :func:`apply_driver_defaults`: in the search's process, before ``ray.init``. An embedded
+  local Ray's raylet and workers are started from this process and inherit them.
+- :func:`pin_state_api`: in the search's process, before an embedded local Ray starts.
+- :func:`apply_tuner_defaults`: before the ``ray.tune.Tuner`` is built.
+- :func:`apply_fit_defaults`: before ``Tuner.fit`` (a new search and a resumed one).
+- :func:`apply_trial_defaults`: in every trial driver, before it builds its ``TorchTrainer``;
+  Ray Train passes these on to the nested run's controller and workers.
+
+A setting marked ``force=False`` is a default: a value already in the user's environment
+wins. ``force=True`` always overwrites, because the value comes from the spec (or from
+the cluster hpsearch just started) and must be the one used.
+
+The figures below were taken with Ray 2.60.0 on this project's 2-CPU machine; the Ray
+facts behind them are in docs/architecture.md, "The facts about Ray that shaped the design".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, MutableMapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch.spec import Failure
+
+__all__ = [
+    "EnvSetting",
+    "TRAIN_HEALTH_CHECK",
+    "TRAIN_V2",
+    "STATE_API_ADDRESS",
+    "LEGACY_TUNE_OUTPUT",
+    "TUNE_STATE_EVERY_S",
+    "WORKER_GROUP_START_TIMEOUT",
+    "DRIVER_DEFAULTS",
+    "TUNER_DEFAULTS",
+    "FIT_DEFAULTS",
+    "TRIAL_DEFAULTS",
+    "SETTINGS",
+    "apply_driver_defaults",
+    "pin_state_api",
+    "apply_tuner_defaults",
+    "apply_fit_defaults",
+    "apply_trial_defaults",
+]
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """One environment variable hpsearch sets for Ray.
+
+    Attributes:
+        name: The variable.
+        value: What hpsearch sets it to; ``None`` when the value is only known when it is
+            applied (from the spec, or from the cluster just started), as ``why`` says.
+        why: What goes wrong, or is slow, with Ray's own default.
+        measured: The evidence, and how it was obtained.
+        force: Overwrite a value already set (else a value the user set wins).
+    """
+
+    name: str
+    value: str | None
+    why: str
+    measured: str
+    force: bool = False
+
+    def apply(self, value: str | None = None, environ: MutableMapping[str, str] | None = None) -> None:
+        """Set the variable in ``environ`` (``os.environ``): ``value`` if given, else :attr:`value`."""
+        env = os.environ if environ is None else environ
+        chosen = self.value if value is None else value
+        if chosen is None:
+            raise ValueError(f"{self.name} has no fixed value: pass the value to apply")
+        if self.force:
+            env[self.name] = chosen
+        else:
+            env.setdefault(self.name, chosen)
+
+
+TRAIN_HEALTH_CHECK = EnvSetting(
+    name="RAY_TRAIN_HEALTH_CHECK_INTERVAL_S",
+    value="0.1",
+    why=(
+        "Ray Train's controller polls its workers every 2 s by default. Every report reaches Tune at a poll "
+        "(so a loop reports at most every 2 s), and every step of a nested run's start and teardown waits for "
+        "one. A poll is one small remote call per worker: at 10 a second its cost is negligible, and failure "
+        "detection only gets faster."
+    ),
+    measured=(
+        "Wall time of one nested run (1 worker, 5 short epochs) on the 2-CPU machine, per interval: "
+        "2 s (Ray's default) about 19 s; 0.2 s 9.9 s; 0.1 s 8.8 s; 0.05 s 8.5 s. 0.1 s takes almost all of the "
+        "gain; going lower buys 0.3 s more."
+    ),
+)
+
+TRAIN_V2 = EnvSetting(
+    name="RAY_TRAIN_V2_ENABLED",
+    value="1",
+    why=(
+        "The trial driver is written against Ray Train V2: its controller, the controller-side "
+        "after_report callback hook, and ray.tune.integration.ray_train.TuneReportCallback. Set before ray.init "
+        "so an embedded Ray's processes inherit it along with the other defaults."
+    ),
+    measured=(
+        "Not a measurement: V2 is already Ray's default from 2.58 on (ray.train.v2._internal.constants."
+        "is_v2_enabled() reads this variable with a default of True, checked in the 2.60.0 source), so on every "
+        "supported Ray this only states the requirement. A user's RAY_TRAIN_V2_ENABLED=0 is kept."
+    ),
+)
+
+STATE_API_ADDRESS = EnvSetting(
+    name="RAY_API_SERVER_ADDRESS",
+    value=None,  # http://127.0.0.1:<the embedded Ray's dashboard port>
+    why=(
+        "Ray Train's placement-group cleaner, which frees a stopped trial's worker group, asks the State API "
+        "(served by the dashboard). The State API client finds it through RAY_API_SERVER_ADDRESS, else "
+        "RAY_ADDRESS, else 'the latest Ray instance on this machine'. With two Ray clusters on one machine it "
+        "then asks the wrong one, and every stopped trial's workers stay reserved. Pinned to the embedded Ray's "
+        "own dashboard; the raylet and every worker inherit it. Set for an embedded Ray only (an existing "
+        "cluster's processes have their own environment)."
+    ),
+    measured=(
+        "Resolution order read in ray/dashboard/utils.py (get_address_for_submission_client) of Ray 2.60.0. Seen "
+        "when the test suite ran a 3-node cluster_utils cluster beside its session-wide local Ray "
+        "(tests/test_multinode.py pins the variable for that cluster for the same reason)."
+    ),
+    force=True,
+)
+
+LEGACY_TUNE_OUTPUT = EnvSetting(
+    name="RAY_AIR_NEW_OUTPUT",
+    value="0",
+    why=(
+        "hpsearch prints its own progress lines (hpsearch.runtime.progress) and runs Tune with verbose=0. "
+        "Tune's new output engine (Ray's default) still prints at verbose=0; its legacy reporter is silent."
+    ),
+    measured=(
+        "A 2-trial Tune search of a plain function trainable with verbose=0, stdout and stderr captured at the "
+        "file descriptors: with Ray 2.60.0's default Tune printed 9 lines (a 7-line 'Configuration for "
+        "experiment' box, 'View detailed results here: ...' and a TensorBoard hint); with RAY_AIR_NEW_OUTPUT=0 "
+        "it printed none."
+    ),
+)
+
+TUNE_STATE_EVERY_S = EnvSetting(
+    name="TUNE_GLOBAL_CHECKPOINT_S",
+    value="1",
+    why=(
+        "Tune's experiment state (which trials have ended) is what resume restores. A trial that ended after "
+        "the last save runs again after a kill. Saving every second narrows that window to about a second."
+    ),
+    measured=(
+        "Ray's default is 'auto': the first period is 10 s, then max(10 s, 19 x the time one save took) "
+        "(ray/tune/execution/experiment_state.py, Ray 2.60.0), so up to 10 s or more of ended trials could run "
+        "again. With 1 s, tests/test_faults.py kills a search (SIGKILL) once Tune's saved state shows an ended "
+        "trial, resumes it, and checks that no trial that had ended ran again."
+    ),
+)
+
+WORKER_GROUP_START_TIMEOUT = EnvSetting(
+    name="RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S",
+    value=None,  # the spec's failure.worker_start_timeout_s
+    why=(
+        "Bounds the wait for a worker group that cannot be placed: after this long it counts as a controller "
+        "failure, and after failure.controller_retries of those the trial errors with a reason instead of "
+        "waiting forever. Set from the spec's failure.worker_start_timeout_s, so it overwrites the environment: "
+        "the spec is where this is configured. Ray Train passes it from the trial driver to the controller."
+    ),
+    measured=(
+        "Ray's own default is 60 s (ray/train/v2/_internal/constants.py, Ray 2.60.0), the same as the spec's "
+        "default; without a bound on controller failures as well, a worker group that can never be placed is "
+        "retried forever, silently. tests/test_multinode.py relies on the bound: a trial whose worker group "
+        "could not be placed would wait the 60 s and then error, while its trials' first reports come within "
+        "about 5-10 s."
+    ),
+    force=True,
+)
+
+#: Set in the search's process before ``ray.init`` (in this order).
+DRIVER_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, TRAIN_V2)
+#: Set before the ``Tuner`` is built.
+TUNER_DEFAULTS: tuple[EnvSetting, ...] = (LEGACY_TUNE_OUTPUT,)
+#: Set before ``Tuner.fit``.
+FIT_DEFAULTS: tuple[EnvSetting, ...] = (TUNE_STATE_EVERY_S,)
+#: Set in every trial driver (the start timeout comes from the trial's ``failure`` settings).
+TRIAL_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, WORKER_GROUP_START_TIMEOUT)
+#: Every setting, once each, by name.
+SETTINGS: Mapping[str, EnvSetting] = {
+    s.name: s
+    for s in (TRAIN_HEALTH_CHECK, TRAIN_V2, STATE_API_ADDRESS, LEGACY_TUNE_OUTPUT, TUNE_STATE_EVERY_S,
+              WORKER_GROUP_START_TIMEOUT)
+}
+
+
+def apply_driver_defaults(environ: MutableMapping[str, str] | None = None) -> None:
+    """Before ``ray.init`` in the search's process: the Ray Train defaults (a value already set wins)."""
+    for setting in DRIVER_DEFAULTS:
+        setting.apply(environ=environ)
+
+
+def pin_state_api(port: int, environ: MutableMapping[str, str] | None = None) -> str:
+    """Before an embedded local Ray starts with its dashboard on ``port``: point the State API at it.
+
+    Returns the address set (always overwritten: it names the cluster about to start).
+    """
+    address = f"http://127.0.0.1:{port}"
+    STATE_API_ADDRESS.apply(address, environ=environ)
+    return address
+
+
+def apply_tuner_defaults(environ: MutableMapping[str, str] | None = None) -> None:
+    """Before the ``ray.tune.Tuner`` is built: Tune's quiet legacy output (a value already set wins)."""
+    for setting in TUNER_DEFAULTS:
+        setting.apply(environ=environ)
+
+
+def apply_fit_defaults(environ: MutableMapping[str, str] | None = None) -> None:
+    """Before ``Tuner.fit``: save Tune's experiment state every second (a value already set wins)."""
+    for setting in FIT_DEFAULTS:
+        setting.apply(environ=environ)
+
+
+def apply_trial_defaults(failure: Failure, environ: MutableMapping[str, str] | None = None) -> None:
+    """In the trial driver, before its ``TorchTrainer`` is built.
+
+    The health-check interval is a default (a value already set wins); the worker-group
+    start timeout is the spec's ``failure.worker_start_timeout_s`` and always overwrites.
+    """
+    TRAIN_HEALTH_CHECK.apply(environ=environ)
+    WORKER_GROUP_START_TIMEOUT.apply(str(failure.worker_start_timeout_s), environ=environ)

@@ -1,0 +1,207 @@
+"""OutcomeRecorder decides how each trial ended and writes it; ProgressPrinter prints it.
+
+Driven by hand with fake trials, as Tune would call them; no Ray is started.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpsearch.experiment.files import read_outcome_records, read_outcomes
+from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE
+from hpsearch.runtime.outcomes import OutcomeRecorder, last_epoch
+from hpsearch.runtime.progress import ProgressPrinter
+
+TRACEBACK = """Traceback (most recent call last):
+  File "my_train.py", line 3, in train_loop
+    raise ValueError("x='bad' is not a usable value")
+ValueError: x='bad' is not a usable value
+"""
+
+
+@dataclass
+class FakeTrial:
+    """The parts of a Tune ``Trial`` the callbacks read."""
+
+    trial_id: str
+    config: dict[str, Any]
+    last_result: dict[str, Any] = field(default_factory=dict)
+    local_path: str | None = None
+    error: Any = None
+    status: str = "RUNNING"
+
+    def get_pickled_error(self) -> Any:
+        return None
+
+    def get_error(self) -> Any:
+        return self.error
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Search:
+    """A recorder and a printer in Tune's order, and the events Tune sends them."""
+
+    def __init__(self, exp_dir: Path, budget: tuple[str, float] | None = ("epoch", 4)) -> None:
+        self.clock = Clock()
+        self.out = io.StringIO()
+        self.recorder = OutcomeRecorder(exp_dir, budget=budget, stream=self.out)
+        self.printer = ProgressPrinter("val_loss", "min", self.recorder, total=5, varying=["lr", "layers"],
+                                       stream=self.out, clock=self.clock)
+        self.callbacks = [self.recorder, self.printer]
+
+    def start(self, trial: FakeTrial) -> None:
+        for callback in self.callbacks:
+            callback.on_trial_start(0, [], trial)
+
+    def report(self, trial: FakeTrial, **result: Any) -> None:
+        result.setdefault("done", False)
+        trial.last_result = result
+        for callback in self.callbacks:
+            callback.on_trial_result(0, [], trial, result)
+
+    def complete(self, trial: FakeTrial) -> None:
+        trial.status = "TERMINATED"
+        for callback in self.callbacks:
+            callback.on_trial_complete(0, [], trial)
+
+    def error(self, trial: FakeTrial) -> None:
+        trial.status = "ERROR"
+        for callback in self.callbacks:
+            callback.on_trial_error(0, [], trial)
+
+    def lines(self) -> list[str]:
+        return self.out.getvalue().splitlines()
+
+
+def test_a_loop_numbering_its_epochs_from_0_is_at_epoch_3_after_4_reports(tmp_path) -> None:
+    search = Search(tmp_path)
+    trial = FakeTrial("t1", {"lr": 0.001, "layers": 2, "epochs": 4})
+    search.start(trial)
+    for epoch in range(4):  # epochs 0, 1, 2, 3, as Ray's and PyTorch's examples number them
+        search.report(trial, val_loss=0.5 - 0.1 * epoch, epoch=epoch, training_iteration=epoch + 1)
+    search.complete(trial)
+
+    assert search.lines() == [
+        "[00:00] start    t1  lr=0.001 layers=2",
+        "[00:00] finished t1  val_loss=0.2 at epoch 3 (4 reports)",
+    ]
+    [record] = read_outcome_records(tmp_path).values()
+    assert {k: record[k] for k in ("trial_id", "status", "reports", "last_epoch", "error")} == {
+        "trial_id": "t1", "status": FINISHED, "reports": 4, "last_epoch": 3, "error": "",
+    }
+    assert isinstance(record["ended_at"], float)
+    assert search.recorder.outcomes == {"t1": FINISHED}
+
+
+def test_stopped_by_the_scheduler_before_its_budget_finished_at_it_and_errored(tmp_path) -> None:
+    search = Search(tmp_path)
+    stopped = FakeTrial("t2", {"lr": 0.1, "layers": 1})
+    at_budget = FakeTrial("t3", {"lr": 0.01, "layers": 3})
+    errored = FakeTrial("t4", {"lr": 1.0, "layers": 1}, error=RuntimeError(TRACEBACK))
+    from_file = FakeTrial("t5", {"lr": 0.5, "layers": 1}, local_path=str(tmp_path / "t5-folder"))
+    (tmp_path / "t5-folder").mkdir()
+    (tmp_path / "t5-folder" / TUNE_ERROR_FILE).write_text("Failure # 1\n" + TRACEBACK.replace("ValueError", "KeyError"))
+    for trial in (stopped, at_budget, errored, from_file):
+        search.start(trial)
+
+    search.report(stopped, val_loss=0.9, epoch=1, training_iteration=1, done=True)  # ASHA stops it at epoch 1 of 4
+    search.complete(stopped)
+    for epoch in range(1, 5):  # the scheduler ends it with done=True on its last epoch: that is its budget, not a stop
+        search.report(at_budget, val_loss=1.0 / epoch, epoch=epoch, training_iteration=epoch, done=epoch == 4)
+    search.complete(at_budget)
+    search.report(errored, val_loss=2.0, epoch=1, training_iteration=1)
+    search.clock.now += 75
+    search.error(errored)
+    search.error(from_file)  # Tune holds no error object: the line comes from the trial's error.txt
+
+    assert search.lines()[4:] == [
+        "[00:00] stopped  t2  val_loss=0.9 at epoch 1 (1 report)  (stopped early by the scheduler)",
+        "[00:00] finished t3  val_loss=0.25 at epoch 4 (4 reports)",
+        "[01:15] ERROR    t4  ValueError: x='bad' is not a usable value",
+        "[01:15] ERROR    t5  KeyError: x='bad' is not a usable value",
+    ]
+    records = read_outcome_records(tmp_path)
+    assert {t: (r["status"], r["reports"], r["last_epoch"]) for t, r in records.items()} == {
+        "t2": (STOPPED, 1, 1),
+        "t3": (FINISHED, 4, 4),
+        "t4": (ERRORED, 1, 1),
+        "t5": (ERRORED, 0, None),
+    }
+    assert records["t4"]["error"] == "ValueError: x='bad' is not a usable value"
+    assert records["t5"]["error"] == "KeyError: x='bad' is not a usable value"
+    assert read_outcomes(tmp_path) == search.recorder.outcomes == {"t2": STOPPED, "t3": FINISHED, "t4": ERRORED,
+                                                                   "t5": ERRORED}
+
+    search.clock.now += 30
+    pending = FakeTrial("t6", {}, status="PENDING")
+    search.printer.on_step_end(0, [stopped, at_budget, errored, from_file, pending])
+    assert search.lines()[-1] == (
+        "[01:45] status   4/5 done (1 stopped early, 2 errored), 0 running, 1 pending | best val_loss=0.25 (t3)"
+    )
+
+
+def test_a_trial_that_reports_no_epoch_ends_at_an_iteration(tmp_path) -> None:
+    search = Search(tmp_path, budget=None)
+    trial = FakeTrial("t7", {"lr": 0.2})
+    search.start(trial)
+    search.report(trial, val_loss=0.5, training_iteration=1)
+    search.report(trial, training_iteration=2)  # the metric not in its last result
+    search.complete(trial)
+    assert search.lines()[-1] == "[00:00] finished t7  val_loss=? at iteration 2 (2 reports)"
+    assert read_outcome_records(tmp_path)["t7"]["last_epoch"] == 2
+
+
+def test_a_retried_trial_keeps_its_last_end_and_a_folder_that_cannot_be_written_only_warns(tmp_path) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    search = Search(blocked / "exp")
+    trial = FakeTrial("t8", {"lr": 0.3})
+    search.report(trial, val_loss=1.0, epoch=1)
+    search.error(trial)
+    search.report(trial, val_loss=0.5, epoch=1)  # Tune retried it (failure.trial_retries)
+    search.complete(trial)
+    assert search.recorder.outcomes == {"t8": FINISHED}
+    assert search.recorder.records["t8"].reports == 2
+    warnings = [line for line in search.lines() if "warning" in line]
+    assert len(warnings) == 2 and warnings[0].startswith("hpsearch: warning: could not record the end of t8: ")
+
+
+def test_the_recorder_and_the_printer_pickle_together_without_their_stream(tmp_path) -> None:
+    search = Search(tmp_path)
+    trial = FakeTrial("t9", {"lr": 0.4})
+    search.report(trial, val_loss=1.0, epoch=1)
+    search.complete(trial)
+    recorder, printer = pickle.loads(pickle.dumps(search.callbacks))  # as Tune saves its experiment state
+    assert printer.recorder is recorder  # one recorder after a restore too
+    assert recorder.stream is None and printer.stream is None
+    assert recorder.outcomes == {"t9": FINISHED} and recorder.reports == {}  # reports count afresh in a new run
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        ({"epoch": 3, "training_iteration": 4}, 3),
+        ({"epoch": 0}, 0),
+        ({"epoch": 2.0}, 2),
+        ({"epoch": 2.5}, 2.5),
+        ({"training_iteration": 7}, 7),
+        ({"epoch": None, "training_iteration": 7}, 7),
+        ({}, None),
+        (None, None),
+    ],
+)
+def test_last_epoch_is_the_epoch_else_the_iteration(result, expected) -> None:
+    assert last_epoch(result) == expected
