@@ -33,7 +33,7 @@ def _load(args: argparse.Namespace) -> Spec:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check a spec (and that its trainable imports) without starting Ray."""
-    from hpsearch.runtime.tuner import total_trials
+    from hpsearch.spec import total_trials
 
     spec = _load(args)
     n = total_trials(spec)
@@ -70,7 +70,7 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
     """Print how a search ended; return the exit code."""
     from hpsearch.analysis import best_trials_table
     from hpsearch.experiment.layout import ENDED, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, flatten_config
-    from hpsearch.runtime.tuner import varying_params
+    from hpsearch.spec import varying_params
 
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ENDED)
     varying = varying_params(spec)
@@ -102,7 +102,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     import json
 
     from hpsearch.planning.render import render_plan
-    from hpsearch.runtime.tuner import plan_for, total_trials
+    from hpsearch.planning.for_spec import plan_for
+    from hpsearch.spec import total_trials
 
     spec = _load(args)
     if args.cluster:

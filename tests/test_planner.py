@@ -752,7 +752,7 @@ QUICK_SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "digits_qui
 
 def test_the_quick_spec_asks_for_what_this_file_plans() -> None:
     from hpsearch.spec import load_spec
-    from hpsearch.runtime.tuner import demand_for
+    from hpsearch.planning.for_spec import demand_for
 
     assert demand_for(load_spec(QUICK_SPEC, check_trainable=False)) == QUICK
 
@@ -767,7 +767,7 @@ def test_the_quick_spec_asks_for_what_this_file_plans() -> None:
 )
 def test_plan_for_the_quick_spec_on_this_machine(overrides: list[str], expected: int) -> None:
     from hpsearch.spec import load_spec
-    from hpsearch.runtime.tuner import plan_for
+    from hpsearch.planning.for_spec import plan_for
 
     spec = load_spec(QUICK_SPEC, overrides=overrides, check_trainable=False)
     assert plan_for(spec, THIS_MACHINE).max_concurrent_trials == expected

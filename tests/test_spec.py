@@ -12,7 +12,7 @@ import yaml
 from hpsearch.errors import HpsearchError, SpecError
 from hpsearch.spec.space import ChoiceParam, ConstParam, FloatParam, GridParam, IntParam
 from hpsearch.spec import SPEC_KEYS, load_spec
-from hpsearch.runtime.tuner import total_trials, varying_params
+from hpsearch.spec import total_trials, varying_params
 
 TRAIN_PY = """\
 def train_loop(config):

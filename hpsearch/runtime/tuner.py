@@ -24,12 +24,13 @@ from hpsearch.experiment.layout import EPOCH, SPEC_FILE, TRAIN_RUNS_DIR
 # Not used here: still imported from this module by tests/test_analysis.py. Defined once, in
 # hpsearch.experiment.layout; drop this line when it imports them from there.
 from hpsearch.experiment.layout import OUTCOMES_FILE, SUMMARY_FILE  # noqa: F401
-from hpsearch.planning.planner import GB, Node, Plan, TrialDemand, plan_trials
+from hpsearch.planning.for_spec import plan_for
+from hpsearch.planning.planner import Node, Plan
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
 from hpsearch.runtime.trainable import make_trainable
-from hpsearch.spec import Spec, load_spec
+from hpsearch.spec import Spec, load_spec, total_trials, varying_params
 from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
-from hpsearch.spec.space import ConstParam, GridParam, iter_params, to_tune
+from hpsearch.spec.space import to_tune
 
 if TYPE_CHECKING:  # pragma: no cover
     from ray.tune import Callback, ResultGrid, Tuner
@@ -43,44 +44,8 @@ __all__ = [
     "run_with_summary",
     "resume",
     "resume_with_summary",
-    "plan_for",
-    "demand_for",
-    "total_trials",
-    "varying_params",
     "callbacks_for",
 ]
-
-
-def plan_for(spec: Spec, nodes: Sequence[Node]) -> Plan:
-    """Plan the spec's trials on a cluster given as plain data."""
-    return plan_trials(nodes, demand_for(spec), requested=spec.resources.max_concurrent_trials)
-
-
-def demand_for(spec: Spec) -> TrialDemand:
-    """One trial of the spec, as the planner counts it."""
-    return TrialDemand(
-        driver={"CPU": spec.resources.driver_cpus},
-        worker=spec.scaling.worker_bundle(),
-        num_workers=spec.scaling.num_workers,
-        strategy=spec.scaling.placement_strategy,
-        driver_node=spec.resources.driver_node,
-        driver_memory=spec.resources.driver_memory_gb * GB,
-        worker_memory=spec.resources.worker_memory_gb * GB,
-    )
-
-
-def total_trials(spec: Spec) -> int:
-    """Trials the search will run: ``num_samples`` per grid point."""
-    points = 1
-    for _, param in iter_params(spec.search_space):
-        if isinstance(param, GridParam):
-            points *= len(param.values)
-    return spec.num_samples * points
-
-
-def varying_params(spec: Spec) -> list[str]:
-    """Dotted names of the parameters that are searched (not constants)."""
-    return [name for name, p in iter_params(spec.search_space) if not isinstance(p, ConstParam)]
 
 
 @dataclass

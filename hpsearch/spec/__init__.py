@@ -32,6 +32,8 @@ __all__ = [
     "Aggregate",
     "load_spec",
     "apply_overrides",
+    "total_trials",
+    "varying_params",
     "SPEC_KEYS",
 ]
 
@@ -331,3 +333,16 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         source=origin,
     )
 
+
+def total_trials(spec: Spec) -> int:
+    """Trials the search will run: ``num_samples`` per grid point."""
+    points = 1
+    for _, param in _space.iter_params(spec.search_space):
+        if isinstance(param, _space.GridParam):
+            points *= len(param.values)
+    return spec.num_samples * points
+
+
+def varying_params(spec: Spec) -> list[str]:
+    """Dotted names of the parameters that are searched (not constants)."""
+    return [name for name, p in _space.iter_params(spec.search_space) if not isinstance(p, _space.ConstParam)]

@@ -1,0 +1,28 @@
+"""A spec's trials as the planner counts them: the bridge from :mod:`hpsearch.spec` to the planner."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hpsearch.planning.planner import GB, Node, Plan, TrialDemand, plan_trials
+from hpsearch.spec import Spec
+
+__all__ = ["plan_for", "demand_for"]
+
+
+def plan_for(spec: Spec, nodes: Sequence[Node]) -> Plan:
+    """Plan the spec's trials on a cluster given as plain data."""
+    return plan_trials(nodes, demand_for(spec), requested=spec.resources.max_concurrent_trials)
+
+
+def demand_for(spec: Spec) -> TrialDemand:
+    """One trial of the spec, as the planner counts it."""
+    return TrialDemand(
+        driver={"CPU": spec.resources.driver_cpus},
+        worker=spec.scaling.worker_bundle(),
+        num_workers=spec.scaling.num_workers,
+        strategy=spec.scaling.placement_strategy,
+        driver_node=spec.resources.driver_node,
+        driver_memory=spec.resources.driver_memory_gb * GB,
+        worker_memory=spec.resources.worker_memory_gb * GB,
+    )
