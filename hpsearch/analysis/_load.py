@@ -376,6 +376,8 @@ def _reports_before_a_restart(exp: Path, trial_id: str, reports: list[dict[str, 
     After a restart (a retry, ``hpsearch resume``) Tune keeps only the new rows in result.json;
     the nested run's ``hpsearch_history.jsonl`` holds every report ever forwarded to Tune.
     """
+    if files.count_history(exp, trial_id) <= len(reports):
+        return []  # no more reports than Tune kept: nothing lost (the common case, without parsing)
     kept = _without_housekeeping(files.read_history(exp, trial_id))
     seen = {r.get(EPOCH) for r in reports}
     earlier = []
@@ -539,12 +541,13 @@ def _rank(trials: "pd.DataFrame", history: "pd.DataFrame", metric: str, mode: Mo
     reports: dict[str, list[tuple[Any, Any]]] = {t: [] for t in trials["trial_id"]}  # creation order
     with_checkpoint: dict[str, list[tuple[Any, Any]]] = {}
     if metric in history:
-        kept = _checkpoints_on_disk(history)
-        values = history[metric].astype("object").where(history[_HAS_METRIC], None)  # a report without it: no value
-        rows = zip(history["trial_id"], history["iteration"], values, history["checkpoint"])
+        on_disk = _checkpoints_on_disk(history)
+        values = history[metric].astype("object").where(history[_HAS_METRIC], None).tolist()  # no metric: no value
+        iterations = history["iteration"].astype("float64").tolist()
+        rows = zip(history["trial_id"].tolist(), iterations, values, history["checkpoint"].tolist())
         for trial_id, iteration, value, checkpoint in rows:
-            reports.setdefault(trial_id, []).append((None if pd.isna(iteration) else int(iteration), value))
-            if isinstance(checkpoint, str) and (trial_id, os.path.basename(checkpoint)) in kept:
+            reports.setdefault(trial_id, []).append((None if iteration != iteration else int(iteration), value))
+            if checkpoint in on_disk:
                 with_checkpoint.setdefault(trial_id, []).append((checkpoint, value))
     ranking = rank_trials(reports, mode, statuses=dict(zip(trials["trial_id"], trials["status"])))
     scores = ranking.by_id()
@@ -559,17 +562,15 @@ def _rank(trials: "pd.DataFrame", history: "pd.DataFrame", metric: str, mode: Mo
     trials["best_checkpoint"] = pd.Series(best_checkpoint, index=trials.index, dtype="object")
 
 
-def _checkpoints_on_disk(history: "pd.DataFrame") -> set[tuple[str, str]]:
-    """(trial id, checkpoint folder name) of every reported checkpoint that is still on disk."""
-    kept: set[tuple[str, str]] = set()
-    reported = history[history["checkpoint"].notna()]
-    for trial_id in reported["trial_id"].unique():
-        folders = {os.path.dirname(p) for p in reported.loc[reported["trial_id"] == trial_id, "checkpoint"]}
-        for folder in folders:
-            try:
-                kept.update((trial_id, name) for name in os.listdir(folder))
-            except OSError:
-                continue
+def _checkpoints_on_disk(history: "pd.DataFrame") -> set[str]:
+    """Every reported checkpoint path that is still on disk (Ray Train keeps the last ``num_to_keep``)."""
+    paths = [p for p in history["checkpoint"].tolist() if isinstance(p, str)]
+    kept: set[str] = set()
+    for folder in {p.rpartition("/")[0] for p in paths}:  # one listing per run folder, not one stat per checkpoint
+        try:
+            kept.update(f"{folder}/{name}" for name in os.listdir(folder))
+        except OSError:
+            continue
     return kept
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "read_outcome_records",
     "read_outcomes",
     "append_history",
+    "count_history",
     "read_history",
     "write_summary",
     "read_summary",
@@ -226,6 +227,15 @@ def append_history(run_folder: PathLike, metrics: Mapping[str, Any], *, checkpoi
     if checkpoint_path is not None:
         record["checkpoint_path"] = checkpoint_path
     _append_line(Path(run_folder) / HISTORY_FILE, record)
+
+
+def count_history(experiment_dir: PathLike, trial_id: str) -> int:
+    """How many reports a trial's history holds (its lines, counted without parsing them)."""
+    try:
+        data = (run_dir(experiment_dir, trial_id) / HISTORY_FILE).read_bytes()
+    except OSError:
+        return 0
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def read_history(experiment_dir: PathLike, trial_id: str) -> list[dict[str, Any]]:

@@ -23,7 +23,6 @@ from hpsearch.experiment.files import experiment_spec, is_experiment, read_outco
 from hpsearch.experiment.layout import EPOCH, SPEC_FILE, TRAIN_RUNS_DIR
 # Not used here: still imported from this module by tests/test_analysis.py. Defined once, in
 # hpsearch.experiment.layout; drop this line when it imports them from there.
-from hpsearch.experiment.layout import OUTCOMES_FILE, SUMMARY_FILE  # noqa: F401
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
