@@ -22,8 +22,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 #: A way that runs longer than this is broken, not slow: it is interrupted (a backstop only).
 WAY_TIMEOUT_S = 30 * 60
@@ -170,7 +171,10 @@ def digits_epochs(
         model.eval()
         with torch.no_grad():
             logits = model(x_va)
-            metrics = {"val_loss": loss_fn(logits, y_va).item(), "val_acc": (logits.argmax(1) == y_va).float().mean().item()}
+            metrics = {
+                "val_loss": loss_fn(logits, y_va).item(),
+                "val_acc": (logits.argmax(1) == y_va).float().mean().item(),
+            }
         yield epoch, time.perf_counter() - began, metrics
 
 

@@ -37,8 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
@@ -80,16 +80,18 @@ def run_way(way: str, trials: int, epochs: int, budget_s: float, storage: str) -
     from hpsearch.runtime.cluster import connect
 
     connect()
-    spec = hpsearch.load_spec({
-        "name": way,
-        "trainable": "hpsearch.examples.digits:train_loop",
-        "metric": "val_loss",
-        "mode": "min",
-        "num_samples": trials,
-        "search_space": {**MODEL, "epochs": epochs, "checkpoint_every": epochs},
-        "scaling": {"num_workers": 1, "use_gpu": True, "resources_per_worker": WAYS[way]},
-        "storage_path": storage,
-    })
+    spec = hpsearch.load_spec(
+        {
+            "name": way,
+            "trainable": "hpsearch.examples.digits:train_loop",
+            "metric": "val_loss",
+            "mode": "min",
+            "num_samples": trials,
+            "search_space": {**MODEL, "epochs": epochs, "checkpoint_every": epochs},
+            "scaling": {"num_workers": 1, "use_gpu": True, "resources_per_worker": WAYS[way]},
+            "storage_path": storage,
+        }
+    )
     started_at, start = time.time(), time.monotonic()
 
     def over_budget() -> str | None:
@@ -132,15 +134,20 @@ def main() -> int:
     import torch
 
     if not torch.cuda.is_available() or shutil.which("nvidia-smi") is None:
-        print("gpu_packing: needs a GPU that torch can use and nvidia-smi to sample it; "
-              f"here torch.cuda.is_available() is {torch.cuda.is_available()} and nvidia-smi is "
-              f"{shutil.which('nvidia-smi') or 'not on PATH'}. Run it on a GPU machine.", file=sys.stderr)
+        print(
+            "gpu_packing: needs a GPU that torch can use and nvidia-smi to sample it; "
+            f"here torch.cuda.is_available() is {torch.cuda.is_available()} and nvidia-smi is "
+            f"{shutil.which('nvidia-smi') or 'not on PATH'}. Run it on a GPU machine.",
+            file=sys.stderr,
+        )
         return 2
     command, machine = print_header()
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     print(f"gpus: {', '.join(gpus)}")
-    print(f"work: digits MLP {MODEL}, {args.epochs} epochs, 1 worker; {args.trials} identical trials per way; "
-          f"each way's search capped at {args.budget_s:g} s")
+    print(
+        f"work: digits MLP {MODEL}, {args.epochs} epochs, 1 worker; {args.trials} identical trials per way; "
+        f"each way's search capped at {args.budget_s:g} s"
+    )
     flags = ["--trials", args.trials, "--epochs", args.epochs, "--budget-s", args.budget_s]
     logs = logs_folder("gpu-packing")
     with tempfile.TemporaryDirectory(prefix="hpsearch-gpu-packing-") as storage:
@@ -149,18 +156,42 @@ def main() -> int:
     print()
     print_table(
         ["way", "worker", "finished", "wall s", "trials/hour", "at once", "GPU util %", "GPU MiB peak", "budget hit"],
-        [[way, json.dumps(WAYS[way]).replace('"', ""), f"{r['finished']}/{args.trials}", f"{r['wall_s']:.1f}",
-          f"{r['trials_per_hour']:.0f}", str(r["trials_at_once"]),
-          "-" if r["gpu_util_mean"] is None else f"{r['gpu_util_mean']:.1f}",
-          "-" if r["gpu_memory_peak_mib"] is None else f"{r['gpu_memory_peak_mib']:.0f}",
-          "yes" if r["budget_hit"] else "no"] for way, r in ways.items()],
+        [
+            [
+                way,
+                json.dumps(WAYS[way]).replace('"', ""),
+                f"{r['finished']}/{args.trials}",
+                f"{r['wall_s']:.1f}",
+                f"{r['trials_per_hour']:.0f}",
+                str(r["trials_at_once"]),
+                "-" if r["gpu_util_mean"] is None else f"{r['gpu_util_mean']:.1f}",
+                "-" if r["gpu_memory_peak_mib"] is None else f"{r['gpu_memory_peak_mib']:.0f}",
+                "yes" if r["budget_hit"] else "no",
+            ]
+            for way, r in ways.items()
+        ],
     )
     if ways["whole"]["trials_per_hour"]:
-        print(f"\npacking at 0.25 GPU: {ways['packed']['trials_per_hour'] / ways['whole']['trials_per_hour']:.2f}x "
-              "the trials per hour of one trial per GPU")
-    write_results(args.out, {"benchmark": "gpu_packing", "command": command, "machine": machine, "gpus": gpus,
-                             "model": MODEL, "epochs": args.epochs, "trials": args.trials,
-                             "budget_s": args.budget_s, "worker_resources": WAYS, "logs": str(logs), "ways": ways})
+        print(
+            f"\npacking at 0.25 GPU: {ways['packed']['trials_per_hour'] / ways['whole']['trials_per_hour']:.2f}x "
+            "the trials per hour of one trial per GPU"
+        )
+    write_results(
+        args.out,
+        {
+            "benchmark": "gpu_packing",
+            "command": command,
+            "machine": machine,
+            "gpus": gpus,
+            "model": MODEL,
+            "epochs": args.epochs,
+            "trials": args.trials,
+            "budget_s": args.budget_s,
+            "worker_resources": WAYS,
+            "logs": str(logs),
+            "ways": ways,
+        },
+    )
     return 0
 
 

@@ -111,13 +111,15 @@ def stages(events: list[dict]) -> list[dict[str, float | None]]:
     for tr in trials:
         first, last = tr["results"][0], tr["results"][-1]
         loop_start = tr.get("loop_start", tr["trial_start"])
-        rows.append({
-            "turnaround": None if tr["previous_end"] is None else tr["trial_start"] - tr["previous_end"],
-            "start": loop_start - tr["trial_start"],
-            "to_report": first - loop_start,
-            "reporting": last - first,
-            "teardown": tr["trial_end"] - last,
-        })
+        rows.append(
+            {
+                "turnaround": None if tr["previous_end"] is None else tr["trial_start"] - tr["previous_end"],
+                "start": loop_start - tr["trial_start"],
+                "to_report": first - loop_start,
+                "reporting": last - first,
+                "teardown": tr["trial_end"] - last,
+            }
+        )
     return rows
 
 
@@ -131,7 +133,7 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
         for _ in range(trials):
             start = time.perf_counter()
             stamps: list[float] = []
-            plain_training(config, lambda m: stamps.append(time.perf_counter() - start))
+            plain_training(config, lambda m, stamps=stamps, start=start: stamps.append(time.perf_counter() - start))
             times.append({"cost_s": time.perf_counter() - start, "report_times_s": stamps})
         return {"trials": times, "wall_s": sum(t["cost_s"] for t in times)}
 
@@ -158,8 +160,13 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
         apply_fit_defaults()  # Tune's state saved every second, as `hpsearch run` sets it before Tuner.fit
         connect()  # hpsearch's embedded Ray: dashboard on loopback
     else:
-        ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=False,
-                 logging_level="WARNING")
+        ray.init(
+            address="local",
+            include_dashboard=True,
+            dashboard_host="127.0.0.1",
+            log_to_driver=False,
+            logging_level="WARNING",
+        )
 
     if variant == "tune":
 
@@ -194,7 +201,8 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
         from hpsearch.examples.digits import train_loop as digits_loop
 
         trainable = make_trainable(
-            stamped(digits_loop, events), scaling={"num_workers": 1, "resources_per_worker": {"CPU": 1}},
+            stamped(digits_loop, events),
+            scaling={"num_workers": 1, "resources_per_worker": {"CPU": 1}},
             storage_path=storage + "/train",
         )
 
@@ -261,8 +269,17 @@ def main() -> int:
         for variant in VARIANTS:
             t0 = time.perf_counter()
             raw[variant], left = run_isolated(
-                [__file__, "--variant", variant, "--trials", str(args.trials), "--epochs", str(args.epochs),
-                 "--storage", f"{storage}/{variant}"],
+                [
+                    __file__,
+                    "--variant",
+                    variant,
+                    "--trials",
+                    str(args.trials),
+                    "--epochs",
+                    str(args.epochs),
+                    "--storage",
+                    f"{storage}/{variant}",
+                ],
                 log=logs / f"{variant}.log",
             )
             note = f"; ended {len(left)} Ray process(es) it left behind: {', '.join(left)}" if left else ""
@@ -271,21 +288,36 @@ def main() -> int:
     print(f"\n{'way':<10}{'per trial s':>12}{'first report s':>16}{'between reports s':>19}{'overhead s':>12}")
     for variant, row in rows.items():
         between = f"{row['between_reports_s']:.2f}" if row["between_reports_s"] is not None else "-"
-        print(f"{variant:<10}{row['cost_s']:>12.2f}{row['first_report_s']:>16.2f}{between:>19}{row['overhead_s']:>12.2f}")
+        print(
+            f"{variant:<10}{row['cost_s']:>12.2f}{row['first_report_s']:>16.2f}{between:>19}{row['overhead_s']:>12.2f}"
+        )
     print(f"\nwhere a trial's seconds go (median s): {', '.join(STAGES)}")
     for variant, row in rows.items():
         if variant != "plain":
             cells = "".join(f"{row[f'{s}_s']:>12.2f}" if row[f"{s}_s"] is not None else f"{'-':>12}" for s in STAGES)
             print(f"{variant:<10}{cells}")
     ratio = rows["hpsearch"]["overhead_s"] / rows["nested"]["overhead_s"]
-    print(f"\nhpsearch's overhead over plain PyTorch is {ratio:.0%} of the hand-written nested pattern's "
-          f"(target: <= 40%); between reports {rows['hpsearch']['between_reports_s']:.2f} s (target: <= 0.3 s)")
+    print(
+        f"\nhpsearch's overhead over plain PyTorch is {ratio:.0%} of the hand-written nested pattern's "
+        f"(target: <= 40%); between reports {rows['hpsearch']['between_reports_s']:.2f} s (target: <= 0.3 s)"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "benchmark": "overhead", "command": command, "machine": machine, "epochs": args.epochs,
-        "trials_per_way": args.trials, "config": CONFIG, "per_trial": rows, "raw": raw,
-        "hpsearch_overhead_vs_nested": ratio,
-    }, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "benchmark": "overhead",
+                "command": command,
+                "machine": machine,
+                "epochs": args.epochs,
+                "trials_per_way": args.trials,
+                "config": CONFIG,
+                "per_trial": rows,
+                "raw": raw,
+                "hpsearch_overhead_vs_nested": ratio,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {args.out}")
     return 0
 

@@ -65,17 +65,19 @@ def run_search(trials: int, reports: int, storage: str) -> dict:
     from hpsearch.runtime.cluster import connect
 
     connect()
-    spec = hpsearch.load_spec({
-        "name": "scale",
-        "trainable": f"{Path(__file__).resolve()}:trivial_loop",
-        "metric": "loss",
-        "mode": "min",
-        "num_samples": trials,
-        "search_space": {"x": {"type": "float", "low": 0.0, "high": 1.0}, "reports": reports},
-        "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": WORKER_CPUS}},
-        "resources": {"driver_cpus": DRIVER_CPUS},
-        "storage_path": storage,
-    })
+    spec = hpsearch.load_spec(
+        {
+            "name": "scale",
+            "trainable": f"{Path(__file__).resolve()}:trivial_loop",
+            "metric": "loss",
+            "mode": "min",
+            "num_samples": trials,
+            "search_space": {"x": {"type": "float", "low": 0.0, "high": 1.0}, "reports": reports},
+            "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": WORKER_CPUS}},
+            "resources": {"driver_cpus": DRIVER_CPUS},
+            "storage_path": storage,
+        }
+    )
     start = time.monotonic()
     grid = hpsearch.run(spec)
     wall = time.monotonic() - start
@@ -107,25 +109,48 @@ def main() -> int:
         return 0
 
     command, machine = print_header()
-    print(f"work: {args.trials} trivial nested trials ({args.reports} reports each, no training), 1 worker of "
-          f"{{CPU: {WORKER_CPUS}}} + a {DRIVER_CPUS}-CPU driver each; random searcher, FIFO")
+    print(
+        f"work: {args.trials} trivial nested trials ({args.reports} reports each, no training), 1 worker of "
+        f"{{CPU: {WORKER_CPUS}}} + a {DRIVER_CPUS}-CPU driver each; random searcher, FIFO"
+    )
     logs = logs_folder("scale")
     with tempfile.TemporaryDirectory(prefix="hpsearch-scale-") as storage:
         r, left = run_isolated(
             [__file__, "--search", "--trials", str(args.trials), "--reports", str(args.reports), "--storage", storage],
-            log=logs / "search.log", timeout_s=90 * 60,  # 200 trials take ~33 min here: past _common's 30-min backstop
+            log=logs / "search.log",
+            timeout_s=90 * 60,  # 200 trials take ~33 min here: past _common's 30-min backstop
         )
     r["left_behind"] = left
     r["trials_per_minute"] = r["finished"] / r["wall_s"] * 60
     print_table(
         ["finished", "wall s", "trials/min", "at once", "driver RSS MB", "peak RSS MB", "PGs CREATED", "left behind"],
-        [[f"{r['finished']}/{args.trials}", f"{r['wall_s']:.1f}", f"{r['trials_per_minute']:.1f}",
-          str(r["trials_at_once"]), f"{r['driver_rss_mb']:.0f}", f"{r['driver_peak_rss_mb']:.0f}",
-          str(r["placement_groups_created"]), ", ".join(left) or "none"]],
+        [
+            [
+                f"{r['finished']}/{args.trials}",
+                f"{r['wall_s']:.1f}",
+                f"{r['trials_per_minute']:.1f}",
+                str(r["trials_at_once"]),
+                f"{r['driver_rss_mb']:.0f}",
+                f"{r['driver_peak_rss_mb']:.0f}",
+                str(r["placement_groups_created"]),
+                ", ".join(left) or "none",
+            ]
+        ],
     )
-    write_results(args.out, {"benchmark": "scale", "command": command, "machine": machine, "trials": args.trials,
-                             "reports": args.reports, "worker_cpus": WORKER_CPUS, "driver_cpus": DRIVER_CPUS,
-                             "logs": str(logs), **r})
+    write_results(
+        args.out,
+        {
+            "benchmark": "scale",
+            "command": command,
+            "machine": machine,
+            "trials": args.trials,
+            "reports": args.reports,
+            "worker_cpus": WORKER_CPUS,
+            "driver_cpus": DRIVER_CPUS,
+            "logs": str(logs),
+            **r,
+        },
+    )
     return 0
 
 

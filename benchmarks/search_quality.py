@@ -76,9 +76,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
@@ -147,14 +148,17 @@ def spec_overrides(method: str, seed: int, budget: int, epochs: int, heavy: bool
         asha = "_asha" in method
         cpus = os.cpu_count() or 1
         worker_cpus = round(cpus - 0.1, 2) if method.endswith("_whole") else 0.9  # + a 0.1-CPU driver
-        settings.update({
-            "num_samples": budget if asha else budget // epochs,  # ASHA: more than B needs; stopped at B
-            "searcher": {**SEARCHERS[method], "seed": seed},
-            "scheduler": {"type": "asha", "max_t": epochs, "grace_period": GRACE, "reduction_factor": REDUCTION}
-            if asha else {"type": "fifo"},
-            "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": worker_cpus}},
-            "resources.driver_cpus": 0.1,
-        })
+        settings.update(
+            {
+                "num_samples": budget if asha else budget // epochs,  # ASHA: more than B needs; stopped at B
+                "searcher": {**SEARCHERS[method], "seed": seed},
+                "scheduler": {"type": "asha", "max_t": epochs, "grace_period": GRACE, "reduction_factor": REDUCTION}
+                if asha
+                else {"type": "fifo"},
+                "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": worker_cpus}},
+                "resources.driver_cpus": 0.1,
+            }
+        )
         if method.endswith("_whole"):
             settings["search_space.threads"] = cpus
     return [f"{key}={json.dumps(value)}" for key, value in settings.items()]
@@ -177,7 +181,9 @@ def run_hpsearch(job: dict[str, Any]) -> dict[str, Any]:
 
     def budget_spent() -> str | None:  # random_fifo's trials use exactly the budget: never cut
         reported = sum(path.read_bytes().count(b"\n") for path in spec.experiment_dir.glob(histories))
-        return f"{job['budget']} epochs reported" if job["method"] != "random_fifo" and reported >= job["budget"] else None
+        return (
+            f"{job['budget']} epochs reported" if job["method"] != "random_fifo" and reported >= job["budget"] else None
+        )
 
     start = time.time()
     try:
@@ -189,8 +195,9 @@ def run_hpsearch(job: dict[str, Any]) -> dict[str, Any]:
     finally:
         ray.shutdown()
     results = hpsearch.load_results(spec.experiment_dir)
-    per_trial = [[json.loads(line) for line in path.read_text().splitlines()]
-                 for path in spec.experiment_dir.glob(histories)]
+    per_trial = [
+        [json.loads(line) for line in path.read_text().splitlines()] for path in spec.experiment_dir.glob(histories)
+    ]
     reports = sorted((r["time"] - start, r["val_acc"]) for trial in per_trial for r in trial)
     gaps = [b["time"] - a["time"] for trial in per_trial for a, b in zip(trial, trial[1:])]
     return {
@@ -348,8 +355,14 @@ def plot(runs: list[dict[str, Any]], methods: Sequence[str], target: float, titl
             low, high = max(c[axis][0] for c in curves), max(c[axis][-1] for c in curves)
             grid = np.arange(low, high + 1) if axis == 0 else np.geomspace(low, high, 200)
             at = [np.asarray(c[2])[np.searchsorted(c[axis], grid, side="right") - 1] for c in curves]
-            ax.step(grid, np.median(at, axis=0), where="post", color=color, lw=2,
-                    label=LABELS[method] if axis == 0 else None)
+            ax.step(
+                grid,
+                np.median(at, axis=0),
+                where="post",
+                color=color,
+                lw=2,
+                label=LABELS[method] if axis == 0 else None,
+            )
     for ax, xlabel in zip(axes, ("epochs consumed (all trials)", "wall time (s, log scale)")):
         ax.axhline(target, color="grey", ls="--", lw=0.8, label=f"target {target}" if ax is axes[0] else None)
         ax.set_xlabel(xlabel)
@@ -372,7 +385,9 @@ def run_job(job: dict[str, Any], logs: Path) -> dict[str, Any]:
     temporary storage; what it leaves behind is ended and named."""
     name = f"{job['method']}-seed{job['seed']}"
     with tempfile.TemporaryDirectory(prefix="hpsearch-search-quality-", ignore_cleanup_errors=True) as storage:
-        result, left = run_isolated([__file__, "--job", json.dumps({**job, "storage": storage})], log=logs / f"{name}.log")
+        result, left = run_isolated(
+            [__file__, "--job", json.dumps({**job, "storage": storage})], log=logs / f"{name}.log"
+        )
     if left:
         print(f"  {name}: ended {len(left)} process(es) it left behind: {', '.join(left)}", flush=True)
     return {**job, **result, "left_behind": left}
@@ -413,15 +428,19 @@ def compare(part: Part, summary: dict[str, dict[str, Any]], runs: list[dict[str,
     for method in dict.fromkeys(r["method"] for r in searches):
         epoch_s = [r["epoch_s"] for r in searches if r["method"] == method and r["epoch_s"]]
         full[method] = statistics.median(epoch_s) * part.epochs if epoch_s else None
-    print(f"a full trial of {part.epochs} epochs trains (median time between a trial's reports x {part.epochs}): "
-          + "; ".join(f"{LABELS[m]} ~{fmt(t, '.1f')} s" for m, t in full.items())
-          + f" (plain Optuna: {part.optuna_threads} thread(s))")
+    print(
+        f"a full trial of {part.epochs} epochs trains (median time between a trial's reports x {part.epochs}): "
+        + "; ".join(f"{LABELS[m]} ~{fmt(t, '.1f')} s" for m, t in full.items())
+        + f" (plain Optuna: {part.optuna_threads} thread(s))"
+    )
     if whole := [r for r in searches if r["method"].endswith("_whole")]:  # as many threads as plain Optuna
         out["per_trial_overhead_whole_s"] = o_whole = statistics.median(
             per_trial_overhead(r, plain_epoch_s[r["seed"]]) for r in whole
         )
-        print(f"per-trial overhead of {LABELS['tpe_asha_whole']} (one trial at a time, {part.optuna_threads} "
-              f"thread(s) like plain Optuna): {o_whole:.1f} s")
+        print(
+            f"per-trial overhead of {LABELS['tpe_asha_whole']} (one trial at a time, {part.optuna_threads} "
+            f"thread(s) like plain Optuna): {o_whole:.1f} s"
+        )
     searches = [r for r in searches if not r["method"].endswith("_whole")]  # o below: 1-thread workers
     if heavy or not searches:  # on the heavy part plain Optuna's threads differ from a worker's: o is not measured
         return out
@@ -429,10 +448,14 @@ def compare(part: Part, summary: dict[str, dict[str, Any]], runs: list[dict[str,
     o = statistics.median(overheads)
     out["per_trial_overhead_s"] = {"median": o, "parallel": searches[0]["parallel"], "searches": overheads}
     out["overtake_train_s"] = overtake = {p: overtake_s(o, p) for p in (2, 4, 8, 16, 32, 64)}
-    print(f"per-trial overhead o of hpsearch ({searches[0]['parallel']} trials at once here): {o:.1f} s "
-          f"(median of {len(overheads)} searches)")
-    print("P parallel hpsearch trials overtake sequential plain Optuna once a trial trains longer than o / (P - 1): "
-          + ", ".join(f"P={p}: {t:.1f} s" for p, t in overtake.items()))
+    print(
+        f"per-trial overhead o of hpsearch ({searches[0]['parallel']} trials at once here): {o:.1f} s "
+        f"(median of {len(overheads)} searches)"
+    )
+    print(
+        "P parallel hpsearch trials overtake sequential plain Optuna once a trial trains longer than o / (P - 1): "
+        + ", ".join(f"P={p}: {t:.1f} s" for p, t in overtake.items())
+    )
     return out
 
 
@@ -440,12 +463,16 @@ def report(part: Part, runs: list[dict[str, Any]], target: float, heavy: bool) -
     """Print the table of medians and the comparisons; return both."""
     summary = summarize(runs, part.methods, target)
     w = max(len(LABELS[m]) for m in summary) + 2
-    print(f"\n{'way':<{w}}{'reached':>8}{'epochs to target':>18}{'wall s to target':>18}{'best val_acc':>14}"
-          f"{'trials':>8}{'s at budget':>13}")
+    print(
+        f"\n{'way':<{w}}{'reached':>8}{'epochs to target':>18}{'wall s to target':>18}{'best val_acc':>14}"
+        f"{'trials':>8}{'s at budget':>13}"
+    )
     for method, row in summary.items():
-        print(f"{LABELS[method]:<{w}}{row['reached']:>5}/{row['seeds']:<2}{fmt(row['median_epochs_to_target']):>18}"
-              f"{fmt(row['median_wall_s_to_target'], '.1f'):>18}{row['median_best_val_acc']:>14.3f}"
-              f"{row['median_trials']:>8.0f}{row['median_wall_s_at_budget']:>13.1f}")
+        print(
+            f"{LABELS[method]:<{w}}{row['reached']:>5}/{row['seeds']:<2}{fmt(row['median_epochs_to_target']):>18}"
+            f"{fmt(row['median_wall_s_to_target'], '.1f'):>18}{row['median_best_val_acc']:>14.3f}"
+            f"{row['median_trials']:>8.0f}{row['median_wall_s_at_budget']:>13.1f}"
+        )
     print("(medians over seeds; '-': the median seed did not reach the target within the budget)\n")
     return summary, compare(part, summary, runs, heavy)
 
@@ -455,8 +482,14 @@ def rescore(path: Path, target: float) -> int:
     record = json.loads(path.read_text())
     runs = record["runs"]
     methods = tuple(dict.fromkeys(r["method"] for r in runs))
-    part = replace(PARTS[record["part"]], methods=methods, budget=record["budget_epochs"], seeds=record["seeds"],
-                   epochs=record["max_epochs_per_trial"], optuna_threads=record["optuna_threads"])
+    part = replace(
+        PARTS[record["part"]],
+        methods=methods,
+        budget=record["budget_epochs"],
+        seeds=record["seeds"],
+        epochs=record["max_epochs_per_trial"],
+        optuna_threads=record["optuna_threads"],
+    )
     print(f"runs of: {record['command']} ({record['machine']['date']}); rescored at target val_acc >= {target}")
     for run in runs:
         epochs, seconds = to_target(run["reports"], target)
@@ -468,7 +501,9 @@ def rescore(path: Path, target: float) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--heavy", action="store_true", help="the heavy variant: tpe_asha and tpe_asha_whole against optuna_plain")
+    parser.add_argument(
+        "--heavy", action="store_true", help="the heavy variant: tpe_asha and tpe_asha_whole against optuna_plain"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 seed and a small budget")
     parser.add_argument("--seeds", type=int, help="seeds 0..N-1 (default 3; --heavy 1)")
     parser.add_argument("--budget", type=int, help="epochs per way and seed (default 80, also with --heavy)")
@@ -476,8 +511,12 @@ def main() -> int:
     parser.add_argument("--target", type=float, default=0.97, help="val_acc to reach (default 0.97)")
     parser.add_argument("--methods", help=f"comma-separated subset of {','.join(LABELS)}")
     parser.add_argument("--optuna-threads", type=int, help="plain Optuna's torch threads (default 1; --heavy all CPUs)")
-    parser.add_argument("--rescore", type=Path, metavar="JSON",
-                        help="no new runs: summarise the runs in a results JSON of this script again, at --target")
+    parser.add_argument(
+        "--rescore",
+        type=Path,
+        metavar="JSON",
+        help="no new runs: summarise the runs in a results JSON of this script again, at --target",
+    )
     parser.add_argument("--job", help=argparse.SUPPRESS)  # internal: one way and seed, JSON in and out
     args = parser.parse_args()
 
@@ -505,40 +544,63 @@ def main() -> int:
         parser.error(f"--budget ({part.budget}) must be a multiple of --epochs ({part.epochs}) for random_fifo")
 
     command, machine = print_header()
-    print(f"part: {part.name} MLP; budget {part.budget} epochs per way and seed, up to {part.epochs} epochs a trial, "
-          f"seeds 0..{part.seeds - 1}, target val_acc >= {args.target}; plain Optuna with "
-          f"{part.optuna_threads} torch thread(s)\n")
+    print(
+        f"part: {part.name} MLP; budget {part.budget} epochs per way and seed, up to {part.epochs} epochs a trial, "
+        f"seeds 0..{part.seeds - 1}, target val_acc >= {args.target}; plain Optuna with "
+        f"{part.optuna_threads} torch thread(s)\n"
+    )
 
     runs = []
     logs = logs_folder("search-quality")
     began = time.perf_counter()
     for seed in range(part.seeds):
         for method in part.methods:
-            run = run_job({"method": method, "seed": seed, "budget": part.budget, "epochs": part.epochs,
-                           "heavy": args.heavy, "threads": part.optuna_threads}, logs)
+            run = run_job(
+                {
+                    "method": method,
+                    "seed": seed,
+                    "budget": part.budget,
+                    "epochs": part.epochs,
+                    "heavy": args.heavy,
+                    "threads": part.optuna_threads,
+                },
+                logs,
+            )
             runs.append(run)
             epochs, seconds = to_target(run["reports"], args.target)
             reached = f"target at epoch {epochs} ({seconds:.1f} s)" if epochs else "target not reached"
-            print(f"[{time.perf_counter() - began:6.0f} s] seed {seed} {method:<14}{run['trials']:4d} trials, "
-                  f"{len(run['reports'])} epochs by {run['reports'][-1][0]:6.1f} s; {reached}; "
-                  f"best val_acc {max(a for _, a in run['reports']):.3f}", flush=True)
+            print(
+                f"[{time.perf_counter() - began:6.0f} s] seed {seed} {method:<14}{run['trials']:4d} trials, "
+                f"{len(run['reports'])} epochs by {run['reports'][-1][0]:6.1f} s; {reached}; "
+                f"best val_acc {max(a for _, a in run['reports']):.3f}",
+                flush=True,
+            )
 
     summary, comparison = report(part, runs, args.target, args.heavy)
     record = {
-        "benchmark": "search_quality", "part": part.name, "command": command, "machine": machine,
-        "budget_epochs": part.budget, "max_epochs_per_trial": part.epochs,
-        "seeds": part.seeds, "target_val_acc": args.target, "optuna_threads": part.optuna_threads,
+        "benchmark": "search_quality",
+        "part": part.name,
+        "command": command,
+        "machine": machine,
+        "budget_epochs": part.budget,
+        "max_epochs_per_trial": part.epochs,
+        "seeds": part.seeds,
+        "target_val_acc": args.target,
+        "optuna_threads": part.optuna_threads,
         "spec": {
             "base": str(BASE_SPEC.relative_to(ROOT)),
             "overrides_seed0": {m: spec_overrides(m, 0, part.budget, part.epochs, args.heavy) for m in part.methods},
         },
-        "summary": summary, **comparison,
+        "summary": summary,
+        **comparison,
     }
     stem = "search_quality_heavy" if args.heavy else "search_quality"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps({**record, "runs": runs}, indent=1))
-    title = (f"digits MLP ({part.name}): budget {part.budget} epochs per way, {part.seeds} seed(s); "
-             f"{machine['cpu_count']} CPUs, {machine['date'][:10]}\n{command}")
+    title = (
+        f"digits MLP ({part.name}): budget {part.budget} epochs per way, {part.seeds} seed(s); "
+        f"{machine['cpu_count']} CPUs, {machine['date'][:10]}\n{command}"
+    )
     plot(runs, part.methods, args.target, title, RESULTS / f"{stem}.png")
     print(f"wrote benchmarks/results/{stem}.json and {stem}.png")
     return 0

@@ -49,8 +49,9 @@ import math
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if not __package__:  # run as a script (python benchmarks/x.py): the repository root makes `benchmarks` importable
@@ -130,24 +131,27 @@ def hpsearch_sweep(config: dict, trials: int, storage: str) -> tuple[Any, int]:
     import hpsearch
     from hpsearch.experiment.layout import PLAN_FILE
 
-    spec = hpsearch.load_spec({
-        "name": "hpsearch",
-        "trainable": f"{Path(__file__).resolve()}:timed_train_loop",
-        "metric": "val_loss",
-        "mode": "min",
-        "num_samples": trials,
-        "search_space": config,
-        "scaling": {"num_workers": NUM_WORKERS, "resources_per_worker": {"CPU": WORKER_CPUS}},
-        "resources": {"driver_cpus": DRIVER_CPUS},
-        "storage_path": storage,
-    })
+    spec = hpsearch.load_spec(
+        {
+            "name": "hpsearch",
+            "trainable": f"{Path(__file__).resolve()}:timed_train_loop",
+            "metric": "val_loss",
+            "mode": "min",
+            "num_samples": trials,
+            "search_space": config,
+            "scaling": {"num_workers": NUM_WORKERS, "resources_per_worker": {"CPU": WORKER_CPUS}},
+            "resources": {"driver_cpus": DRIVER_CPUS},
+            "storage_path": storage,
+        }
+    )
     grid = hpsearch.run(spec)
     plan = json.loads((spec.experiment_dir / PLAN_FILE).read_text())
     return grid, plan["max_concurrent_trials"]
 
 
-def handwritten_sweep(config: dict, trials: int, storage: str, driver_cpus: float | None,
-                      max_concurrent: int | None) -> Any:
+def handwritten_sweep(
+    config: dict, trials: int, storage: str, driver_cpus: float | None, max_concurrent: int | None
+) -> Any:
     """The pattern of Ray's guide; ``None`` keeps Ray's default for the driver's CPUs / concurrency."""
     from ray import train, tune
     from ray.train.torch import TorchTrainer
@@ -187,8 +191,14 @@ def run_way(way: str, trials: int, epochs: int, cpus: int | None, stall_s: float
 
         connect(num_cpus=cpus)
     else:
-        ray.init(address="local", num_cpus=cpus, include_dashboard=True, dashboard_host="127.0.0.1",
-                 log_to_driver=False, logging_level="WARNING")
+        ray.init(
+            address="local",
+            num_cpus=cpus,
+            include_dashboard=True,
+            dashboard_host="127.0.0.1",
+            log_to_driver=False,
+            logging_level="WARNING",
+        )
     total_cpus = ray.cluster_resources()["CPU"]
     start = time.monotonic()
     with interrupt_when(stall_check(timing, stall_s)) as stall:
@@ -197,14 +207,21 @@ def run_way(way: str, trials: int, epochs: int, cpus: int | None, stall_s: float
         else:
             tuned = way == "tuned"
             at_once = trials_that_fit(total_cpus, DRIVER_CPUS if tuned else RAY_DEFAULT_DRIVER_CPUS)
-            grid = handwritten_sweep(config, trials, storage, DRIVER_CPUS if tuned else None,
-                                     at_once if tuned else None)
+            grid = handwritten_sweep(
+                config, trials, storage, DRIVER_CPUS if tuned else None, at_once if tuned else None
+            )
     wall = time.monotonic() - start
     finished = sum(1 for r in grid if r.error is None and (r.metrics or {}).get("epoch") == epochs)
     ray.shutdown()
     per_trial = [json.loads(p.read_text().splitlines()[-1]) for p in sorted(timing.glob("*.jsonl"))]
-    return {"cpus": total_cpus, "wall_s": wall, "finished": finished, "trials_at_once": at_once,
-            "per_trial": per_trial, "stall": stall or None}
+    return {
+        "cpus": total_cpus,
+        "wall_s": wall,
+        "finished": finished,
+        "trials_at_once": at_once,
+        "per_trial": per_trial,
+        "stall": stall or None,
+    }
 
 
 # ----------------------------------------------------------------------------- all ways, side by side
@@ -213,8 +230,12 @@ def run_way(way: str, trials: int, epochs: int, cpus: int | None, stall_s: float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=8, help="identical trials per way (default 8)")
-    parser.add_argument("--epochs", type=int, default=22,
-                        help="epochs per trial (default 22: ~30-40 s of training, 1.3-1.8 s an epoch, on 2 CPUs)")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=22,
+        help="epochs per trial (default 22: ~30-40 s of training, 1.3-1.8 s an epoch, on 2 CPUs)",
+    )
     parser.add_argument("--cpus", type=int, default=None, help="CPUs of each way's Ray (default: all of them)")
     parser.add_argument("--stall-s", type=float, default=120.0, help="no report for this long is a stall (120)")
     parser.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS))
@@ -228,8 +249,10 @@ def main() -> int:
         return 0
 
     command, machine = print_header()
-    print(f"work: digits MLP {MODEL}, {args.epochs} epochs; {args.trials} identical trials per way, each "
-          f"{NUM_WORKERS} workers x {{CPU: {WORKER_CPUS}}}; stall = no report for {args.stall_s:g} s")
+    print(
+        f"work: digits MLP {MODEL}, {args.epochs} epochs; {args.trials} identical trials per way, each "
+        f"{NUM_WORKERS} workers x {{CPU: {WORKER_CPUS}}}; stall = no report for {args.stall_s:g} s"
+    )
     flags = ["--trials", args.trials, "--epochs", args.epochs, "--stall-s", args.stall_s]
     flags += ["--cpus", args.cpus] if args.cpus else []
     logs = logs_folder("sweep")
@@ -241,8 +264,17 @@ def main() -> int:
         r["train_s"] = sum(t["train_s"] for t in r["per_trial"])
         r["utilisation"] = utilisation(r["train_s"], r["wall_s"], r["trials_at_once"])
         stalled = f"yes, at {r['stall']['after_s']:.0f} s" if r["stall"] else "no"
-        rows.append([way, f"{r['finished']}/{args.trials}", f"{r['wall_s']:.1f}", f"{r['train_s']:.1f}",
-                     str(r["trials_at_once"]), f"{r['utilisation']:.2f}", stalled])
+        rows.append(
+            [
+                way,
+                f"{r['finished']}/{args.trials}",
+                f"{r['wall_s']:.1f}",
+                f"{r['train_s']:.1f}",
+                str(r["trials_at_once"]),
+                f"{r['utilisation']:.2f}",
+                stalled,
+            ]
+        )
     print()
     print_table(["way", "finished", "wall s", "Σ training s", "at once", "utilisation", "stalled"], rows)
     print(f"\neach way's Ray had {next(iter(ways.values()))['cpus']:g} CPUs")
@@ -250,11 +282,15 @@ def main() -> int:
         trials = r["per_trial"]
         line = f"{way}: no trial trained"
         if trials:
-            line = (f"{way}: {sum(t['train_s'] for t in trials) / len(trials):.1f} s of training per trial, "
-                    f"{sum(t['report_wait_s'] for t in trials) / len(trials):.1f} s blocked in reports")
+            line = (
+                f"{way}: {sum(t['train_s'] for t in trials) / len(trials):.1f} s of training per trial, "
+                f"{sum(t['report_wait_s'] for t in trials) / len(trials):.1f} s blocked in reports"
+            )
         if r["stall"]:
-            line += (f"; stalled after {r['stall']['after_s']:.0f} s ({r['stall']['reason']}), "
-                     f"{r['finished']} of {args.trials} trials finished")
+            line += (
+                f"; stalled after {r['stall']['after_s']:.0f} s ({r['stall']['reason']}), "
+                f"{r['finished']} of {args.trials} trials finished"
+            )
         print(line)
     if "hpsearch" in ways:
         h = ways["hpsearch"]
@@ -264,13 +300,26 @@ def main() -> int:
             verdict = "met" if met else "not met"
         else:
             verdict = "does not apply: trials of under 30 s"
-        print(f"hpsearch: utilisation {h['utilisation']:.2f}, {'STALLED' if h['stall'] else 'no stall'} "
-              f"(target: >= {TARGET_UTILISATION} for trials of >= 30 s, never a stall: {verdict})")
-    write_results(args.out, {
-        "benchmark": "sweep", "command": command, "machine": machine, "model": MODEL, "epochs": args.epochs,
-        "trials": args.trials, "num_workers": NUM_WORKERS, "worker_cpus": WORKER_CPUS, "stall_s": args.stall_s,
-        "logs": str(logs), "ways": ways,
-    })
+        print(
+            f"hpsearch: utilisation {h['utilisation']:.2f}, {'STALLED' if h['stall'] else 'no stall'} "
+            f"(target: >= {TARGET_UTILISATION} for trials of >= 30 s, never a stall: {verdict})"
+        )
+    write_results(
+        args.out,
+        {
+            "benchmark": "sweep",
+            "command": command,
+            "machine": machine,
+            "model": MODEL,
+            "epochs": args.epochs,
+            "trials": args.trials,
+            "num_workers": NUM_WORKERS,
+            "worker_cpus": WORKER_CPUS,
+            "stall_s": args.stall_s,
+            "logs": str(logs),
+            "ways": ways,
+        },
+    )
     return 0
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
-
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hpsearch.errors import HpsearchError
@@ -101,8 +100,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Show how many trials of a spec run at once, where, and what stays idle, without starting any trial."""
     import json
 
-    from hpsearch.planning.render import render_plan
     from hpsearch.planning.for_spec import plan_for
+    from hpsearch.planning.render import render_plan
     from hpsearch.spec import total_trials
 
     spec = _load(args)
@@ -177,10 +176,15 @@ def _results_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     report_p = results_command("report", cmd_report, "write an HTML (or Markdown) report of a search")
     report_p.add_argument("--format", choices=("html", "md"), default="html", help="output format (default: html)")
     report_p.add_argument(
-        "--output", "-o", metavar="FILE", help="where to write it (default: hpsearch_report.html/.md in the experiment folder)"
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="where to write it (default: hpsearch_report.html/.md in the experiment folder)",
     )
     export_p = results_command("export", cmd_export, "write a search's trials into an Optuna study")
-    export_p.add_argument("--optuna", required=True, metavar="STORAGE_URL", help="Optuna storage, e.g. sqlite:///search.db")
+    export_p.add_argument(
+        "--optuna", required=True, metavar="STORAGE_URL", help="Optuna storage, e.g. sqlite:///search.db"
+    )
     export_p.add_argument("--study-name", help="default: the search's name")
     export_p.add_argument("--overwrite", action="store_true", help="replace a study of the same name in the storage")
 
@@ -207,13 +211,19 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     run_p = spec_command("run", cmd_run, "run a search")
-    run_p.add_argument("--address", help="an existing Ray cluster (e.g. 'auto' or 'host:6379'); default: embedded local Ray")
-    run_p.add_argument("--overwrite", action="store_true", help="delete an existing experiment folder of the same name first")
+    run_p.add_argument(
+        "--address", help="an existing Ray cluster (e.g. 'auto' or 'host:6379'); default: embedded local Ray"
+    )
+    run_p.add_argument(
+        "--overwrite", action="store_true", help="delete an existing experiment folder of the same name first"
+    )
     run_p.add_argument("--verbose", action="store_true", help="show the Train workers' own output")
     spec_command("validate", cmd_validate, "check a spec without starting Ray")
     resume_p = sub.add_parser("resume", help="continue an interrupted search", description=cmd_resume.__doc__)
     resume_p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the experiment folder (<storage_path>/<name>)")
-    resume_p.add_argument("--retry-errored", action="store_true", help="run errored trials again, from their last checkpoint")
+    resume_p.add_argument(
+        "--retry-errored", action="store_true", help="run errored trials again, from their last checkpoint"
+    )
     resume_p.add_argument("--address", help="an existing Ray cluster; default: embedded local Ray")
     resume_p.add_argument("--verbose", action="store_true", help="show the Train workers' own output")
     resume_p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -7,8 +7,8 @@ builtin so callers can catch either (``except ValueError`` catches a bad spec).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 __all__ = [
     "HpsearchError",

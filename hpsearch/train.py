@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 import random
 import tempfile
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import ray.train
@@ -140,4 +141,3 @@ def restore(
         extra.update(state.get("extra") or {})
     _set_rng_states(state["rng"])
     return int(state["epoch"]) + 1
-

@@ -37,7 +37,9 @@ def test_method_per_metric_from_the_spec() -> None:
 
 def test_mean_is_exact_for_many_small_values() -> None:
     assert aggregate_metrics([{"x": 0.1}] * 9 + [{"x": 0.2}], every("mean")) == {"x": pytest.approx(0.11)}
-    assert aggregate_metrics([{"x": 0.1}, {"x": 0.2}, {"x": 0.3}], every("sum")) == {"x": 0.6}  # fsum, not 0.6000000000000001
+    assert aggregate_metrics([{"x": 0.1}, {"x": 0.2}, {"x": 0.3}], every("sum")) == {
+        "x": 0.6
+    }  # fsum, not 0.6000000000000001
 
 
 def test_non_numeric_values_take_rank_0() -> None:

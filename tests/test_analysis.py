@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from fake_experiment import FakeTrial, standard_trials, write_experiment
+
 from hpsearch import analysis as an
 from hpsearch.analysis import ExperimentNotFoundError, ResultsError, load_results
-from hpsearch.spec.space import FloatParam
 from hpsearch.experiment.layout import OUTCOMES_FILE, SPEC_FILE, SUMMARY_FILE
+from hpsearch.spec.space import FloatParam
 
 IDS = ["aaaa0001", "aaaa0002", "aaaa0003", "aaaa0004", "aaaa0005"]
 

@@ -50,5 +50,7 @@ def test_the_whole_machine_way_gives_one_trial_every_cpu_and_as_many_torch_threa
     assert whole["resources.driver_cpus"] == "0.1" and whole["search_space.threads"] == str(cpus)
     assert sq.json.loads(whole["scheduler"])["type"] == "asha" and whole["num_samples"] == "80"
     shared = dict(o.split("=", 1) for o in sq.spec_overrides("tpe_asha", 0, 80, 12, heavy=True))
-    assert sq.json.loads(shared["scaling"])["resources_per_worker"]["CPU"] == 0.9 and "search_space.threads" not in shared
+    assert (
+        sq.json.loads(shared["scaling"])["resources_per_worker"]["CPU"] == 0.9 and "search_space.threads" not in shared
+    )
     assert "tpe_asha_whole" not in sq.PARTS["shipped"].methods  # a 1-thread model: the shipped part compares 4 ways

@@ -97,8 +97,7 @@ def test_run_bad_override_exits_2(workdir: Path, capsys: pytest.CaptureFixture[s
     assert main(["run", str(path), "--set", "foo"]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"Error: invalid spec in {path} (1 problem):\n"
-        "  - foo: --set needs KEY=VALUE with a dotted key, got 'foo'\n"
+        f"Error: invalid spec in {path} (1 problem):\n  - foo: --set needs KEY=VALUE with a dotted key, got 'foo'\n"
     )
     assert not (workdir / "hpsearch-results").exists()
 
@@ -203,8 +202,17 @@ def test_plan_on_a_described_cluster_as_json(strategy: str, expected: int, capsy
     import json
 
     code = main(
-        ["plan", str(QUICK), "--cluster", "3x{CPU: 8, GPU: 3}", *GPU_PAIRS,
-         "--set", f"scaling.placement_strategy={strategy}", "--format", "json"]
+        [
+            "plan",
+            str(QUICK),
+            "--cluster",
+            "3x{CPU: 8, GPU: 3}",
+            *GPU_PAIRS,
+            "--set",
+            f"scaling.placement_strategy={strategy}",
+            "--format",
+            "json",
+        ]
     )
     assert code == 0
     plan = json.loads(capsys.readouterr().out)
@@ -223,8 +231,17 @@ def test_plan_text_explains_the_plan(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_plan_refuses_a_trial_that_never_fits(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["plan", str(QUICK), "--cluster", "2x{CPU: 8, GPU: 1}", *GPU_PAIRS,
-                 "--set", "scaling.placement_strategy=STRICT_PACK"])
+    code = main(
+        [
+            "plan",
+            str(QUICK),
+            "--cluster",
+            "2x{CPU: 8, GPU: 1}",
+            *GPU_PAIRS,
+            "--set",
+            "scaling.placement_strategy=STRICT_PACK",
+        ]
+    )
     assert code == 2
     assert capsys.readouterr().err == (
         "Error: STRICT_PACK puts all 2 workers of {CPU: 1, GPU: 1, memory: 0.7 GB} on one node, "

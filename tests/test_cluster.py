@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.runtime import cluster
 from hpsearch.planning.planner import Node
+from hpsearch.runtime import cluster
 
 
 def test_cluster_nodes_reads_alive_nodes_and_marks_the_head(monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
     fake = [
-        {"Alive": True, "NodeID": "gpu", "Resources": {"CPU": 8.0, "GPU": 4.0, "node:10.0.0.2": 1.0},
-         "Labels": {"ray.io/node-id": "gpu"}},
+        {
+            "Alive": True,
+            "NodeID": "gpu",
+            "Resources": {"CPU": 8.0, "GPU": 4.0, "node:10.0.0.2": 1.0},
+            "Labels": {"ray.io/node-id": "gpu"},
+        },
         {"Alive": False, "NodeID": "dead", "Resources": {"CPU": 64.0}},
-        {"Alive": True, "NodeID": "head",
-         "Resources": {"CPU": 2.0, "memory": 1e9, "node:10.0.0.1": 1.0, "node:__internal_head__": 1.0}},
+        {
+            "Alive": True,
+            "NodeID": "head",
+            "Resources": {"CPU": 2.0, "memory": 1e9, "node:10.0.0.1": 1.0, "node:__internal_head__": 1.0},
+        },
     ]
     monkeypatch.setattr(ray, "nodes", lambda: fake)
     assert cluster.cluster_nodes() == [
@@ -27,7 +34,9 @@ def test_cluster_nodes_reads_alive_nodes_and_marks_the_head(monkeypatch: pytest.
 
 def test_connection_error_explains_token_authentication(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
-    message = cluster._cannot_connect("10.0.0.1:6379", ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379"))
+    message = cluster._cannot_connect(
+        "10.0.0.1:6379", ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379")
+    )
     assert message.splitlines() == [
         "cannot connect to the Ray cluster at '10.0.0.1:6379': Failed to connect to Ray cluster at 10.0.0.1:6379",
         "Ray clusters use token authentication by default, and Ray only sends the token to an explicit address "

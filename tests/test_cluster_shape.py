@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.planning.cluster_shape import parse_cluster
 from hpsearch.errors import SpecError
+from hpsearch.planning.cluster_shape import parse_cluster
 from hpsearch.planning.planner import GB
 
 
@@ -35,9 +35,17 @@ def test_inline_shapes(text: str, expected: list[dict]) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        pytest.param("3x CPU: 8", "--cluster: no such file, and not a description like 3x{CPU: 8, GPU: 1}: '3x CPU: 8'", id="no-braces"),
+        pytest.param(
+            "3x CPU: 8",
+            "--cluster: no such file, and not a description like 3x{CPU: 8, GPU: 1}: '3x CPU: 8'",
+            id="no-braces",
+        ),
         pytest.param("3x{CPU: -1}", "--cluster term 1.CPU: must be a number >= 0, got -1", id="negative"),
-        pytest.param("1x{CPU: 2} + x{GPU: 1}", "--cluster term 2: must look like 3x{CPU: 8, GPU: 1}, got 'x{GPU: 1}'", id="bad-count"),
+        pytest.param(
+            "1x{CPU: 2} + x{GPU: 1}",
+            "--cluster term 2: must look like 3x{CPU: 8, GPU: 1}, got 'x{GPU: 1}'",
+            id="bad-count",
+        ),
         pytest.param("2x{}", "--cluster term 1: must be a non-empty mapping of resources, got {}", id="empty"),
         pytest.param("1x{CPU: many}", "--cluster term 1.CPU: must be a number >= 0, got 'many'", id="not-a-number"),
     ],

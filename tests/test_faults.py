@@ -142,8 +142,9 @@ def test_a_killed_worker_restarts_from_its_checkpoint_and_reports_every_epoch_on
 def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial(tmp_path):
     spec = _spec(tmp_path, "killed-search")
     exp_dir = tmp_path / "results" / "killed-search"
-    run = subprocess.Popen([sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         # Wait until Tune's saved experiment state knows a trial ended (hpsearch saves it every 1 s;
         # a trial that ends within that second of a kill may run again, as the README says).
@@ -160,8 +161,9 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial(tmp_path):
     leftovers = _end_leftovers(processes)
     print(f"trials ended before the kill: {len(before)}; Ray processes left by the killed run: {leftovers}")
 
-    resumed = subprocess.run([sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True,
-                             text=True, timeout=400)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True, text=True, timeout=400
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
     assert len(summary["trials"]) == 4  # what the spec asked for
@@ -175,8 +177,9 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial(tmp_path):
 def test_ctrl_c_stops_within_seconds_leaves_nothing_running_and_can_be_resumed(tmp_path):
     spec = _spec(tmp_path, "ctrl-c", num_samples=3)
     exp_dir = tmp_path / "results" / "ctrl-c"
-    run = subprocess.Popen([sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         _wait_for(lambda: any((exp_dir / TRAIN_RUNS_DIR).glob(f"*/{HISTORY_FILE}")), 240, "a first report")
         processes = _descendants(run.pid)
@@ -192,8 +195,9 @@ def test_ctrl_c_stops_within_seconds_leaves_nothing_running_and_can_be_resumed(t
     assert "hpsearch resume" in out
     assert _end_leftovers(processes) == []  # no Ray process of that run left behind
 
-    resumed = subprocess.run([sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True,
-                             text=True, timeout=400)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True, text=True, timeout=400
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
     assert summary["counts"]["finished"] == 3 and not summary["interrupted"]

@@ -11,8 +11,17 @@ from hpsearch.formatting import cell, duration, number, plural, text_table
 
 @pytest.mark.parametrize(
     ("value", "shown"),
-    [(0.123456, "0.1235"), (1234567.0, "1.235e+06"), (float("nan"), "nan"), (float("-inf"), "-inf"),
-     (np.float32(0.5), "0.5"), (3, "3"), (None, "-"), (True, "True"), ("adam", "adam")],
+    [
+        (0.123456, "0.1235"),
+        (1234567.0, "1.235e+06"),
+        (float("nan"), "nan"),
+        (float("-inf"), "-inf"),
+        (np.float32(0.5), "0.5"),
+        (3, "3"),
+        (None, "-"),
+        (True, "True"),
+        ("adam", "adam"),
+    ],
     ids=["float", "big", "nan", "-inf", "numpy", "int", "none", "bool", "str"],
 )
 def test_number(value: object, shown: str) -> None:
@@ -33,6 +42,10 @@ def test_duration(seconds: float | None, shown: str) -> None:
 
 
 def test_plural_and_table() -> None:
-    assert (plural(1, "trial"), plural(2, "trial"), plural(0, "query", "queries")) == ("1 trial", "2 trials", "0 queries")
+    assert (plural(1, "trial"), plural(2, "trial"), plural(0, "query", "queries")) == (
+        "1 trial",
+        "2 trials",
+        "0 queries",
+    )
     assert text_table([["a", "bb"], ["ccc", "d"]], indent="  ") == "  a    bb\n  ccc  d"
     assert text_table([]) == ""

@@ -88,16 +88,23 @@ print(json.dumps(sorted(m for m in {never!r} if m in sys.modules)))
 
 def test_the_pure_core_is_found_by_walking_its_folders() -> None:
     modules = _pure_modules()
-    assert {"hpsearch.spec.plugins", "hpsearch.planning.planner", "hpsearch.experiment.files",
-            "hpsearch.analysis._load", "hpsearch.results.report", "hpsearch.errors"} <= set(modules)
+    assert {
+        "hpsearch.spec.plugins",
+        "hpsearch.planning.planner",
+        "hpsearch.experiment.files",
+        "hpsearch.analysis._load",
+        "hpsearch.results.report",
+        "hpsearch.errors",
+    } <= set(modules)
     assert not [m for m in modules if m.startswith("hpsearch.runtime")]
 
 
 @pytest.mark.parametrize("module", _pure_modules())
 def test_a_pure_module_imports_neither_ray_nor_torch(module: str) -> None:
     """Imported alone, in a fresh interpreter, so no other module's imports count."""
-    proc = subprocess.run([sys.executable, "-c", PROBE.format(name=module, never=NEVER)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(name=module, never=NEVER)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [], f"{module} imports them"
 
@@ -109,10 +116,21 @@ def test_every_exception_is_exported_from_hpsearch() -> None:
     import hpsearch
     from hpsearch import errors
 
-    exceptions = {name for name, value in vars(errors).items()
-                  if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == errors.__name__}
-    assert exceptions == {"HpsearchError", "SpecError", "PlanError", "ExperimentExistsError",
-                          "ExperimentNotFoundError", "ClusterError", "ResultsError", "ExportError"}
+    exceptions = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == errors.__name__
+    }
+    assert exceptions == {
+        "HpsearchError",
+        "SpecError",
+        "PlanError",
+        "ExperimentExistsError",
+        "ExperimentNotFoundError",
+        "ClusterError",
+        "ResultsError",
+        "ExportError",
+    }
     assert exceptions <= set(hpsearch.__all__)
     for name in exceptions:
         assert getattr(hpsearch, name) is getattr(errors, name)
@@ -130,7 +148,9 @@ def test_version_comes_from_the_package_metadata() -> None:
 def test_the_lazy_table_points_at_the_runtime_and_every_listed_name_resolves() -> None:
     import hpsearch
 
-    assert hpsearch._LAZY["build_tuner"] == hpsearch._LAZY["run"] == hpsearch._LAZY["resume"] == "hpsearch.runtime.tuner"
+    assert (
+        hpsearch._LAZY["build_tuner"] == hpsearch._LAZY["run"] == hpsearch._LAZY["resume"] == "hpsearch.runtime.tuner"
+    )
     assert hpsearch._LAZY["make_trainable"] == "hpsearch.runtime.trainable"
     assert {"analysis", "plots"} <= set(hpsearch.__all__)
     for name in hpsearch.__all__:

@@ -53,8 +53,18 @@ def _wait_for_no_leftovers(ray, timeout_s: float = 20.0) -> tuple[list, list]:
 def test_quick_search_end_to_end(ray_cluster, tmp_path, capsys):
     """The shipped default search, shrunk: every trial a 2-worker TorchTrainer on digits."""
     code = main(
-        ["run", str(QUICK), "--set", "num_samples=3", "--set", "search_space.epochs=3",
-         "--set", "scheduler.max_t=3", "--set", f"storage_path={tmp_path}"]
+        [
+            "run",
+            str(QUICK),
+            "--set",
+            "num_samples=3",
+            "--set",
+            "search_space.epochs=3",
+            "--set",
+            "scheduler.max_t=3",
+            "--set",
+            f"storage_path={tmp_path}",
+        ]
     )
     out = capsys.readouterr()
     assert code == 0, out.err

@@ -36,7 +36,12 @@ def three_node_cluster():
     cluster = Cluster(
         initialize_head=True,
         connect=False,
-        head_node_args={"num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port},
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": True,
+            "dashboard_host": "127.0.0.1",
+            "dashboard_port": port,
+        },
     )
     try:
         cluster.add_node(num_cpus=2, resources={"accel": 2})
@@ -52,9 +57,7 @@ def three_node_cluster():
 
 
 def _hpsearch(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpsearch", *args], capture_output=True, text=True, timeout=400
-    )
+    return subprocess.run([sys.executable, "-m", "hpsearch", *args], capture_output=True, text=True, timeout=400)
 
 
 def _spec(tmp_path: Path, **overrides) -> Path:
@@ -101,8 +104,14 @@ def test_search_on_three_nodes_starts_trials_only_as_fast_as_workers_can_be_plac
 
 
 def test_a_trial_the_cluster_can_never_hold_is_refused_before_anything_starts(three_node_cluster, tmp_path):
-    spec = _spec(tmp_path, scaling={"num_workers": 3, "resources_per_worker": {"CPU": 0.5, "accel": 1},
-                                    "placement_strategy": "STRICT_PACK"})
+    spec = _spec(
+        tmp_path,
+        scaling={
+            "num_workers": 3,
+            "resources_per_worker": {"CPU": 0.5, "accel": 1},
+            "placement_strategy": "STRICT_PACK",
+        },
+    )
     expected = (
         "Error: STRICT_PACK puts all 3 workers of {CPU: 0.5, accel: 1, memory: 0.7 GB} on one node, "
         "but the node with the most room holds 2"

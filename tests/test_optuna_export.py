@@ -6,10 +6,10 @@ from pathlib import Path
 
 import optuna
 import pytest
+from fake_experiment import FakeTrial, standard_trials, write_experiment
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from fake_experiment import FakeTrial, standard_trials, write_experiment
 from hpsearch import to_optuna_study
 from hpsearch.analysis import load_results
 from hpsearch.cli import main

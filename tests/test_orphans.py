@@ -31,7 +31,9 @@ class World:
 
 def _record(train_dir: Path, trial_id: str, pid: int) -> None:
     (train_dir / trial_id).mkdir(parents=True)
-    (train_dir / trial_id / CONTROLLER_FILE).write_text(json.dumps({"actor_id": f"a{pid}", "node_id": "n1", "pid": pid}))
+    (train_dir / trial_id / CONTROLLER_FILE).write_text(
+        json.dumps({"actor_id": f"a{pid}", "node_id": "n1", "pid": pid})
+    )
 
 
 @pytest.fixture
@@ -41,8 +43,9 @@ def world() -> World:
 
 @pytest.fixture
 def reaper(tmp_path: Path, world: World) -> OrphanReaper:
-    return OrphanReaper(tmp_path, grace_s=15, stream=io.StringIO(), alive=world.alive, kill=world.kill,
-                        clock=lambda: world.now)
+    return OrphanReaper(
+        tmp_path, grace_s=15, stream=io.StringIO(), alive=world.alive, kill=world.kill, clock=lambda: world.now
+    )
 
 
 def _end(reaper: OrphanReaper, trial_id: str) -> None:
@@ -74,7 +77,9 @@ def test_controllers_that_exited_and_runs_that_never_reported_are_left_alone(tmp
     assert world.killed == [] and reaper.stream.getvalue() == ""
 
 
-def test_at_the_end_of_the_search_it_waits_only_while_a_controller_is_still_alive(tmp_path, world, reaper, monkeypatch) -> None:
+def test_at_the_end_of_the_search_it_waits_only_while_a_controller_is_still_alive(
+    tmp_path, world, reaper, monkeypatch
+) -> None:
     _record(tmp_path, "hung", pid=9)
     _record(tmp_path, "exiting", pid=10)
     world.alive_pids.update({9, 10})
@@ -98,7 +103,9 @@ def test_a_state_api_failure_never_kills(tmp_path, world) -> None:
     def broken(actor_id: str, pid: int) -> bool:
         raise RuntimeError("dashboard unreachable")
 
-    reaper = OrphanReaper(tmp_path, grace_s=0, stream=io.StringIO(), alive=broken, kill=world.kill, clock=lambda: world.now)
+    reaper = OrphanReaper(
+        tmp_path, grace_s=0, stream=io.StringIO(), alive=broken, kill=world.kill, clock=lambda: world.now
+    )
     _record(tmp_path, "t", pid=3)
     _end(reaper, "t")
     reaper.on_step_end(0, [])
@@ -108,9 +115,14 @@ def test_a_state_api_failure_never_kills(tmp_path, world) -> None:
 WORKERS = [{"CPU": 0.9}]
 
 
-def _group(pg_id: str, bundles: list[dict], *, job: str = "01000000", age_s: float = 60, state: str = "CREATED") -> dict:
+def _group(
+    pg_id: str, bundles: list[dict], *, job: str = "01000000", age_s: float = 60, state: str = "CREATED"
+) -> dict:
     return {
-        "placement_group_id": pg_id, "state": state, "creator_job_id": job, "is_detached": False,
+        "placement_group_id": pg_id,
+        "state": state,
+        "creator_job_id": job,
+        "is_detached": False,
         "bundles": [{"unit_resources": b} for b in bundles],
         "stats": {"creation_request_received_ns": str(int((1000 - age_s) * 1e9))},
     }
@@ -134,9 +146,18 @@ def test_orphan_groups_are_our_unused_worker_groups_older_than_the_grace() -> No
 def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_removed(tmp_path, world, monkeypatch) -> None:
     removed: list[str] = []
     state = ([_group("leaked", WORKERS)], [], "01000000")
-    reaper = OrphanReaper(tmp_path, worker_bundles=WORKERS, grace_s=15, sweep_every_s=10, stream=io.StringIO(),
-                          alive=world.alive, kill=world.kill, live_state=lambda: state, remove_group=removed.append,
-                          clock=lambda: world.now)
+    reaper = OrphanReaper(
+        tmp_path,
+        worker_bundles=WORKERS,
+        grace_s=15,
+        sweep_every_s=10,
+        stream=io.StringIO(),
+        alive=world.alive,
+        kill=world.kill,
+        live_state=lambda: state,
+        remove_group=removed.append,
+        clock=lambda: world.now,
+    )
     reaper.on_step_end(0, [])
     assert removed == []  # not due yet
     world.now += 10
@@ -159,9 +180,17 @@ def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_remove
 def test_at_the_end_groups_that_ray_train_removes_meanwhile_are_not_touched(tmp_path, world, monkeypatch) -> None:
     removed: list[str] = []
     views = iter([([_group("slow", WORKERS, age_s=1)], [], "01000000")] * 2 + [([], [], "01000000")] * 10)
-    reaper = OrphanReaper(tmp_path, worker_bundles=WORKERS, stream=io.StringIO(), live_state=lambda: next(views),
-                          remove_group=removed.append, clock=lambda: world.now)
-    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.time.sleep", lambda seconds: setattr(world, "now", world.now + seconds))
+    reaper = OrphanReaper(
+        tmp_path,
+        worker_bundles=WORKERS,
+        stream=io.StringIO(),
+        live_state=lambda: next(views),
+        remove_group=removed.append,
+        clock=lambda: world.now,
+    )
+    monkeypatch.setattr(
+        "hpsearch.runtime.ray_workarounds.time.sleep", lambda seconds: setattr(world, "now", world.now + seconds)
+    )
     reaper.on_experiment_end([])
     assert removed == [] and reaper.stream.getvalue() == ""
 
@@ -170,8 +199,9 @@ def test_without_worker_bundles_nothing_is_swept(tmp_path, world) -> None:
     def live_state():
         raise AssertionError("the State API should not be asked")
 
-    reaper = OrphanReaper(tmp_path, worker_bundles=None, stream=io.StringIO(), live_state=live_state,
-                          clock=lambda: world.now)
+    reaper = OrphanReaper(
+        tmp_path, worker_bundles=None, stream=io.StringIO(), live_state=live_state, clock=lambda: world.now
+    )
     world.now += 1000
     reaper.on_step_end(0, [])
     reaper.on_experiment_end([])
@@ -231,8 +261,10 @@ def test_on_ray_the_sweep_removes_an_unused_worker_shaped_group_and_keeps_one_in
 # ----------------------------------------------------------------------------- the switch (no Ray started)
 
 
-@pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("", True), ("0", False), (" off ", False),
-                                           ("false", False), ("No", False)])
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [(None, True), ("1", True), ("", True), ("0", False), (" off ", False), ("false", False), ("No", False)],
+)
 def test_the_switch_turns_the_workarounds_off_only_when_asked(value, on) -> None:
     from hpsearch.runtime.ray_workarounds import SWITCH, workarounds_enabled
 
@@ -244,9 +276,15 @@ def _spec(tmp_path: Path):
     from hpsearch.spec import load_spec
 
     return load_spec(
-        {"name": "switch", "trainable": "hpsearch.examples.digits:train_loop", "metric": "loss", "mode": "min",
-         "search_space": {"lr": {"type": "float", "low": 1e-4, "high": 0.1, "log": True}},
-         "scheduler": {"type": "asha", "max_t": 4}, "storage_path": str(tmp_path)},
+        {
+            "name": "switch",
+            "trainable": "hpsearch.examples.digits:train_loop",
+            "metric": "loss",
+            "mode": "min",
+            "search_space": {"lr": {"type": "float", "low": 1e-4, "high": 0.1, "log": True}},
+            "scheduler": {"type": "asha", "max_t": 4},
+            "storage_path": str(tmp_path),
+        },
         check_trainable=False,
     )
 
@@ -262,7 +300,10 @@ def test_the_callbacks_are_the_recorder_then_the_printer_then_the_reaper_when_on
     recorder, printer, reaper = on
     assert printer.recorder is recorder and recorder.budget == ("epoch", 4)
     assert reaper.train_dir == spec.experiment_dir / "train"
-    assert [type(c) for c in callbacks_for(spec, concurrency=2, workarounds=False)] == [OutcomeRecorder, ProgressPrinter]
+    assert [type(c) for c in callbacks_for(spec, concurrency=2, workarounds=False)] == [
+        OutcomeRecorder,
+        ProgressPrinter,
+    ]
 
 
 @pytest.mark.parametrize("switch", ["1", "0"])

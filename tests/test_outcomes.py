@@ -58,8 +58,9 @@ class Search:
         self.clock = Clock()
         self.out = io.StringIO()
         self.recorder = OutcomeRecorder(exp_dir, budget=budget, stream=self.out)
-        self.printer = ProgressPrinter("val_loss", "min", self.recorder, total=5, varying=["lr", "layers"],
-                                       stream=self.out, clock=self.clock)
+        self.printer = ProgressPrinter(
+            "val_loss", "min", self.recorder, total=5, varying=["lr", "layers"], stream=self.out, clock=self.clock
+        )
         self.callbacks = [self.recorder, self.printer]
 
     def start(self, trial: FakeTrial) -> None:
@@ -100,7 +101,11 @@ def test_a_loop_numbering_its_epochs_from_0_is_at_epoch_3_after_4_reports(tmp_pa
     ]
     [record] = read_outcome_records(tmp_path).values()
     assert {k: record[k] for k in ("trial_id", "status", "reports", "last_epoch", "error")} == {
-        "trial_id": "t1", "status": FINISHED, "reports": 4, "last_epoch": 3, "error": "",
+        "trial_id": "t1",
+        "status": FINISHED,
+        "reports": 4,
+        "last_epoch": 3,
+        "error": "",
     }
     assert isinstance(record["ended_at"], float)
     assert search.recorder.outcomes == {"t1": FINISHED}
@@ -142,8 +147,11 @@ def test_stopped_by_the_scheduler_before_its_budget_finished_at_it_and_errored(t
     }
     assert records["t4"]["error"] == "ValueError: x='bad' is not a usable value"
     assert records["t5"]["error"] == "KeyError: x='bad' is not a usable value"
-    assert read_outcomes(tmp_path) == search.recorder.outcomes == {"t2": STOPPED, "t3": FINISHED, "t4": ERRORED,
-                                                                   "t5": ERRORED}
+    assert (
+        read_outcomes(tmp_path)
+        == search.recorder.outcomes
+        == {"t2": STOPPED, "t3": FINISHED, "t4": ERRORED, "t5": ERRORED}
+    )
 
     search.clock.now += 30
     pending = FakeTrial("t6", {}, status="PENDING")

@@ -11,8 +11,8 @@ import copy
 import functools
 import itertools
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pytest
 
@@ -113,8 +113,7 @@ def brute_force_fits(nodes: Sequence[Node], d: TrialDemand, trials: int) -> bool
     keys = sorted(set(driver) | set(worker))
     free = tuple(
         tuple(
-            (1 << 60) if k == MEMORY and MEMORY not in node.resources else units(node.resources).get(k, 0)
-            for k in keys
+            (1 << 60) if k == MEMORY and MEMORY not in node.resources else units(node.resources).get(k, 0) for k in keys
         )
         for node in nodes
     )
@@ -134,7 +133,7 @@ def brute_force_fits(nodes: Sequence[Node], d: TrialDemand, trials: int) -> bool
         cost = [[worker.get(k, 0) * counts[i] + (driver.get(k, 0) if i == host else 0) for k in keys] for i in range(m)]
         choices.append(cost)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def fits(start: int, left: int, room: tuple) -> bool:
         if left == 0:
             return True
@@ -169,9 +168,7 @@ CAPACITY_TABLE = [
     pytest.param(HETEROGENEOUS, demand(0.25, {"CPU": 2, "GPU": 1}, 2, "PACK"), 7, id="1-2-4-8gpu-pack-2"),
     pytest.param(HETEROGENEOUS, demand(0.25, {"CPU": 2, "GPU": 1}, 3, "PACK"), 5, id="1-2-4-8gpu-pack-3"),
     pytest.param(HETEROGENEOUS, demand(0.25, {"CPU": 2, "GPU": 1}, 3, "SPREAD"), 5, id="1-2-4-8gpu-spread-3"),
-    pytest.param(
-        HETEROGENEOUS, demand(0.25, {"CPU": 2, "GPU": 1}, 3, "STRICT_PACK"), 3, id="1-2-4-8gpu-strict-pack-3"
-    ),
+    pytest.param(HETEROGENEOUS, demand(0.25, {"CPU": 2, "GPU": 1}, 3, "STRICT_PACK"), 3, id="1-2-4-8gpu-strict-pack-3"),
     pytest.param(
         HETEROGENEOUS, demand(0.25, {"CPU": 2, "GPU": 1}, 3, "STRICT_SPREAD"), 3, id="1-2-4-8gpu-strict-spread-3"
     ),
@@ -206,9 +203,7 @@ CAPACITY_TABLE = [
     pytest.param(
         CPU_HEAD_GPU_WORKERS, demand(0.25, GPU_WORKER, 2, "STRICT_SPREAD"), 4, id="cpu-head-2x4gpu-strict-spread"
     ),
-    pytest.param(
-        CPU_HEAD_GPU_WORKERS, demand(1.5, GPU_WORKER, 2), 2, id="cpu-head-2x4gpu-head-cpus-bind"
-    ),
+    pytest.param(CPU_HEAD_GPU_WORKERS, demand(1.5, GPU_WORKER, 2), 2, id="cpu-head-2x4gpu-head-cpus-bind"),
     pytest.param(
         cluster({"CPU": 8, "GPU": 3}, {"CPU": 8, "GPU": 3}, {"CPU": 2}, head=2),
         demand(0.25, GPU_WORKER, 2),
@@ -671,9 +666,7 @@ WARNINGS = [
         ],
         id="memory-binds",
     ),
-    pytest.param(
-        THIS_MACHINE, QUICK, ["one more CPU per node would allow 1 more trial(s) at once"], id="this-machine"
-    ),
+    pytest.param(THIS_MACHINE, QUICK, ["one more CPU per node would allow 1 more trial(s) at once"], id="this-machine"),
     pytest.param(
         DRIVER_STARVES, demand(0.5, GPU_WORKER, 1, driver_node="any"), [], id="drivers-on-the-cpu-node-no-warning"
     ),
@@ -751,8 +744,8 @@ QUICK_SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "digits_qui
 
 
 def test_the_quick_spec_asks_for_what_this_file_plans() -> None:
-    from hpsearch.spec import load_spec
     from hpsearch.planning.for_spec import demand_for
+    from hpsearch.spec import load_spec
 
     assert demand_for(load_spec(QUICK_SPEC, check_trainable=False)) == QUICK
 
@@ -766,8 +759,8 @@ def test_the_quick_spec_asks_for_what_this_file_plans() -> None:
     ],
 )
 def test_plan_for_the_quick_spec_on_this_machine(overrides: list[str], expected: int) -> None:
-    from hpsearch.spec import load_spec
     from hpsearch.planning.for_spec import plan_for
+    from hpsearch.spec import load_spec
 
     spec = load_spec(QUICK_SPEC, overrides=overrides, check_trainable=False)
     assert plan_for(spec, THIS_MACHINE).max_concurrent_trials == expected

@@ -10,8 +10,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
-
 from fake_experiment import standard_trials, write_experiment  # noqa: E402
+
 from hpsearch import analysis as an  # noqa: E402
 from hpsearch.results import plots  # noqa: E402
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hpsearch.errors import SpecError
+from hpsearch.spec import load_spec
 from hpsearch.spec.plugins import (
     SCHEDULERS,
     SEARCHERS,
@@ -17,7 +18,6 @@ from hpsearch.spec.plugins import (
     SchedulerContext,
     SearcherContext,
 )
-from hpsearch.spec import load_spec
 
 SEARCHER_CTX = SearcherContext(metric="loss", mode="min", max_concurrent=3)
 SCHEDULER_CTX = SchedulerContext(metric="loss", mode="min")
@@ -89,10 +89,19 @@ def test_none_means_the_default_plugin(registry: Registry, expected: dict) -> No
 @pytest.mark.parametrize(
     ("registry", "raw", "expected"),
     [
-        (SCHEDULERS, "asha", {"type": "asha", "max_t": 100, "grace_period": 1, "reduction_factor": 4, "brackets": 1,
-                              "time_attr": "epoch"}),
-        (SCHEDULERS, "hyperband", {"type": "hyperband", "max_t": 81, "reduction_factor": 3,
-                                   "time_attr": "epoch"}),
+        (
+            SCHEDULERS,
+            "asha",
+            {
+                "type": "asha",
+                "max_t": 100,
+                "grace_period": 1,
+                "reduction_factor": 4,
+                "brackets": 1,
+                "time_attr": "epoch",
+            },
+        ),
+        (SCHEDULERS, "hyperband", {"type": "hyperband", "max_t": 81, "reduction_factor": 3, "time_attr": "epoch"}),
         (SEARCHERS, "optuna", {"type": "optuna", "sampler": "tpe", "seed": None, "n_startup_trials": None}),
         (SEARCHERS, "hyperopt", {"type": "hyperopt", "seed": None, "n_initial_points": 20}),
     ],
@@ -198,8 +207,13 @@ SCHEDULER_BUILDS = [
     pytest.param(
         {"type": "median", "grace_period": 2, "min_samples_required": 4, "min_time_slice": 1, "hard_stop": False},
         "MedianStoppingRule",
-        {"_grace_period": 2, "_min_samples_required": 4, "_min_time_slice": 1, "_hard_stop": False,
-         "_time_attr": "epoch"},
+        {
+            "_grace_period": 2,
+            "_min_samples_required": 4,
+            "_min_time_slice": 1,
+            "_hard_stop": False,
+            "_time_attr": "epoch",
+        },
         id="median",
     ),
     pytest.param(

@@ -11,8 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pytest  # noqa: E402
-
 from fake_experiment import standard_trials, write_experiment  # noqa: E402
+
 from hpsearch import analysis as an  # noqa: E402
 from hpsearch.cli import main  # noqa: E402
 from hpsearch.results.report import REPORT_NAME, report_figures, write_report  # noqa: E402

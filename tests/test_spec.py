@@ -10,9 +10,8 @@ import pytest
 import yaml
 
 from hpsearch.errors import HpsearchError, SpecError
+from hpsearch.spec import SPEC_KEYS, load_spec, total_trials, varying_params
 from hpsearch.spec.space import ChoiceParam, ConstParam, FloatParam, GridParam, IntParam
-from hpsearch.spec import SPEC_KEYS, load_spec
-from hpsearch.spec import total_trials, varying_params
 
 TRAIN_PY = """\
 def train_loop(config):
@@ -154,7 +153,9 @@ def test_yaml_1e_minus_4_without_a_dot_is_a_float(spec_dir: Path) -> None:
 
 def test_numeric_string_bound_says_how_to_write_a_number() -> None:
     with pytest.raises(SpecError) as info:
-        load_spec({**BASE, "search_space": {"lr": {"type": "float", "low": "1e-4", "high": 0.1}}}, check_trainable=False)
+        load_spec(
+            {**BASE, "search_space": {"lr": {"type": "float", "low": "1e-4", "high": 0.1}}}, check_trainable=False
+        )
     assert problems_of(info.value) == [
         "search_space.lr.low: must be a valid number (write it as a number, e.g. 1.0e-4, not as a string), got '1e-4'"
     ]
@@ -286,15 +287,9 @@ BAD_FRAGMENTS = [
         "search_space.c.values: must have at least 1 value, got []",
         id="empty-choice-values",
     ),
-    pytest.param(
-        _set("num_samples", 0), "num_samples: must be greater than 0, got 0", id="num-samples-zero"
-    ),
-    pytest.param(
-        _set("num_samples", 2.0), "num_samples: must be a valid integer, got 2.0", id="num-samples-float"
-    ),
-    pytest.param(
-        _set("mode", "mni"), "mode: must be 'min' or 'max', got 'mni'; did you mean 'min'?", id="mode-typo"
-    ),
+    pytest.param(_set("num_samples", 0), "num_samples: must be greater than 0, got 0", id="num-samples-zero"),
+    pytest.param(_set("num_samples", 2.0), "num_samples: must be a valid integer, got 2.0", id="num-samples-float"),
+    pytest.param(_set("mode", "mni"), "mode: must be 'min' or 'max', got 'mni'; did you mean 'min'?", id="mode-typo"),
     pytest.param(_set("name", None), "name: required key is missing", id="name-missing"),
     pytest.param(
         _set("name", ".hidden"),
@@ -532,9 +527,7 @@ def test_duplicate_yaml_key_names_both_lines(spec_dir: Path) -> None:
 
 def test_duplicate_key_inside_a_distribution(spec_dir: Path) -> None:
     path = spec_dir / "dup.yaml"
-    path.write_text(
-        "name: a\nsearch_space:\n  lr:\n    type: float\n    low: 0.1\n    low: 0.2\n", encoding="utf-8"
-    )
+    path.write_text("name: a\nsearch_space:\n  lr:\n    type: float\n    low: 0.1\n    low: 0.2\n", encoding="utf-8")
     with pytest.raises(SpecError) as info:
         load_spec(path)
     assert problems_of(info.value) == [
@@ -572,7 +565,9 @@ def test_empty_spec_file_lists_every_required_key(spec_dir: Path) -> None:
     path.write_text("", encoding="utf-8")
     with pytest.raises(SpecError) as info:
         load_spec(path)
-    assert problems_of(info.value) == [f"{key}: required key is missing" for key in ("name", "trainable", "metric", "mode")]
+    assert problems_of(info.value) == [
+        f"{key}: required key is missing" for key in ("name", "trainable", "metric", "mode")
+    ]
 
 
 # --------------------------------------------------------------------------- --set overrides

@@ -56,7 +56,17 @@ def test_best_trials_table_exact_layout() -> None:
 
 def test_best_trials_table_shows_only_the_varying_params() -> None:
     table = best_trials_table(summary("min"), n=1, varying=["lr"])
-    assert table.splitlines()[0].split() == ["trial_id", "status", "reports", "last", "epoch", "loss", "(best)", "acc", "lr"]
+    assert table.splitlines()[0].split() == [
+        "trial_id",
+        "status",
+        "reports",
+        "last",
+        "epoch",
+        "loss",
+        "(best)",
+        "acc",
+        "lr",
+    ]
 
 
 def test_best_trials_table_without_scores() -> None:
@@ -93,9 +103,14 @@ ray.train.ControllerError: Training failed due to controller error: worker group
     ("error", "expected"),
     [
         (TRACEBACK, "ray.train.ControllerError: Training failed due to controller error: worker group did not start"),
-        ("Traceback (most recent call last):\n  File \"x.py\", line 1\n    raise KeyError('k')\nKeyError: 'k'\n",
-         "KeyError: 'k'"),
-        ("Traceback:\n  foo\ntorch.OutOfMemoryError: CUDA out of memory.\n", "torch.OutOfMemoryError: CUDA out of memory."),
+        (
+            "Traceback (most recent call last):\n  File \"x.py\", line 1\n    raise KeyError('k')\nKeyError: 'k'\n",
+            "KeyError: 'k'",
+        ),
+        (
+            "Traceback:\n  foo\ntorch.OutOfMemoryError: CUDA out of memory.\n",
+            "torch.OutOfMemoryError: CUDA out of memory.",
+        ),
         ("Traceback:\n  loop()\nKeyboardInterrupt\n", "KeyboardInterrupt"),
         (RuntimeError("boom\nsecond line"), "RuntimeError: boom"),
         (ValueError("ValueError: already prefixed"), "ValueError: already prefixed"),
@@ -103,8 +118,17 @@ ray.train.ControllerError: Training failed due to controller error: worker group
         (None, ""),
         ("", ""),
     ],
-    ids=["chained-traceback", "key-error", "dotted-name", "interrupt", "exception", "prefixed", "plain-text", "none",
-         "empty"],
+    ids=[
+        "chained-traceback",
+        "key-error",
+        "dotted-name",
+        "interrupt",
+        "exception",
+        "prefixed",
+        "plain-text",
+        "none",
+        "empty",
+    ],
 )
 def test_short_error(error, expected: str) -> None:
     assert short_error(error) == expected

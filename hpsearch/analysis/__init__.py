@@ -14,18 +14,16 @@ from hpsearch.analysis._curves import (
     optimization_history,
 )
 from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, Results, load_results
-from hpsearch.errors import ExperimentNotFoundError, ResultsError
-from hpsearch.experiment.layout import STATUSES
 from hpsearch.analysis._params import (
     ParallelCoordinates,
     ParamAxis,
     ParamImportances,
     ParamPanel,
     ParamVsMetric,
+    parallel_coordinates,
     param_axis,
     param_importances,
     param_vs_metric,
-    parallel_coordinates,
 )
 from hpsearch.analysis._scheduler import SchedulerEffect, scheduler_effect
 from hpsearch.analysis._summary import (
@@ -36,6 +34,8 @@ from hpsearch.analysis._summary import (
     summarize_experiment,
 )
 from hpsearch.analysis._tables import best_trials
+from hpsearch.errors import ExperimentNotFoundError, ResultsError
+from hpsearch.experiment.layout import STATUSES
 
 __all__ = [
     "load_results",

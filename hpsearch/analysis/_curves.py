@@ -31,7 +31,7 @@ def log_scale_suits(values: Sequence[float | None]) -> bool:
     return bool(finite) and min(finite) > 0 and max(finite) / min(finite) > LOG_SPAN
 
 
-def no_values_reason(results: "Results", metric: str | None = None, *, ranked: bool = False) -> str:
+def no_values_reason(results: Results, metric: str | None = None, *, ranked: bool = False) -> str:
     """Why there is no finite value of ``metric`` to draw: what a plot with nothing to draw says instead.
 
     ``ranked``: the plot draws ranked trials only (errored trials are left out).
@@ -94,7 +94,7 @@ class LearningCurves:
     reason: str | None = None
 
 
-def learning_curves(results: "Results", metric: str | None = None) -> LearningCurves:
+def learning_curves(results: Results, metric: str | None = None) -> LearningCurves:
     """Each trial's ``metric`` (default: the search metric) against its iteration."""
     import numpy as np
     import pandas as pd
@@ -154,7 +154,7 @@ class OptimizationHistory:
     reason: str | None = None
 
 
-def optimization_history(results: "Results") -> OptimizationHistory:
+def optimization_history(results: Results) -> OptimizationHistory:
     """Each trial's best value of the search metric, in order, with the running best."""
     trials = results.trials
     values = [float(v) if math.isfinite(v) else None for v in trials["best"].astype("float64")]
@@ -201,7 +201,7 @@ def asha_rungs(scheduler: Mapping[str, Any]) -> list[int]:
     return rungs
 
 
-def _budget(results: "Results") -> float | None:
+def _budget(results: Results) -> float | None:
     scheduler = results.scheduler
     max_t = scheduler.get("max_t")
     if scheduler.get("type", "fifo") == "fifo" or not isinstance(max_t, (int, float)):

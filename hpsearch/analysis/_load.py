@@ -20,9 +20,10 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import ExperimentNotFoundError, ResultsError, did_you_mean
 from hpsearch.experiment import files
@@ -146,17 +147,17 @@ class Results:
     name: str
     metric: str
     mode: str
-    trials: "pd.DataFrame"
-    history: "pd.DataFrame"
+    trials: pd.DataFrame
+    history: pd.DataFrame
     spec: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
-    space: Mapping[str, "Param"] = field(default_factory=dict)
+    space: Mapping[str, Param] = field(default_factory=dict)
     params: list[str] = field(default_factory=list)
     wall_time_s: float | None = None
     ended: bool = False
 
     @property
-    def best(self) -> "pd.Series | None":
+    def best(self) -> pd.Series | None:
         """The best trial's row of :attr:`trials`: rank 1, when its best value is finite."""
         top = self.trials[self.trials["rank"] == 1]
         if top.empty or not math.isfinite(float(top["best"].iloc[0])):
@@ -164,7 +165,7 @@ class Results:
         return top.iloc[0]
 
     @property
-    def has_value(self) -> "pd.Series":
+    def has_value(self) -> pd.Series:
         """Per row of :attr:`trials`: whether the trial reported a number for ``metric``.
 
         ``best`` reads NaN both for a trial whose best is NaN and for one that reported no
@@ -172,7 +173,7 @@ class Results:
         """
         return self.trials["best_iteration"].notna()
 
-    def ranked(self, *, finite: bool = False) -> "pd.DataFrame":
+    def ranked(self, *, finite: bool = False) -> pd.DataFrame:
         """The ranked trials of :attr:`trials`, best first (``finite``: only those with a finite best)."""
         import numpy as np
 
@@ -192,7 +193,7 @@ class Results:
         """The spec's ``scheduler`` section (``{}`` without a spec)."""
         return dict((self.spec or {}).get("scheduler") or {})
 
-    def select(self, trial_ids: Iterable[str]) -> "Results":
+    def select(self, trial_ids: Iterable[str]) -> Results:
         """The same results restricted to some trials (e.g. to plot a subset)."""
         keep = set(trial_ids)
         trials = self.trials[self.trials["trial_id"].isin(keep)].reset_index(drop=True)
@@ -210,7 +211,9 @@ class Results:
         return f"<Results {self.name!r}: {len(self.trials)} trials ({counts or 'none'}){shown}>"
 
 
-def load_results(experiment_dir: str | os.PathLike[str], *, metric: str | None = None, mode: str | None = None) -> Results:
+def load_results(
+    experiment_dir: str | os.PathLike[str], *, metric: str | None = None, mode: str | None = None
+) -> Results:
     """Read an experiment folder (finished, interrupted or still running) into tables.
 
     Needs no Ray cluster and does not import Ray.
@@ -320,10 +323,10 @@ def _budget(spec: dict[str, Any] | None) -> Any:
 
 
 def _add_outcomes(
-    trials: "pd.DataFrame",
+    trials: pd.DataFrame,
     outcomes: dict[str, dict[str, Any]],
     summary: dict[str, Any] | None,
-    state: "_LazyState",
+    state: _LazyState,
     ended: bool,
     max_t: Any,
 ) -> None:
@@ -343,7 +346,7 @@ def _add_outcomes(
     trials.loc[trials["status"].isin((RUNNING, PENDING)), "ended_at"] = pd.NaT
 
 
-def _wall_time(summary: dict[str, Any] | None, trials: "pd.DataFrame") -> float | None:
+def _wall_time(summary: dict[str, Any] | None, trials: pd.DataFrame) -> float | None:
     """The summary's wall time; without one, from the first trial's start to the last end (or now)."""
     import pandas as pd
 
@@ -400,7 +403,7 @@ def _trial_dirs(exp: Path) -> list[Path]:
     return out
 
 
-def _space(spec: dict[str, Any] | None) -> tuple[dict[str, "Param"], list[str]]:
+def _space(spec: dict[str, Any] | None) -> tuple[dict[str, Param], list[str]]:
     if not spec or not isinstance(spec.get("search_space"), dict):
         return {}, []
     from hpsearch.spec.space import ConstParam, iter_params, parse_search_space
@@ -471,7 +474,7 @@ def _rebase(paths: Iterable[Any], exp: Path) -> list[str | None]:
     return out
 
 
-def _history(reports: list[dict[str, Any]], exp: Path, metric: str) -> "pd.DataFrame":
+def _history(reports: list[dict[str, Any]], exp: Path, metric: str) -> pd.DataFrame:
     import pandas as pd
 
     df = pd.DataFrame.from_records(reports) if reports else pd.DataFrame({"trial_id": pd.Series(dtype="str")})
@@ -499,7 +502,7 @@ def _history(reports: list[dict[str, Any]], exp: Path, metric: str) -> "pd.DataF
     return df[[*HISTORY_COLUMNS[:-1], *metrics, "checkpoint", _HAS_METRIC]].reset_index(drop=True)
 
 
-def _trials(rows: list[dict[str, Any]], history: "pd.DataFrame", exp: Path) -> "pd.DataFrame":
+def _trials(rows: list[dict[str, Any]], history: pd.DataFrame, exp: Path) -> pd.DataFrame:
     import pandas as pd
 
     base = pd.DataFrame(
@@ -534,7 +537,7 @@ def _trials(rows: list[dict[str, Any]], history: "pd.DataFrame", exp: Path) -> "
     return out.sort_values("number", kind="stable", na_position="last").reset_index(drop=True)
 
 
-def _rank(trials: "pd.DataFrame", history: "pd.DataFrame", metric: str, mode: Mode) -> None:
+def _rank(trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode) -> None:
     """Fill in each trial's best, last, best_iteration, rank and best_checkpoint: the one ranking."""
     import pandas as pd
 
@@ -562,7 +565,7 @@ def _rank(trials: "pd.DataFrame", history: "pd.DataFrame", metric: str, mode: Mo
     trials["best_checkpoint"] = pd.Series(best_checkpoint, index=trials.index, dtype="object")
 
 
-def _checkpoints_on_disk(history: "pd.DataFrame") -> set[str]:
+def _checkpoints_on_disk(history: pd.DataFrame) -> set[str]:
     """Every reported checkpoint path that is still on disk (Ray Train keeps the last ``num_to_keep``)."""
     paths = [p for p in history["checkpoint"].tolist() if isinstance(p, str)]
     kept: set[str] = set()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.analysis._curves import log_scale_suits, no_values_reason
 
@@ -56,7 +57,7 @@ class ParamAxis:
         return math.log10(number) if self.log else number
 
 
-def param_axis(results: "Results", name: str) -> ParamAxis:
+def param_axis(results: Results, name: str) -> ParamAxis:
     """The axis of a parameter, from the spec's distribution (or, without one, from the values)."""
     from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
 
@@ -106,12 +107,12 @@ class ParamVsMetric:
     detail: str | None = None
 
 
-def _scored(results: "Results") -> Any:
+def _scored(results: Results) -> Any:
     """The ranked trials with a finite best value, in trial order (what can be drawn against a parameter)."""
     return results.ranked(finite=True).sort_index()
 
 
-def param_vs_metric(results: "Results", params: Sequence[str] | None = None) -> ParamVsMetric:
+def param_vs_metric(results: Results, params: Sequence[str] | None = None) -> ParamVsMetric:
     """Each trial's best metric value against each parameter (errored trials and NaN/inf bests left out)."""
     scored = _scored(results)
     panels = []
@@ -182,7 +183,7 @@ class ParallelCoordinates:
     reason: str | None = None
 
 
-def parallel_coordinates(results: "Results", params: Sequence[str] | None = None) -> ParallelCoordinates:
+def parallel_coordinates(results: Results, params: Sequence[str] | None = None) -> ParallelCoordinates:
     """Every scored trial as a line across the metric and the parameters."""
     scored = _scored(results)
     names = [p for p in (params if params is not None else results.params) if p in scored]
@@ -257,7 +258,7 @@ _EVALUATOR_NAMES = {
 }
 
 
-def param_importances(results: "Results", *, evaluator: Any = None, include_stopped: bool = True) -> ParamImportances:
+def param_importances(results: Results, *, evaluator: Any = None, include_stopped: bool = True) -> ParamImportances:
     """How much each searched parameter explains the metric, by an Optuna importance evaluator.
 
     Runs on the Optuna study :func:`hpsearch.to_optuna_study` builds (in memory). Optuna's evaluators read

@@ -43,7 +43,7 @@ class SchedulerEffect:
     reason: str | None = None
 
 
-def scheduler_effect(results: "Results") -> SchedulerEffect:
+def scheduler_effect(results: Results) -> SchedulerEffect:
     """Iterations per trial and what early stopping saved against running every trial to the end."""
     import pandas as pd
 

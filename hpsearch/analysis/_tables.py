@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["best_trials"]
 
 
-def best_trials(results: "Results", n: int | None = 10) -> "pd.DataFrame":
+def best_trials(results: Results, n: int | None = 10) -> pd.DataFrame:
     """The ``n`` best trials (all with ``n=None``), best first, as ranked by
     :mod:`hpsearch.experiment.ranking`: errored and unscored trials left out, NaN/inf bests last.
 

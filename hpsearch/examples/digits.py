@@ -37,14 +37,13 @@ import random
 from typing import Any
 
 import numpy as np
+import ray.train
+import ray.train.torch
 import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-
-import ray.train
-import ray.train.torch
 
 from hpsearch import train as hp
 
@@ -57,9 +56,7 @@ def _load_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tenso
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)
-    x_tr, x_va, y_tr, y_va = train_test_split(
-        x, y, test_size=_VAL_FRACTION, stratify=y, random_state=_SPLIT_SEED
-    )
+    x_tr, x_va, y_tr, y_va = train_test_split(x, y, test_size=_VAL_FRACTION, stratify=y, random_state=_SPLIT_SEED)
     return (
         torch.from_numpy(x_tr),
         torch.from_numpy(y_tr),
@@ -68,9 +65,7 @@ def _load_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tenso
     )
 
 
-def _build_model(
-    n_in: int, n_out: int, hidden: int, layers: int, dropout: float
-) -> nn.Module:
+def _build_model(n_in: int, n_out: int, hidden: int, layers: int, dropout: float) -> nn.Module:
     """Build an MLP with ``layers`` hidden layers of width ``hidden``."""
     blocks: list[nn.Module] = []
     width = n_in

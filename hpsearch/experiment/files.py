@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import ExperimentNotFoundError
 from hpsearch.experiment.layout import (

@@ -20,7 +20,11 @@ def short_error(error: BaseException | str | None, limit: int = 200) -> str:
     if chosen is not None and at is not None and chosen.endswith(":") and at + 1 < len(lines):
         chosen = f"{chosen} {lines[at + 1]}"  # "ControllerError: ... failed due to controller error:" + its cause
     if chosen is None:
-        chosen = f"{type(error).__name__}: {lines[0]}" if lines and isinstance(error, BaseException) else (lines[0] if lines else "")
+        chosen = (
+            f"{type(error).__name__}: {lines[0]}"
+            if lines and isinstance(error, BaseException)
+            else (lines[0] if lines else "")
+        )
     return chosen if len(chosen) <= limit else chosen[: limit - 3] + "..."
 
 
@@ -33,7 +37,7 @@ def error_excerpt(error: BaseException | str | None, max_lines: int = 12) -> str
         return ""
     lines = str(error).rstrip().splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip().startswith("Traceback (most recent call last)")]
-    block = lines[starts[-1]:] if starts else lines
+    block = lines[starts[-1] :] if starts else lines
     if len(block) > max_lines:
-        block = [block[0], "  ..."] + block[-(max_lines - 2):]
+        block = [block[0], "  ..."] + block[-(max_lines - 2) :]
     return "\n".join(block)

@@ -9,13 +9,14 @@ GB here (Ray reports bytes; the planner gets bytes).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from hpsearch.spec._yaml import parse_scalar, read_yaml
-from hpsearch.spec._validation import show
 from hpsearch.errors import Problem, SpecError
 from hpsearch.planning.planner import GB, MEMORY, Node
+from hpsearch.spec._validation import show
+from hpsearch.spec._yaml import parse_scalar, read_yaml
 
 __all__ = ["parse_cluster"]
 
@@ -36,7 +37,9 @@ def parse_cluster(text: str) -> list[Node]:
     if "{" not in text:
         if path.is_file():
             return _from_file(path)
-        raise SpecError([Problem("--cluster", f"no such file, and not a description like 3x{{CPU: 8, GPU: 1}}: {text!r}")])
+        raise SpecError(
+            [Problem("--cluster", f"no such file, and not a description like 3x{{CPU: 8, GPU: 1}}: {text!r}")]
+        )
     shapes: list[tuple[int, Any, str]] = []
     problems: list[Problem] = []
     for i, term in enumerate(_split_terms(text)):

@@ -24,8 +24,9 @@ Amounts are compared in Ray's fixed-point units (1/10000 of a resource), so
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence, Union
+from typing import Any, Literal
 
 from hpsearch.errors import PlanError
 
@@ -293,7 +294,9 @@ class _Problem:
             self._push(heap, i, w[i], step)
         return w if drivers >= trials else None
 
-    def _push(self, heap: list[tuple[float, int, int, int, int]], i: int, workers: int, step: int, max_options: int = 8) -> None:
+    def _push(
+        self, heap: list[tuple[float, int, int, int, int]], i: int, workers: int, step: int, max_options: int = 8
+    ) -> None:
         """Offer releases of 1, 2, ... groups of slots on node ``i`` that let more drivers in."""
         base = self.drivers_on(i, workers)
         last = base
@@ -392,7 +395,7 @@ def plan_trials(
     nodes: Sequence[Node],
     demand: TrialDemand,
     *,
-    requested: Union[int, Literal["auto"]] = "auto",
+    requested: int | Literal["auto"] = "auto",
 ) -> Plan:
     """Decide how many trials can run at once and where each would go.
 
@@ -455,11 +458,17 @@ def _usage(problem: _Problem, demand: TrialDemand, placements: Sequence[TrialPla
         total = {k: float(v) for k, v in node.resources.items() if k not in _NOT_PLANNED and not k.startswith("node:")}
         nd, nw = drivers.get(node_id, 0), workers.get(node_id, 0)
         used = {k: d.get(k, 0.0) * nd + b.get(k, 0.0) * nw for k in total}
-        out.append(NodeUsage(node_id, total, used, nd, nw, node.is_head or (i == 0 and not any(n.is_head for n in problem.nodes))))
+        out.append(
+            NodeUsage(
+                node_id, total, used, nd, nw, node.is_head or (i == 0 and not any(n.is_head for n in problem.nodes))
+            )
+        )
     return out
 
 
-def _warnings(problem: _Problem, demand: TrialDemand, capacity: int, chosen: int, usage: Sequence[NodeUsage]) -> list[str]:
+def _warnings(
+    problem: _Problem, demand: TrialDemand, capacity: int, chosen: int, usage: Sequence[NodeUsage]
+) -> list[str]:
     notes = []
     if chosen < capacity:
         notes.append(f"max_concurrent_trials={chosen} leaves room for {capacity} trials at once")
@@ -481,7 +490,9 @@ def _warnings(problem: _Problem, demand: TrialDemand, capacity: int, chosen: int
             unit = "1 GB more memory" if key == MEMORY else f"one more {key}"
             notes.append(f"{unit} per node would allow {more - capacity} more trial(s) at once")
     if demand.driver_memory or demand.worker_memory:
-        unlimited = [Node({k: v for k, v in n.resources.items() if k != MEMORY}, n.node_id, n.is_head) for n in problem.nodes]
+        unlimited = [
+            Node({k: v for k, v in n.resources.items() if k != MEMORY}, n.node_id, n.is_head) for n in problem.nodes
+        ]
         without, _ = _Problem(unlimited, demand).capacity()
         if without > capacity:
             notes.append(
@@ -501,7 +512,9 @@ def _why_infeasible(problem: _Problem, demand: TrialDemand) -> str:
         if key == MEMORY and not any(MEMORY in n.resources for n in nodes):
             continue
         if largest < amount:
-            return f"a worker needs {key}: {_amount(key, amount)} but the largest node has {key}: {_amount(key, largest)}"
+            return (
+                f"a worker needs {key}: {_amount(key, amount)} but the largest node has {key}: {_amount(key, largest)}"
+            )
     driver_hosts = [nodes[i] for i in sorted(problem.driver_nodes)]
     where = "the head node" if demand.driver_node == "head" else "the largest node"
     for key, amount in driver.items():
@@ -509,7 +522,11 @@ def _why_infeasible(problem: _Problem, demand: TrialDemand) -> str:
         if key == MEMORY and not any(MEMORY in n.resources for n in driver_hosts):
             continue
         if largest < amount:
-            hint = " (trial drivers run on the head node; give it CPUs or set resources.driver_node: any)" if demand.driver_node == "head" else ""
+            hint = (
+                " (trial drivers run on the head node; give it CPUs or set resources.driver_node: any)"
+                if demand.driver_node == "head"
+                else ""
+            )
             return f"the trial driver needs {key}: {_amount(key, amount)} but {where} has {key}: {_amount(key, largest)}{hint}"
     n = demand.num_workers
     if demand.strategy == "STRICT_PACK" and not any(s >= n for s in problem.slots):

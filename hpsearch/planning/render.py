@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from hpsearch.formatting import text_table
 from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
 

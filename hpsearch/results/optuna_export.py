@@ -30,13 +30,13 @@ __all__ = ["to_optuna_study", "optuna_distributions", "ExportError"]
 
 
 def to_optuna_study(
-    results: "Results | str | os.PathLike[str]",
+    results: Results | str | os.PathLike[str],
     *,
     storage: str | None = None,
     study_name: str | None = None,
     overwrite: bool = False,
     stopped_as_complete: bool = False,
-) -> "optuna.Study":
+) -> optuna.Study:
     """Build an Optuna study holding a search's trials.
 
     Args:

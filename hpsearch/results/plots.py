@@ -47,7 +47,7 @@ STATUS_STYLE: dict[str, dict[str, Any]] = {
 }
 
 
-def _axes(ax: "Axes | None", figsize: tuple[float, float] = (7.0, 4.2)) -> "Axes":
+def _axes(ax: Axes | None, figsize: tuple[float, float] = (7.0, 4.2)) -> Axes:
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
@@ -56,7 +56,7 @@ def _axes(ax: "Axes | None", figsize: tuple[float, float] = (7.0, 4.2)) -> "Axes
     return ax
 
 
-def _empty(ax: "Axes", message: str) -> "Axes":
+def _empty(ax: Axes, message: str) -> Axes:
     """An empty axes that says why there is nothing to draw."""
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#666666", wrap=True)
     ax.set_xticks([])
@@ -73,7 +73,7 @@ def _metric_label(metric: str, mode: str) -> str:
 
 
 def _status_legend(
-    ax: "Axes",
+    ax: Axes,
     statuses: Collection[str],
     best_label: str | None,
     *,
@@ -107,7 +107,7 @@ def _status_legend(
         ax.legend(handles=handles, fontsize="small", frameon=False, **kw)
 
 
-def learning_curves(results: Any, *, metric: str | None = None, ax: "Axes | None" = None) -> "Axes":
+def learning_curves(results: Any, *, metric: str | None = None, ax: Axes | None = None) -> Axes:
     """The metric against the iteration, one line per trial.
 
     Stopped trials are dashed grey lines ending in ``x`` where the scheduler stopped
@@ -158,7 +158,7 @@ def learning_curves(results: Any, *, metric: str | None = None, ax: "Axes | None
     return ax
 
 
-def optimization_history(results: Any, *, ax: "Axes | None" = None) -> "Axes":
+def optimization_history(results: Any, *, ax: Axes | None = None) -> Axes:
     """Each trial's best value in the order the trials were proposed, with the running best."""
     data = results if isinstance(results, _an.OptimizationHistory) else _an.optimization_history(results)
     ax = _axes(ax)
@@ -219,7 +219,7 @@ def optimization_history(results: Any, *, ax: "Axes | None" = None) -> "Axes":
 
 
 def param_vs_metric(
-    results: Any, *, params: Sequence[str] | None = None, ax: "Axes | Sequence[Axes] | None" = None, ncols: int = 3
+    results: Any, *, params: Sequence[str] | None = None, ax: Axes | Sequence[Axes] | None = None, ncols: int = 3
 ) -> Any:
     """One panel per searched parameter: each trial's best metric value against the parameter.
 
@@ -297,7 +297,7 @@ def param_vs_metric(
     return axes
 
 
-def parallel_coordinates(results: Any, *, params: Sequence[str] | None = None, ax: "Axes | None" = None) -> "Axes":
+def parallel_coordinates(results: Any, *, params: Sequence[str] | None = None, ax: Axes | None = None) -> Axes:
     """Every scored trial as a line across the metric (first axis) and the parameters.
 
     Lines are coloured by the metric (darker is better); stopped trials dashed; the best
@@ -355,7 +355,7 @@ def parallel_coordinates(results: Any, *, params: Sequence[str] | None = None, a
     return ax
 
 
-def param_importances(results: Any, *, ax: "Axes | None" = None, **kwargs: Any) -> "Axes":
+def param_importances(results: Any, *, ax: Axes | None = None, **kwargs: Any) -> Axes:
     """Horizontal bars of each parameter's importance (Optuna's evaluator; fANOVA by default).
 
     Keyword arguments go to :func:`hpsearch.analysis.param_importances` (``evaluator``,
@@ -380,7 +380,7 @@ def param_importances(results: Any, *, ax: "Axes | None" = None, **kwargs: Any) 
     return ax
 
 
-def scheduler_effect(results: Any, *, ax: "Axes | None" = None) -> "Axes":
+def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
     """Iterations each trial ran, and what the scheduler's early stopping saved.
 
     A bar per trial (in order), hatched up to the budget where the scheduler stopped it;
@@ -435,4 +435,3 @@ def scheduler_effect(results: Any, *, ax: "Axes | None" = None) -> "Axes":
         fontsize="medium",
     )
     return ax
-

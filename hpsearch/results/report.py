@@ -18,9 +18,10 @@ import html
 import io
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.experiment.layout import ERRORED, PLAN_FILE, REPORT_NAME, SPEC_FILE, STOPPED, TUNE_ERROR_FILE
 from hpsearch.formatting import cell, duration, number
@@ -52,7 +53,7 @@ class Figure:
 
 
 def write_report(
-    results: "Results | str | os.PathLike[str]", output: str | os.PathLike[str] | None = None, *, fmt: str = "html"
+    results: Results | str | os.PathLike[str], output: str | os.PathLike[str] | None = None, *, fmt: str = "html"
 ) -> Path:
     """Write the report of a search and return its path.
 
@@ -87,7 +88,7 @@ def write_report(
 # ----------------------------------------------------------------------------- figures
 
 
-def report_figures(results: "Results") -> list[Figure]:
+def report_figures(results: Results) -> list[Figure]:
     """Every plot as PNG bytes, with a caption read from the data; a plot that fails says why."""
     figures = []
     for key, title, compute, draw, size, caption in _plots():
@@ -136,7 +137,7 @@ def _plots() -> list[tuple[Any, ...]]:
         rows = -(-n // cols)
         return rows, cols, 3.4 * cols, 2.7 * rows + 0.4
 
-    def curves(results: "Results", data: Any) -> str:
+    def curves(results: Results, data: Any) -> str:
         if data.reason:
             return _sentence(data.reason)
         stopped = sum(c.status == "stopped" for c in data.curves)
@@ -147,7 +148,7 @@ def _plots() -> list[tuple[Any, ...]]:
             text += f" Thick red: the best trial, {data.best_trial_id}."
         return text
 
-    def history(results: "Results", data: Any) -> str:
+    def history(results: Results, data: Any) -> str:
         if data.reason:
             return _sentence(data.reason)
         best = results.best
@@ -162,19 +163,19 @@ def _plots() -> list[tuple[Any, ...]]:
             f"The best value, {number(best['best'])}, was found by trial {first} of {len(data.numbers)}."
         )
 
-    def params(results: "Results", data: Any) -> str:
+    def params(results: Results, data: Any) -> str:
         if data.reason:
             return _sentence(data.reason + (f": {data.detail}" if data.detail else ""))
         logs = [p.axis.name for p in data.panels if p.axis.log]
         text = "Each trial's best value against each searched parameter (hollow: stopped early)."
         return text + (f" Log axes for {', '.join(logs)}, as the spec searched them." if logs else "")
 
-    def parallel(results: "Results", data: Any) -> str:
+    def parallel(results: Results, data: Any) -> str:
         if data.reason:
             return _sentence(data.reason)
         return "Each line is a trial, through its best metric value and its parameters; darker lines did better."
 
-    def importance(results: "Results", data: Any) -> str:
+    def importance(results: Results, data: Any) -> str:
         if not data.importances:
             return f"Not computed: {data.reason}."
         top, value = next(iter(data.importances.items()))
@@ -184,7 +185,7 @@ def _plots() -> list[tuple[Any, ...]]:
             "With few trials, read this as a hint, not a measurement."
         )
 
-    def scheduler(results: "Results", data: Any) -> str:
+    def scheduler(results: Results, data: Any) -> str:
         if data.reason:
             return _sentence(data.reason)
         if data.scheduler == "fifo":
@@ -231,7 +232,7 @@ def _plots() -> list[tuple[Any, ...]]:
 # ----------------------------------------------------------------------------- facts
 
 
-def _facts(results: "Results") -> list[tuple[str, str]]:
+def _facts(results: Results) -> list[tuple[str, str]]:
     """(label, value) pairs for the header cards."""
     counts = results.counts
     shown = [f"{n} {'stopped early' if s == 'stopped' else s}" for s, n in counts.items() if n]
@@ -281,13 +282,13 @@ def _gap(value: Any) -> Any:
         return None
 
 
-def _gaps(table: "pd.DataFrame") -> "pd.DataFrame":
+def _gaps(table: pd.DataFrame) -> pd.DataFrame:
     """The table's cells as Python objects, every NaN/NA/NaT a gap (``None``, shown ``-``)."""
     shown: pd.DataFrame = table.astype("object").where(table.notna(), None)
     return shown
 
 
-def _best_table(results: "Results", n: int = 10) -> "pd.DataFrame":
+def _best_table(results: Results, n: int = 10) -> pd.DataFrame:
     """The best trials, best first. Their metric values are reported values (NaN shown ``nan``);
     other metrics missing at the best iteration, and parameters a trial has not, are gaps."""
     from hpsearch.analysis import best_trials
@@ -298,7 +299,7 @@ def _best_table(results: "Results", n: int = 10) -> "pd.DataFrame":
     return shown
 
 
-def _trials_table(results: "Results") -> "pd.DataFrame":
+def _trials_table(results: Results) -> pd.DataFrame:
     """Every trial; its best and last value of the metric are gaps where it reported no number of it."""
     cols = ["trial_id", "status", "iterations", "best", "last", "best_iteration", "wall_time_s", *results.params]
     table = results.trials[[c for c in cols if c in results.trials]]
@@ -311,7 +312,7 @@ def _trials_table(results: "Results") -> "pd.DataFrame":
     return renamed
 
 
-def _errors(results: "Results") -> list[dict[str, str]]:
+def _errors(results: Results) -> list[dict[str, str]]:
     trials = results.trials[results.trials["status"] == ERRORED]
     return [
         {
@@ -383,7 +384,7 @@ details summary { cursor: pointer; color: var(--accent); margin: 6px 0; }
 """
 
 
-def render_html(results: "Results", figures: list[Figure]) -> str:
+def render_html(results: Results, figures: list[Figure]) -> str:
     """The report as one self-contained HTML page."""
     import yaml
 
@@ -398,8 +399,12 @@ def render_html(results: "Results", figures: list[Figure]) -> str:
         f"<h1>{e(results.name)}</h1>",
         f"<p class='sub'>hpsearch report &middot; <code>{e(str(results.experiment_dir))}</code> &middot; "
         f"generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}"
-        + ("" if results.ended else " &middot; <strong>the search has not ended</strong> (it is running, or was interrupted: "
-            "<code>hpsearch resume</code> continues it)")
+        + (
+            ""
+            if results.ended
+            else " &middot; <strong>the search has not ended</strong> (it is running, or was interrupted: "
+            "<code>hpsearch resume</code> continues it)"
+        )
         + "</p>",
         "<div class='cards'>",
         *(
@@ -459,9 +464,7 @@ def render_html(results: "Results", figures: list[Figure]) -> str:
         out.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in plan_lines) + "</ul>")
     if results.spec:
         spec_text = yaml.safe_dump(results.spec, sort_keys=False)
-        out.append(
-            f"<details><summary>the spec as run ({SPEC_FILE})</summary><pre>{e(spec_text)}</pre></details>"
-        )
+        out.append(f"<details><summary>the spec as run ({SPEC_FILE})</summary><pre>{e(spec_text)}</pre></details>")
     if results.plan:
         out.append(
             f"<details><summary>the resource plan ({PLAN_FILE})</summary><pre>{e(json.dumps(results.plan, indent=2))}</pre></details>"
@@ -486,7 +489,7 @@ def _figure_html(fig: Figure) -> str:
     )
 
 
-def _table_html(table: "pd.DataFrame", results: "Results", *, mark_best: bool = False) -> str:
+def _table_html(table: pd.DataFrame, results: Results, *, mark_best: bool = False) -> str:
     e = html.escape
     if table.empty:
         return "<p class='muted'>No trial reported the metric yet.</p>"
@@ -509,14 +512,19 @@ def _table_html(table: "pd.DataFrame", results: "Results", *, mark_best: bool = 
 # ----------------------------------------------------------------------------- Markdown
 
 
-def render_markdown(results: "Results", figures: list[Figure], images: dict[str, str]) -> str:
+def render_markdown(results: Results, figures: list[Figure], images: dict[str, str]) -> str:
     """The report as Markdown; ``images`` maps a figure's key to its PNG's path relative to the report."""
     import yaml
 
     lines = [
         f"# {results.name}",
         "",
-        f"hpsearch report of `{results.experiment_dir}`" + ("" if results.ended else " (the search has not ended: it is running, or was interrupted and `hpsearch resume` continues it)"),
+        f"hpsearch report of `{results.experiment_dir}`"
+        + (
+            ""
+            if results.ended
+            else " (the search has not ended: it is running, or was interrupted and `hpsearch resume` continues it)"
+        ),
         "",
     ]
     lines += [f"- **{k}:** {v}" for k, v in _facts(results)]
@@ -557,7 +565,7 @@ def render_markdown(results: "Results", figures: list[Figure], images: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def _table_md(table: "pd.DataFrame") -> str:
+def _table_md(table: pd.DataFrame) -> str:
     if table.empty:
         return "No trial reported the metric yet."
     cols = [str(c) for c in table.columns]

@@ -22,8 +22,9 @@ facts behind them are in docs/architecture.md, "The facts about Ray that shaped 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, MutableMapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.spec import Failure
@@ -190,8 +191,14 @@ TRIAL_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, WORKER_GROUP_START
 #: Every setting, once each, by name.
 SETTINGS: Mapping[str, EnvSetting] = {
     s.name: s
-    for s in (TRAIN_HEALTH_CHECK, TRAIN_V2, STATE_API_ADDRESS, LEGACY_TUNE_OUTPUT, TUNE_STATE_EVERY_S,
-              WORKER_GROUP_START_TIMEOUT)
+    for s in (
+        TRAIN_HEALTH_CHECK,
+        TRAIN_V2,
+        STATE_API_ADDRESS,
+        LEGACY_TUNE_OUTPUT,
+        TUNE_STATE_EVERY_S,
+        WORKER_GROUP_START_TIMEOUT,
+    )
 }
 
 

@@ -124,8 +124,11 @@ class OutcomeRecorder(Callback):
         try:
             append_outcome(self.experiment_dir, outcome)
         except OSError as err:  # the search matters more than this record
-            print(f"hpsearch: warning: could not record the end of {trial.trial_id}: {err}",
-                  file=self.stream or sys.stderr, flush=True)
+            print(
+                f"hpsearch: warning: could not record the end of {trial.trial_id}: {err}",
+                file=self.stream or sys.stderr,
+                flush=True,
+            )
 
 
 def _error_line(trial: Any) -> str:

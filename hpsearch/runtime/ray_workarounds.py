@@ -57,8 +57,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, TextIO
+from typing import Any, TextIO
 
 from hpsearch.experiment import files
 
@@ -88,8 +89,9 @@ def record_controller(trial_dir: str) -> None:
 
     context = ray.get_runtime_context()
     try:
-        files.write_controller(trial_dir, actor_id=context.get_actor_id(), node_id=context.get_node_id(),
-                               pid=os.getpid())
+        files.write_controller(
+            trial_dir, actor_id=context.get_actor_id(), node_id=context.get_node_id(), pid=os.getpid()
+        )
     except OSError:  # without the record the trial is only not checked on
         pass
 
@@ -121,8 +123,9 @@ def _live_state() -> tuple[list[dict], list[dict], str]:
     import ray
     from ray.util.state import list_actors, list_placement_groups
 
-    groups = list_placement_groups(filters=[("state", "=", "CREATED")], detail=True, limit=10_000,
-                                   raise_on_missing_output=False)
+    groups = list_placement_groups(
+        filters=[("state", "=", "CREATED")], detail=True, limit=10_000, raise_on_missing_output=False
+    )
     actors = list_actors(filters=[("state", "!=", "DEAD")], detail=True, limit=10_000, raise_on_missing_output=False)
     return [vars(g) for g in groups], [vars(a) for a in actors], ray.get_runtime_context().get_job_id()
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR

@@ -13,14 +13,16 @@ import functools
 import shutil
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hpsearch.errors import ExperimentExistsError, PlanError
 from hpsearch.experiment import files
 from hpsearch.experiment.files import experiment_spec, is_experiment, read_outcomes
 from hpsearch.experiment.layout import EPOCH, SPEC_FILE, TRAIN_RUNS_DIR
+
 # Not used here: still imported from this module by tests/test_analysis.py. Defined once, in
 # hpsearch.experiment.layout; drop this line when it imports them from there.
 from hpsearch.planning.for_spec import plan_for
@@ -169,7 +171,7 @@ def _waiting_reason(spec: Spec, planned: int) -> str | None:
     return None
 
 
-def build_tuner(spec: Spec, *, nodes: Sequence[Node] | None = None) -> "Tuner":
+def build_tuner(spec: Spec, *, nodes: Sequence[Node] | None = None) -> Tuner:
     """Build the ``ray.tune.Tuner`` for a spec, planned for the cluster.
 
     Args:
@@ -197,7 +199,7 @@ def run(
     overwrite: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
-) -> "ResultGrid":
+) -> ResultGrid:
     """Run a search end to end and return its ``ResultGrid``.
 
     Validates the spec, refuses an existing experiment folder unless ``overwrite``,
@@ -230,7 +232,7 @@ def run_with_summary(
     overwrite: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
-) -> tuple["ResultGrid", SearchSummary]:
+) -> tuple[ResultGrid, SearchSummary]:
     """:func:`run`, also returning the :class:`SearchSummary` written to the experiment folder."""
     from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
 
@@ -262,9 +264,7 @@ def run_with_summary(
     return _fit_and_summarize(spec, built.tuner, built.recorder)
 
 
-def _fit_and_summarize(
-    spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None
-) -> tuple[ResultGrid, SearchSummary]:
+def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None) -> tuple[ResultGrid, SearchSummary]:
     apply_fit_defaults()
     start = time.monotonic()
     results = tuner.fit()
@@ -300,7 +300,7 @@ def resume(
     retry_errored: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
-) -> "ResultGrid":
+) -> ResultGrid:
     """Continue an interrupted search from its experiment folder alone; return the ``ResultGrid``.
 
     Finished trials are kept and not run again; unfinished ones continue from their last
@@ -322,7 +322,7 @@ def resume_with_summary(
     retry_errored: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
-) -> tuple["ResultGrid", SearchSummary]:
+) -> tuple[ResultGrid, SearchSummary]:
     """:func:`resume`, also returning the :class:`SearchSummary`.
 
     The callbacks are Tune's, restored with its experiment state (as the search was started).

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping, Union
+from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
+from hpsearch.errors import Problem, SpecError
 from hpsearch.spec import space as _space
 from hpsearch.spec._imports import load_callable, resolve_reference
 from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 from hpsearch.spec._yaml import parse_scalar, read_yaml
-from hpsearch.errors import Problem, SpecError
 from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, PluginChoice
 
 __all__ = [
@@ -51,7 +52,7 @@ class Scaling(StrictModel):
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
 
     @model_validator(mode="after")
-    def _check(self) -> "Scaling":
+    def _check(self) -> Scaling:
         res = self.resources_per_worker or {}
         for key, amount in res.items():
             if amount < 0:
@@ -81,7 +82,7 @@ class Resources(StrictModel):
     """What hpsearch reserves for the trial driver, and how many trials may run at once."""
 
     driver_cpus: PositiveFloat = 0.25
-    max_concurrent_trials: Union[Literal["auto"], PositiveInt] = "auto"
+    max_concurrent_trials: Literal["auto"] | PositiveInt = "auto"
     driver_node: Literal["head", "any"] = "head"
     driver_memory_gb: float = Field(default=1.5, ge=0)
     worker_memory_gb: float = Field(default=0.7, ge=0)
@@ -166,9 +167,7 @@ class Spec:
         """The spec with every default filled in, as YAML-ready plain data."""
 
         def tree(node: _space.SearchSpace) -> dict[str, Any]:
-            return {
-                k: tree(v) if isinstance(v, dict) else v.model_dump(exclude_none=True) for k, v in node.items()
-            }
+            return {k: tree(v) if isinstance(v, dict) else v.model_dump(exclude_none=True) for k, v in node.items()}
 
         return {
             "name": self.name,
@@ -248,7 +247,11 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str], *, source:
             elif i == 0 and part in _PLUGIN_KEYS and isinstance(child, str):
                 child = node[part] = {"type": child}  # `scheduler: asha` is shorthand for {type: asha}
             if not isinstance(child, dict):
-                problems.append(Problem(join_path(*parts[: i + 1]), f"cannot set {key}: this key holds {show(child)}, not a mapping"))
+                problems.append(
+                    Problem(
+                        join_path(*parts[: i + 1]), f"cannot set {key}: this key holds {show(child)}, not a mapping"
+                    )
+                )
                 break
             node = child
         else:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
 import importlib.util
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 __all__ = ["load_callable", "resolve_reference"]
 

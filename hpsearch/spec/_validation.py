@@ -7,7 +7,8 @@ the value given and what is allowed.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -129,4 +130,15 @@ def _is_pydantic_branch(part: Any) -> bool:
     return isinstance(part, str) and (part in _BRANCH_TAGS or "[" in part)
 
 
-_BRANCH_TAGS = {"int", "float", "str", "bool", "dict", "list", "none", "constrained-int", "constrained-float", "constrained-str"}
+_BRANCH_TAGS = {
+    "int",
+    "float",
+    "str",
+    "bool",
+    "dict",
+    "list",
+    "none",
+    "constrained-int",
+    "constrained-float",
+    "constrained-str",
+}

@@ -47,7 +47,10 @@ def _construct_mapping(loader: _SpecLoader, node: yaml.MappingNode, deep: bool =
         line = key_node.start_mark.line + 1
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first on line {seen[key]}, again on line {line})", key_node.start_mark
+                None,
+                None,
+                f"duplicate key {key!r} (first on line {seen[key]}, again on line {line})",
+                key_node.start_mark,
             )
         seen[key] = line
     return loader.construct_mapping(node, deep=deep)

@@ -8,13 +8,14 @@ Adding a plug-in is one :class:`Plugin` in :data:`SEARCHERS` or :data:`SCHEDULER
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import Field, PositiveInt, model_validator
 
-from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 from hpsearch.errors import Problem, did_you_mean, one_of
+from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 
 __all__ = [
     "Plugin",
@@ -26,7 +27,7 @@ __all__ = [
     "SchedulerContext",
 ]
 
-O = TypeVar("O", bound=StrictModel)
+OptionsT = TypeVar("OptionsT", bound=StrictModel)
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,12 @@ class SchedulerContext:
 
 
 @dataclass(frozen=True)
-class Plugin(Generic[O]):
+class Plugin(Generic[OptionsT]):
     """A named searcher or scheduler: its options model and how to build it."""
 
     name: str
-    options: type[O]
-    build: Callable[[O, Any], Any]
+    options: type[OptionsT]
+    build: Callable[[OptionsT, Any], Any]
     summary: str
     accepts_grid: bool = False
 
@@ -126,7 +127,7 @@ class OptunaOptions(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "OptunaOptions":
+    def _check(self) -> OptunaOptions:
         if self.n_startup_trials is not None and self.sampler not in ("tpe", "gp"):
             raise field_error("n_startup_trials", f"applies to samplers 'tpe' and 'gp' only, not '{self.sampler}'")
         return self
@@ -182,7 +183,13 @@ def _hyperopt_searcher(options: HyperoptOptions, ctx: SearcherContext) -> Any:
 SEARCHERS = Registry(
     "searcher",
     [
-        Plugin("random", RandomOptions, _random_searcher, "random sampling and grids (Tune's basic variant generator)", accepts_grid=True),
+        Plugin(
+            "random",
+            RandomOptions,
+            _random_searcher,
+            "random sampling and grids (Tune's basic variant generator)",
+            accepts_grid=True,
+        ),
         Plugin("optuna", OptunaOptions, _optuna_searcher, "Optuna samplers: tpe, cmaes, gp, random"),
         Plugin("hyperopt", HyperoptOptions, _hyperopt_searcher, "HyperOpt's tree-structured Parzen estimator"),
     ],
@@ -204,7 +211,7 @@ class AshaOptions(StrictModel):
     time_attr: str = "epoch"
 
     @model_validator(mode="after")
-    def _check(self) -> "AshaOptions":
+    def _check(self) -> AshaOptions:
         if self.grace_period > self.max_t:
             raise field_error("grace_period", f"must be <= max_t ({self.max_t}), got {self.grace_period}")
         return self

@@ -12,12 +12,13 @@ A mapping with a ``type`` key is a distribution; any other mapping is a nested g
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Literal, Mapping, Union
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, Union
 
 from pydantic import Field, model_validator
 
-from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 from hpsearch.errors import Problem, did_you_mean, one_of
+from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 
 __all__ = [
     "FloatParam",
@@ -32,6 +33,7 @@ __all__ = [
     "has_grid",
     "to_tune",
 ]
+
 
 def _on_grid(value: float, step: float) -> bool:
     ratio = value / step
@@ -48,7 +50,7 @@ class FloatParam(StrictModel):
     step: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
-    def _check(self) -> "FloatParam":
+    def _check(self) -> FloatParam:
         _check_bounds(self.low, self.high, self.log, self.step)
         return self
 
@@ -63,7 +65,7 @@ class IntParam(StrictModel):
     step: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _check(self) -> "IntParam":
+    def _check(self) -> IntParam:
         _check_bounds(self.low, self.high, self.log, self.step)
         return self
 
@@ -89,7 +91,7 @@ class ConstParam(StrictModel):
     value: Any
 
 
-Param = Union[FloatParam, IntParam, ChoiceParam, GridParam, ConstParam]
+Param = FloatParam | IntParam | ChoiceParam | GridParam | ConstParam
 #: A parsed search space: parameter name -> a distribution or a nested group.
 SearchSpace = dict[str, Union[Param, "SearchSpace"]]
 
@@ -126,7 +128,9 @@ def parse_search_space(raw: Any, path: str = "search_space") -> tuple[SearchSpac
     for key, value in raw.items():
         where = join_path(path, key)
         if not isinstance(key, str) or not key or "/" in key or "." in key:
-            problems.append(Problem(where, f"parameter names must be non-empty strings without '.' or '/', got {show(key)}"))
+            problems.append(
+                Problem(where, f"parameter names must be non-empty strings without '.' or '/', got {show(key)}")
+            )
             continue
         if isinstance(value, Mapping) and "type" in value:
             param, found = _parse_param(value, where)
