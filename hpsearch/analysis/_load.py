@@ -542,16 +542,19 @@ def _rank(trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode) 
     import pandas as pd
 
     reports: dict[str, list[tuple[Any, Any]]] = {t: [] for t in trials["trial_id"]}  # creation order
-    with_checkpoint: dict[str, list[tuple[Any, Any]]] = {}
+    with_checkpoint: dict[str, list[tuple[int | None, Any]]] = {}  # per trial: (index in paths, value)
+    paths: dict[str, list[str]] = {}
     if metric in history:
-        on_disk = _checkpoints_on_disk(history)
+        saved = _checkpoints_on_disk(history)
         values = history[metric].astype("object").where(history[_HAS_METRIC], None).tolist()  # no metric: no value
         iterations = history["iteration"].astype("float64").tolist()
         rows = zip(history["trial_id"].tolist(), iterations, values, history["checkpoint"].tolist())
         for trial_id, iteration, value, checkpoint in rows:
             reports.setdefault(trial_id, []).append((None if iteration != iteration else int(iteration), value))
-            if checkpoint in on_disk:
-                with_checkpoint.setdefault(trial_id, []).append((checkpoint, value))
+            if checkpoint in saved:
+                kept = paths.setdefault(trial_id, [])
+                with_checkpoint.setdefault(trial_id, []).append((len(kept), value))
+                kept.append(checkpoint)
     ranking = rank_trials(reports, mode, statuses=dict(zip(trials["trial_id"], trials["status"])))
     scores = ranking.by_id()
     ids = trials["trial_id"]
@@ -559,10 +562,16 @@ def _rank(trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode) 
     trials["last"] = pd.Series([scores[t].last for t in ids], index=trials.index, dtype="float64")
     trials["best_iteration"] = pd.Series([scores[t].best_iteration for t in ids], index=trials.index, dtype="Int64")
     trials["rank"] = pd.Series([scores[t].rank for t in ids], index=trials.index, dtype="Int64")
-    # the checkpoint still on disk with the best value, by the same rule (its "iteration" is its path)
-    on_disk = rank_trials(with_checkpoint, mode).by_id()
-    best_checkpoint = [on_disk[t].best_iteration if t in on_disk else None for t in ids]
+    # the checkpoint still on disk with the best value, by the same rule
+    by_checkpoint = rank_trials(with_checkpoint, mode).by_id()
+    best_checkpoint = [
+        _pick(paths.get(t, []), by_checkpoint[t].best_iteration if t in by_checkpoint else None) for t in ids
+    ]
     trials["best_checkpoint"] = pd.Series(best_checkpoint, index=trials.index, dtype="object")
+
+
+def _pick(paths: list[str], index: int | None) -> str | None:
+    return None if index is None else paths[index]
 
 
 def _checkpoints_on_disk(history: pd.DataFrame) -> set[str]:

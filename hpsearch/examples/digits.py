@@ -120,7 +120,7 @@ def train_loop(config: dict[str, Any]) -> None:
     sampler = getattr(train_loader, "sampler", None)
 
     for epoch in range(start_epoch, epochs + 1):
-        if hasattr(sampler, "set_epoch"):
+        if sampler is not None and hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
 
         model.train()

@@ -78,7 +78,7 @@ class Outcome:
     trial_id: str
     status: TrialStatus
     reports: int = 0
-    last_epoch: int | None = None
+    last_epoch: float | None = None  # an int when whole (fractional epochs stay as reported)
     ended_at: float | None = None
     error: str = ""
 

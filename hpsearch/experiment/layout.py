@@ -81,11 +81,11 @@ EPOCH: Final = "epoch"
 #: How a trial stands: ended (``finished``; ``stopped`` early by the scheduler; ``errored``),
 #: or not yet (``running``; ``pending``: created, not started).
 TrialStatus = Literal["finished", "stopped", "errored", "running", "pending"]
-FINISHED: Final = "finished"
-STOPPED: Final = "stopped"
-ERRORED: Final = "errored"
-RUNNING: Final = "running"
-PENDING: Final = "pending"
+FINISHED: Final[TrialStatus] = "finished"
+STOPPED: Final[TrialStatus] = "stopped"
+ERRORED: Final[TrialStatus] = "errored"
+RUNNING: Final[TrialStatus] = "running"
+PENDING: Final[TrialStatus] = "pending"
 #: Every status, in the order tables and plots list them.
 STATUSES: Final[tuple[TrialStatus, ...]] = (FINISHED, STOPPED, ERRORED, RUNNING, PENDING)
 #: The statuses of a trial that ended.

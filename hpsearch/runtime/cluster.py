@@ -68,7 +68,8 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _cannot_connect(address: str, err: Exception) -> str:
@@ -87,7 +88,7 @@ def cluster_nodes() -> list[Node]:
     import ray
 
     nodes = []
-    for info in ray.nodes():
+    for info in ray.nodes():  # type: ignore[no-untyped-call]  # Ray's nodes() has no annotations
         if not info.get("Alive", False):
             continue
         raw = info.get("Resources", {})

@@ -41,9 +41,8 @@ def last_epoch(result: dict[str, Any] | None) -> int | float | None:
         value = result.get("training_iteration")
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         return None
-    if isinstance(value, numbers.Integral) or float(value).is_integer():
-        return int(value)
-    return float(value)
+    number = float(value)
+    return int(number) if number.is_integer() else number
 
 
 class OutcomeRecorder(Callback):
@@ -77,30 +76,32 @@ class OutcomeRecorder(Callback):
         self.outcomes: dict[str, TrialStatus] = {}
         self.records: dict[str, Outcome] = {}
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks into the experiment state; a stream is not picklable.
         return {**self.__dict__, "stream": None}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         # Restored by Tuner.restore in a new run of the search: its reports are counted afresh.
         self.__dict__.update(state)
         self.reports = {}
 
     # -- Tune callback hooks
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+    def on_trial_result(
+        self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
+    ) -> None:
         self.reports[trial.trial_id] = self.reports.get(trial.trial_id, 0) + 1
         if result.get("done") and not self._budget_spent(result):
             self._stopped.add(trial.trial_id)
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         status = STOPPED if trial.trial_id in self._stopped else FINISHED
         self._record(trial, status)
 
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self._record(trial, ERRORED, _error_line(trial))
 
     # -- helpers
-    def _budget_spent(self, result: dict) -> bool:
+    def _budget_spent(self, result: dict[str, Any]) -> bool:
         if self.budget is None:
             return False
         attr, limit = self.budget

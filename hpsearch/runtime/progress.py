@@ -77,11 +77,11 @@ class ProgressPrinter(Callback):
         elapsed = int(self._clock() - self._start)
         print(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {text}", file=self.stream or sys.stderr, flush=True)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks into the experiment state; a stream is not picklable.
         return {**self.__dict__, "stream": None}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         # Restored by Tuner.restore in a new process: its clocks start now.
         self.__dict__.update(state)
         self._start = self._last_status = self._clock()
@@ -98,7 +98,7 @@ class ProgressPrinter(Callback):
             outcome = Outcome(trial.trial_id, default, last_epoch=last_epoch(trial.last_result))
         return outcome
 
-    def _end(self, result: dict, outcome: Outcome) -> str:
+    def _end(self, result: dict[str, Any], outcome: Outcome) -> str:
         """``val_loss=0.1234 at epoch 3 (4 reports)``: the last value, the last epoch, the count of reports."""
         value = result.get(self.metric)
         shown = f"{self.metric}={number(value) if value is not None else '?'}"
@@ -107,7 +107,7 @@ class ProgressPrinter(Callback):
             shown += f" at {unit} {number(outcome.last_epoch)}"
         return f"{shown} ({plural(outcome.reports, 'report')})"
 
-    def _track_best(self, trial: Any, result: dict) -> None:
+    def _track_best(self, trial: Any, result: dict[str, Any]) -> None:
         value = result.get(self.metric)
         if not isinstance(value, (int, float)):
             return
@@ -115,25 +115,27 @@ class ProgressPrinter(Callback):
             self._best = (float(value), trial.trial_id)
 
     # -- Tune callback hooks
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self._print(f"start    {trial.trial_id}  {self._params(trial)}")
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+    def on_trial_result(
+        self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
+    ) -> None:
         self._track_best(trial, result)
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         outcome = self._outcome(trial, FINISHED)
         ended = outcome.status
         self._counts[ended] = self._counts.get(ended, 0) + 1
         suffix = "  (stopped early by the scheduler)" if ended == STOPPED else ""
         self._print(f"{ended:<8} {trial.trial_id}  {self._end(trial.last_result or {}, outcome)}{suffix}")
 
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         outcome = self._outcome(trial, ERRORED)
         self._counts[ERRORED] += 1
         self._print(f"ERROR    {trial.trial_id}  {outcome.error or 'see error.txt in the trial folder'}")
 
-    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         now = self._clock()
         if now - self._last_status < self.status_every_s:
             return

@@ -61,6 +61,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from ray.tune import Callback
+
 from hpsearch.experiment import files
 
 __all__ = ["SWITCH", "workarounds_enabled", "OrphanReaper", "orphan_groups", "record_controller"]
@@ -118,7 +120,7 @@ def _kill_on_node(node_id: str, pid: int) -> None:
     ray.get(kill.options(scheduling_strategy=strategy).remote(pid), timeout=30)
 
 
-def _live_state() -> tuple[list[dict], list[dict], str]:
+def _live_state() -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """This cluster's CREATED placement groups and non-dead actors (State API), and our job id."""
     import ray
     from ray.util.state import list_actors, list_placement_groups
@@ -137,16 +139,16 @@ def _remove_group(group_id: str) -> None:
     remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group_id))))
 
 
-def _same_bundles(a: list[dict], b: list[dict]) -> bool:
-    def norm(bundles: list[dict]) -> list[dict]:
+def _same_bundles(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    def norm(bundles: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: round(float(v), 6) for k, v in bundle.items()} for bundle in bundles]
 
     return norm(a) == norm(b)
 
 
 def orphan_groups(
-    groups: list[dict],
-    actors: list[dict],
+    groups: list[dict[str, Any]],
+    actors: list[dict[str, Any]],
     job_id: str,
     worker_bundles: list[dict[str, float]],
     now_ns: int,
@@ -174,13 +176,7 @@ def orphan_groups(
     return found
 
 
-def _tune_callback_base() -> type:
-    from ray import tune
-
-    return tune.Callback
-
-
-class OrphanReaper(_tune_callback_base()):
+class OrphanReaper(Callback):
     """Tune callback: end the Ray Train controller of a trial that ended ``grace_s`` ago."""
 
     def __init__(
@@ -193,7 +189,7 @@ class OrphanReaper(_tune_callback_base()):
         stream: TextIO | None = None,
         alive: Callable[[str, int], bool] = _actor_alive,
         kill: Callable[[str, int], None] = _kill_on_node,
-        live_state: Callable[[], tuple[list[dict], list[dict], str]] = _live_state,
+        live_state: Callable[[], tuple[list[dict[str, Any]], list[dict[str, Any]], str]] = _live_state,
         remove_group: Callable[[str], None] = _remove_group,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -209,12 +205,12 @@ class OrphanReaper(_tune_callback_base()):
         self.ended: list[str] = []  # trials whose controller had to be ended
         self.removed: list[str] = []  # placement groups removed by the sweep
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self._due[trial.trial_id] = self._clock() + self.grace_s
 
     on_trial_error = on_trial_complete
 
-    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         now = self._clock()
         for trial_id in [t for t, due in self._due.items() if due <= now]:
             del self._due[trial_id]
@@ -223,7 +219,7 @@ class OrphanReaper(_tune_callback_base()):
             self._next_sweep = now + self.sweep_every_s
             self._sweep(self.grace_s)
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         """Wait out the last trials' grace (only while their controllers are still alive), then sweep."""
         for trial_id, due in sorted(self._due.items(), key=lambda item: item[1]):
             record = self._record(trial_id)
@@ -240,7 +236,7 @@ class OrphanReaper(_tune_callback_base()):
             groups, actors, job_id = self._live_state()
         except Exception:  # the State API is unavailable: leave the groups to Ray
             return []
-        return orphan_groups(groups, actors, job_id, self.worker_bundles, time.time_ns(), min_age_s)
+        return orphan_groups(groups, actors, job_id, self.worker_bundles or [], time.time_ns(), min_age_s)
 
     def _sweep(self, min_age_s: float, settle_s: float = 0.0) -> None:
         if not self.worker_bundles:
@@ -261,11 +257,11 @@ class OrphanReaper(_tune_callback_base()):
                 "(its Ray Train controller ended before registering it for clean-up)"
             )
 
-    def _record(self, trial_id: str) -> dict | None:
+    def _record(self, trial_id: str) -> dict[str, Any] | None:
         # None: the run never reported; nothing of it is known to be running.
         return files.read_controller(self.train_dir / trial_id)
 
-    def _is_alive(self, record: dict) -> bool:
+    def _is_alive(self, record: dict[str, Any]) -> bool:
         try:
             return self._alive(record["actor_id"], record["pid"])
         except Exception:  # the State API is unavailable: leave the controller to Ray

@@ -17,7 +17,9 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR
@@ -31,7 +33,7 @@ __all__ = ["make_trainable"]
 
 
 def make_trainable(
-    train_loop: Callable[[dict], Any],
+    train_loop: Callable[[dict[str, Any]], Any],
     *,
     scaling: Scaling | Mapping[str, Any] | None = None,
     driver_cpus: float = 0.25,
@@ -80,7 +82,7 @@ def make_trainable(
 
     if is_file_module(getattr(train_loop, "__module__", "")):
         # A loop loaded from a .py file has no importable module on the workers: ship it by value.
-        cloudpickle.register_pickle_by_value(sys.modules[train_loop.__module__])
+        cloudpickle.register_pickle_by_value(sys.modules[train_loop.__module__])  # type: ignore[no-untyped-call]  # vendored, unannotated
     scaling = _as(Scaling, scaling)
     failure = _as(Failure, failure)
     checkpoint = _as(CheckpointSettings, checkpoint)
@@ -91,11 +93,11 @@ def make_trainable(
 
         record_controller = workarounds_enabled()
 
-    checkpoint_config = {"num_to_keep": checkpoint.num_to_keep}
+    checkpoint_config: dict[str, Any] = {"num_to_keep": checkpoint.num_to_keep}
     if metric is not None:
         checkpoint_config.update(checkpoint_score_attribute=metric, checkpoint_score_order=mode)
 
-    def hpsearch_trial(config: dict) -> None:
+    def hpsearch_trial(config: dict[str, Any]) -> None:
         _run_nested(train_loop, config, scaling, failure, checkpoint_config, aggregate, runs_dir, record_controller)
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
@@ -108,15 +110,19 @@ def make_trainable(
     return tune.with_resources(hpsearch_trial, tune.PlacementGroupFactory([bundle]))
 
 
-def _as(model: type, value: Any) -> Any:
+_Section = TypeVar("_Section", bound=BaseModel)
+
+
+def _as(model: type[_Section], value: _Section | Mapping[str, Any] | None) -> _Section:
+    """A spec section from the section itself, a dict of it, or its defaults."""
     if value is None:
         return model()
     return value if isinstance(value, model) else model.model_validate(dict(value))
 
 
 def _run_nested(
-    train_loop: Callable[[dict], Any],
-    config: dict,
+    train_loop: Callable[[dict[str, Any]], Any],
+    config: dict[str, Any],
     scaling: Scaling,
     failure: Failure,
     checkpoint_config: dict[str, Any],
@@ -144,11 +150,12 @@ def _run_nested(
             resources_per_worker=scaling.worker_bundle(),
             placement_strategy=scaling.placement_strategy,
         ),
-        run_config=train.RunConfig(
+        # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
+        run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
             name=trial_id,
             storage_path=runs_dir,
             callbacks=[_aggregating_callback(aggregate, os.path.join(runs_dir, trial_id), record_controller)],
-            failure_config=train.FailureConfig(
+            failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
                 max_failures=failure.worker_retries,
                 controller_failure_limit=failure.controller_retries,
                 max_preemption_failures=failure.worker_retries,
@@ -186,7 +193,7 @@ def _aggregating_callback(aggregate: Aggregate, run_folder: str, record_controll
             super().after_report(run_context, [combined], checkpoint)
             _append_history(run_folder, combined, checkpoint)
 
-    return AggregatingTuneReportCallback()
+    return AggregatingTuneReportCallback()  # type: ignore[no-untyped-call]  # Ray's __init__ has no annotations
 
 
 def _append_history(run_folder: str, metrics: dict[str, Any], checkpoint: Any) -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from hpsearch.errors import ExperimentExistsError, PlanError
 from hpsearch.experiment import files
@@ -92,7 +92,8 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
             failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
         ),
     )
-    return _Built(tuner, plan, callbacks[0])
+    recorder = cast("OutcomeRecorder", callbacks[0])  # callbacks_for puts it first, before the printer
+    return _Built(tuner, plan, recorder)
 
 
 def callbacks_for(
@@ -136,7 +137,7 @@ def _reaper(spec: Spec, stream: TextIO | None) -> Callback:
     """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.runtime.ray_workarounds)."""
     from hpsearch.runtime.ray_workarounds import OrphanReaper
 
-    bundles = [spec.scaling.worker_bundle()] * spec.scaling.num_workers
+    bundles: list[dict[str, float]] | None = [spec.scaling.worker_bundle()] * spec.scaling.num_workers
     if spec.resources.driver_node == "any" and bundles == [{"CPU": spec.resources.driver_cpus}]:
         bundles = None  # a worker group would look like a trial driver's group: never sweep those
     return OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, worker_bundles=bundles, stream=stream)
@@ -276,7 +277,7 @@ def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | Non
 
 def _interrupted(spec: Spec, results: ResultGrid, outcomes: Mapping[str, str]) -> bool:
     """Whether the search stopped before every trial ended (Ctrl-C): a trial with no end, or trials never made."""
-    trial_ids = [_result_trial_id(result) for result in results]
+    trial_ids = [_result_trial_id(results[i]) for i in range(len(results))]
     return any(t not in outcomes for t in trial_ids) or len(trial_ids) < total_trials(spec)
 
 
