@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpsearch.analysis._curves import asha_rungs
+from hpsearch.experiment.layout import STOPPED
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis._load import Results
@@ -60,7 +61,7 @@ def scheduler_effect(results: Results) -> SchedulerEffect:
     overall = float(steps.median()) if steps.notna().any() else 0.0
     saved = time_saved = 0.0
     for trial_id, status, n in zip(trials["trial_id"], statuses, iterations):
-        if status == "stopped" and n < budget:
+        if status == STOPPED and n < budget:
             saved += budget - n
             step = per_trial.get(trial_id)
             time_saved += (budget - n) * (float(step) if step is not None and pd.notna(step) else overall)

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hpsearch.experiment.layout import ERRORED
+
 __all__ = ["Mode", "TrialScore", "Ranking", "rank_trials", "metric_value", "is_better"]
 
 Mode = Literal["min", "max"]
@@ -153,7 +155,7 @@ def rank_trials(
     unranked: list[tuple[int, str, float | None, int | None, float | None]] = []
     for order, (trial_id, trial_reports) in enumerate(reports.items()):
         best, best_at, last = _score(trial_reports, mode)
-        if best is None or statuses.get(trial_id) == "errored":
+        if best is None or statuses.get(trial_id) == ERRORED:
             unranked.append((order, trial_id, best, best_at, last))
         elif math.isfinite(best):
             scored.append(((0, sign * best, order), trial_id, best, best_at, last))

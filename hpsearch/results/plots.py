@@ -21,6 +21,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import analysis as _an
+from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED
 from hpsearch.formatting import duration, number
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,9 +40,9 @@ __all__ = [
 BEST_COLOR = "#b2182b"
 #: How each trial status is drawn: line colour, line style, marker face ("none": hollow).
 STATUS_STYLE: dict[str, dict[str, Any]] = {
-    "finished": {"color": "#2166ac", "linestyle": "-", "face": "#2166ac", "label": "finished"},
-    "stopped": {"color": "#8c8c8c", "linestyle": "--", "face": "none", "label": "stopped early"},
-    "errored": {"color": "#d6604d", "linestyle": ":", "face": "#d6604d", "label": "errored"},
+    FINISHED: {"color": "#2166ac", "linestyle": "-", "face": "#2166ac", "label": "finished"},
+    STOPPED: {"color": "#8c8c8c", "linestyle": "--", "face": "none", "label": "stopped early"},
+    ERRORED: {"color": "#d6604d", "linestyle": ":", "face": "#d6604d", "label": "errored"},
     "running": {"color": "#f4a582", "linestyle": "-", "face": "#f4a582", "label": "running"},
     "pending": {"color": "#f4a582", "linestyle": "-", "face": "none", "label": "pending"},
 }
@@ -65,7 +66,7 @@ def _empty(ax: Axes, message: str) -> Axes:
 
 
 def _style(status: str) -> dict[str, Any]:
-    return STATUS_STYLE.get(status, STATUS_STYLE["finished"])
+    return STATUS_STYLE.get(status, STATUS_STYLE[FINISHED])
 
 
 def _metric_label(metric: str, mode: str) -> str:
@@ -87,7 +88,7 @@ def _status_legend(
     for status in _an.STATUSES:
         if status in statuses:
             st = _style(status)
-            marker = ("x" if status in ("stopped", "errored") else "none") if lines else "o"
+            marker = ("x" if status in (STOPPED, ERRORED) else "none") if lines else "o"
             handles.append(
                 Line2D(
                     [],
@@ -125,7 +126,7 @@ def learning_curves(results: Any, *, metric: str | None = None, ax: Axes | None 
             best = curve
             continue
         st = _style(curve.status)
-        finished = curve.status == "finished"
+        finished = curve.status == FINISHED
         ax.plot(
             curve.x,
             curve.y,
@@ -136,7 +137,7 @@ def learning_curves(results: Any, *, metric: str | None = None, ax: Axes | None 
             marker="o" if len(curve.x) == 1 else None,  # one report: a dot, or it would not show
             markersize=4,
         )
-        if curve.status in ("stopped", "errored"):
+        if curve.status in (STOPPED, ERRORED):
             ax.plot(curve.x[-1:], curve.y[-1:], marker="x", color=st["color"], alpha=0.8, linestyle="none")
     if best is not None:
         ax.plot(best.x, best.y, color=BEST_COLOR, lw=2.6, zorder=5)
@@ -180,13 +181,13 @@ def optimization_history(results: Any, *, ax: Axes | None = None) -> Axes:
                 linewidths=1.2,
                 zorder=3,
             )
-    failed = [n for n, v, s in zip(data.numbers, data.values, data.statuses) if s == "errored" and v is None]
+    failed = [n for n, v, s in zip(data.numbers, data.values, data.statuses) if s == ERRORED and v is None]
     if failed:  # no value to place them by: mark them along the bottom
         ax.plot(
             failed,
             [0.02] * len(failed),
             "x",
-            color=_style("errored")["color"],
+            color=_style(ERRORED)["color"],
             transform=ax.get_xaxis_transform(),
             clip_on=False,
             zorder=3,
@@ -212,7 +213,7 @@ def optimization_history(results: Any, *, ax: Axes | None = None) -> Axes:
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    shown = {s for _, _, s, _ in points} | ({"errored"} if failed else set())
+    shown = {s for _, _, s, _ in points} | ({ERRORED} if failed else set())
     _status_legend(ax, shown, f"best: {data.best_trial_id}" if best else None, extra=[line] if steps else [])
     ax.grid(alpha=0.25)
     return ax
@@ -325,7 +326,7 @@ def parallel_coordinates(results: Any, *, params: Sequence[str] | None = None, a
             [p[1] for p in pts],
             color=color,
             lw=2.6 if best else 1.2,
-            linestyle="--" if data.statuses[i] == "stopped" and not best else "-",
+            linestyle="--" if data.statuses[i] == STOPPED and not best else "-",
             alpha=1 if best else 0.8,
             zorder=5 if best else 2,
         )
@@ -393,7 +394,7 @@ def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
     colors = [_style(s)["color"] for s in data.statuses]
     ax.bar(data.numbers, data.iterations, color=colors, width=0.7, zorder=3)
     unrun = [
-        (n, i) for n, i, s in zip(data.numbers, data.iterations, data.statuses) if s == "stopped" and i < data.budget
+        (n, i) for n, i, s in zip(data.numbers, data.iterations, data.statuses) if s == STOPPED and i < data.budget
     ]
     if unrun:
         ax.bar(
@@ -407,9 +408,9 @@ def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
             zorder=2,
             label="not run (saved)",
         )
-    none = [n for n, i, s in zip(data.numbers, data.iterations, data.statuses) if s == "errored" and i == 0]
+    none = [n for n, i, s in zip(data.numbers, data.iterations, data.statuses) if s == ERRORED and i == 0]
     if none:  # errored before the first report: no bar to see
-        ax.plot(none, [0] * len(none), "x", color=_style("errored")["color"], clip_on=False, zorder=4)
+        ax.plot(none, [0] * len(none), "x", color=_style(ERRORED)["color"], clip_on=False, zorder=4)
     for rung in data.rungs:
         ax.axhline(rung, color="#cccccc", lw=0.8, zorder=1)
     ax.axhline(data.budget, color="#555555", lw=1, linestyle=":", zorder=1, label=f"budget: {data.budget}")
@@ -426,7 +427,7 @@ def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
     ax.set_xlabel("trial (in the order proposed)")
     ax.set_ylabel("iterations run" + ("  (grey lines: ASHA rungs)" if data.rungs else ""))
     total = data.used + data.saved
-    stopped = data.statuses.count("stopped")
+    stopped = data.statuses.count(STOPPED)
     approx = "under 1 s" if data.time_saved_s < 1 else f"~{duration(data.time_saved_s, rough=True)}"
     saved_time = f"; {approx} of {duration(data.time_used_s, rough=True)} trial time" if data.saved else ""
     ax.set_title(

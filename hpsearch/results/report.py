@@ -140,7 +140,7 @@ def _plots() -> list[tuple[Any, ...]]:
     def curves(results: Results, data: Any) -> str:
         if data.reason:
             return _sentence(data.reason)
-        stopped = sum(c.status == "stopped" for c in data.curves)
+        stopped = sum(c.status == STOPPED for c in data.curves)
         text = f"{data.metric} at every {data.x_label} of each trial."
         if stopped:
             text += f" Dashed grey: the {stopped} trial(s) the scheduler stopped early (x where it stopped them)."
@@ -235,7 +235,7 @@ def _plots() -> list[tuple[Any, ...]]:
 def _facts(results: Results) -> list[tuple[str, str]]:
     """(label, value) pairs for the header cards."""
     counts = results.counts
-    shown = [f"{n} {'stopped early' if s == 'stopped' else s}" for s, n in counts.items() if n]
+    shown = [f"{n} {'stopped early' if s == STOPPED else s}" for s, n in counts.items() if n]
     best = results.best
     spec = results.spec or {}
     searcher = spec.get("searcher") or {}
@@ -474,7 +474,7 @@ def render_html(results: Results, figures: list[Figure]) -> str:
 
 
 def _badge(status: str) -> str:
-    label = "stopped early" if status == "stopped" else status
+    label = "stopped early" if status == STOPPED else status
     return f"<span class='badge {html.escape(status)}'>{html.escape(label)}</span>"
 
 
