@@ -329,8 +329,14 @@ def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_
     monkeypatch.setattr(tuner, "make_trainable", make_trainable)
     import ray
 
+    def no_ray(*args, **kwargs):
+        raise AssertionError("build_tuner with nodes given must not start or connect to Ray")
+
+    monkeypatch.setattr(ray, "init", no_ray)  # another test's session Ray may be up: it must not be started here
+    monkeypatch.setattr("hpsearch.runtime.cluster.connect", no_ray)
+    was_up = ray.is_initialized()
     tuner.build_tuner(_spec(tmp_path), nodes=[Node({"CPU": 2.0, "memory": 8e9}, "head", is_head=True)])
-    assert not ray.is_initialized()
+    assert ray.is_initialized() is was_up
     on = switch == "1"
     assert [type(c).__name__ for c in seen["callbacks"]] == ["OutcomeRecorder", "ProgressPrinter"] + (
         ["OrphanReaper"] if on else []
