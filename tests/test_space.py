@@ -40,79 +40,46 @@ def draws(domain: tune_sample.Domain, seed: int = 0) -> list:
 
 # --------------------------------------------------------------------------- translation table
 
+# fmt: off
 DOMAIN_TABLE = [
     # raw, domain class, sampler class, inner sampler (Quantized only), lower, upper, q
     pytest.param(
         {"type": "float", "low": 0.0, "high": 1.0},
-        tune_sample.Float,
-        tune_sample.Float._Uniform,
-        None,
-        0.0,
-        1.0,
-        None,
+        tune_sample.Float, tune_sample.Float._Uniform, None, 0.0, 1.0, None,
         id="float",
     ),
     pytest.param(
         {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
-        tune_sample.Float,
-        tune_sample.Float._LogUniform,
-        None,
-        1e-4,
-        1e-1,
-        None,
+        tune_sample.Float, tune_sample.Float._LogUniform, None, 1e-4, 1e-1, None,
         id="float-log",
     ),
     pytest.param(
         {"type": "float", "low": 0.0, "high": 0.4, "step": 0.1},
-        tune_sample.Float,
-        tune_sample.Quantized,
-        tune_sample.Float._Uniform,
-        0.0,
-        0.4,
-        0.1,
+        tune_sample.Float, tune_sample.Quantized, tune_sample.Float._Uniform, 0.0, 0.4, 0.1,
         id="float-step",
     ),
     pytest.param(
         {"type": "int", "low": 1, "high": 3},
-        tune_sample.Integer,
-        tune_sample.Integer._Uniform,
-        None,
-        1,
-        4,
-        None,
+        tune_sample.Integer, tune_sample.Integer._Uniform, None, 1, 4, None,
         id="int-upper-is-high-plus-one",
     ),
     pytest.param(
         {"type": "int", "low": 2, "high": 10, "step": 1},
-        tune_sample.Integer,
-        tune_sample.Integer._Uniform,
-        None,
-        2,
-        11,
-        None,
+        tune_sample.Integer, tune_sample.Integer._Uniform, None, 2, 11, None,
         id="int-step-1-is-plain-int",
     ),
     pytest.param(
         {"type": "int", "low": 1, "high": 8, "log": True},
-        tune_sample.Integer,
-        tune_sample.Integer._LogUniform,
-        None,
-        1,
-        9,
-        None,
+        tune_sample.Integer, tune_sample.Integer._LogUniform, None, 1, 9, None,
         id="int-log-upper-is-high-plus-one",
     ),
     pytest.param(
         {"type": "int", "low": 2, "high": 10, "step": 2},
-        tune_sample.Integer,
-        tune_sample.Quantized,
-        tune_sample.Integer._Uniform,
-        2,
-        10,
-        2,
+        tune_sample.Integer, tune_sample.Quantized, tune_sample.Integer._Uniform, 2, 10, 2,
         id="int-step",
     ),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize(("raw", "domain_cls", "sampler_cls", "inner_cls", "lower", "upper", "q"), DOMAIN_TABLE)
