@@ -41,7 +41,7 @@ class Problem:
 class SpecError(HpsearchError, ValueError):
     """A spec that cannot run. Holds every problem found, each with its YAML path."""
 
-    def __init__(self, problems: Sequence[Problem], *, source: str | None = None):
+    def __init__(self, problems: Sequence[Problem], *, source: str | None = None) -> None:
         self.problems = list(problems)
         self.source = source
         super().__init__(self._render())

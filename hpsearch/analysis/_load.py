@@ -416,7 +416,7 @@ def _space(spec: dict[str, Any] | None) -> tuple[dict[str, Param], list[str]]:
 class _LazyState:
     """Tune's latest ``experiment_state-*.json``, read only when needed (it is large)."""
 
-    def __init__(self, files: list[Path]):
+    def __init__(self, files: list[Path]) -> None:
         self._files = files
         self._trials: dict[str, dict[str, Any]] | None = None
 

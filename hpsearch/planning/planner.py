@@ -224,7 +224,7 @@ def _minus(free: Mapping[str, int], bundle: Mapping[str, int], times: int) -> di
 class _Problem:
     """The cluster in fixed-point units, with what each node can hold."""
 
-    def __init__(self, nodes: Sequence[Node], demand: TrialDemand):
+    def __init__(self, nodes: Sequence[Node], demand: TrialDemand) -> None:
         self.nodes = list(nodes)
         self.n = demand.num_workers
         self.strategy = demand.strategy

@@ -72,7 +72,7 @@ class PluginChoice:
 class Registry:
     """Plug-ins of one kind, by name; parses the spec section that chooses one."""
 
-    def __init__(self, kind: str, plugins: list[Plugin[Any]], default: str):
+    def __init__(self, kind: str, plugins: list[Plugin[Any]], default: str) -> None:
         self.kind = kind
         self.plugins = {p.name: p for p in plugins}
         self.default = default
