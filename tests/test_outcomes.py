@@ -213,3 +213,15 @@ def test_the_recorder_and_the_printer_pickle_together_without_their_stream(tmp_p
 )
 def test_last_epoch_is_the_epoch_else_the_iteration(result, expected) -> None:
     assert last_epoch(result) == expected
+
+
+def test_the_status_lines_best_never_is_nan_and_follows_mode(tmp_path) -> None:
+    search = Search(tmp_path)
+    nan_first, good, worse = (FakeTrial(t, {"lr": 0.1}) for t in ("t1", "t2", "t3"))
+    search.report(nan_first, val_loss=float("nan"), epoch=1)
+    search.report(good, val_loss=0.5, epoch=1)
+    search.report(worse, val_loss=0.9, epoch=1)
+    search.report(worse, val_loss=float("-inf"), epoch=2)  # diverged: not a best value
+    search.clock.now += 31
+    search.printer.on_step_end(0, [nan_first, good, worse])
+    assert search.out.getvalue().splitlines()[-1].endswith("| best val_loss=0.5 (t2)")

@@ -15,7 +15,7 @@ place the recorder before the printer in the Tuner's callbacks (Tune calls them 
 
 from __future__ import annotations
 
-import numbers
+import math
 import sys
 import time
 from pathlib import Path
@@ -25,6 +25,7 @@ from ray.tune import Callback
 
 from hpsearch.experiment.files import Outcome, append_outcome
 from hpsearch.experiment.layout import EPOCH, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, TrialStatus
+from hpsearch.experiment.ranking import metric_value
 from hpsearch.experiment.tracebacks import short_error
 
 __all__ = ["OutcomeRecorder", "last_epoch"]
@@ -39,9 +40,9 @@ def last_epoch(result: dict[str, Any] | None) -> int | float | None:
     value = result.get(EPOCH)
     if value is None:
         value = result.get("training_iteration")
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+    number = metric_value(value)
+    if number is None or not math.isfinite(number):
         return None
-    number = float(value)
     return int(number) if number.is_integer() else number
 
 

@@ -11,6 +11,7 @@ The printer only prints: how a trial ended is decided by
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from ray.tune import Callback
 
 from hpsearch.experiment.files import Outcome
 from hpsearch.experiment.layout import ENDED, EPOCH, ERRORED, FINISHED, STOPPED, TrialStatus, flatten_config
+from hpsearch.experiment.ranking import is_better, metric_value
 from hpsearch.formatting import number, plural
 from hpsearch.runtime.outcomes import OutcomeRecorder, last_epoch
 
@@ -108,11 +110,12 @@ class ProgressPrinter(Callback):
         return f"{shown} ({plural(outcome.reports, 'report')})"
 
     def _track_best(self, trial: Any, result: dict[str, Any]) -> None:
-        value = result.get(self.metric)
-        if not isinstance(value, (int, float)):
+        """The best value so far, by the ranking's rules: only finite numbers count (NaN never wins)."""
+        value = metric_value(result.get(self.metric))
+        if value is None or not math.isfinite(value):
             return
-        if self._best is None or (value < self._best[0] if self.mode == "min" else value > self._best[0]):
-            self._best = (float(value), trial.trial_id)
+        if self._best is None or is_better(value, self._best[0], "min" if self.mode == "min" else "max"):
+            self._best = (value, trial.trial_id)
 
     # -- Tune callback hooks
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
