@@ -305,6 +305,20 @@ def load_results(
     )
 
 
+def python_value(value: Any) -> Any:
+    """A cell of :attr:`Results.trials` or :attr:`Results.history` as a plain Python value, for
+    JSON and tables: NumPy and pandas scalars unwrapped, pandas' NA and NaT as ``None``. A NaN
+    stays NaN: it is a reported value, not a gap."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return None
+    if hasattr(value, "item") and not isinstance(value, (list, tuple, dict, str)):
+        try:
+            return value.item()
+        except (ValueError, TypeError):  # an array of several values: keep it as it is
+            pass
+    return value
+
+
 def _metric_and_mode(exp: Path, recorded: Mapping[str, Any], metric: str | None, mode: str | None) -> tuple[str, Mode]:
     """The metric to rank by and its mode: as asked, else as the spec (or summary) recorded them."""
     if metric is None or metric == recorded.get("metric"):

@@ -24,6 +24,7 @@ import datetime as dt
 import math
 from typing import TYPE_CHECKING, Any, Literal
 
+from hpsearch.analysis._load import python_value
 from hpsearch.experiment.layout import ERRORED, FINISHED, PENDING, RUNNING, STOPPED
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.formatting import number
@@ -174,11 +175,7 @@ def _choice(value: Any) -> Any:
 
 def _plain(value: Any) -> Any:
     """A JSON-friendly Python value (user attrs go to storage as JSON): numpy scalars unwrapped, NaN/NaT/NA -> None."""
-    if hasattr(value, "item") and not isinstance(value, (list, tuple, dict, str)):
-        try:
-            value = value.item()
-        except (ValueError, TypeError):
-            pass
+    value = python_value(value)
     if value is None or _nan(value):
         return None
     if isinstance(value, dt.datetime):

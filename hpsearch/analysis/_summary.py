@@ -13,21 +13,19 @@ import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, Results, load_results, python_value
 from hpsearch.experiment import files
-from hpsearch.experiment.layout import ENDED, ERRORED, TUNE_ERROR_FILE, TUNE_PARAMS_FILE
+from hpsearch.experiment.layout import ENDED, ERRORED, TUNE_ERROR_FILE, TUNE_PARAMS_FILE, flatten_config
 from hpsearch.experiment.ranking import rank_trials
 from hpsearch.experiment.tracebacks import error_excerpt
 from hpsearch.formatting import cell, text_table
 
-if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.analysis._load import Results
-
 __all__ = ["TrialOutcome", "SearchSummary", "summarize", "summarize_experiment", "best_trials_table"]
 
-#: History columns that are not the trial's own metrics.
-_NOT_METRICS = frozenset({"trial_id", "iteration", "wall_time_s", "reported_at", "checkpoint"})
+#: History columns that are not the trial's own metrics (Tune's counter is kept, as reported).
+_NOT_METRICS = frozenset(HISTORY_COLUMNS) - {"training_iteration"}
 
 
 @dataclass
@@ -95,17 +93,6 @@ class SearchSummary:
         }
 
 
-def _plain(value: Any) -> Any:
-    """A pandas/NumPy scalar as a plain Python value (``None`` for NA), for JSON and tables."""
-    if value is None:
-        return None
-    if type(value).__name__ in ("NAType", "NaTType"):
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    return value
-
-
 def _traceback(trial_dir: Any) -> str:
     if not isinstance(trial_dir, str):
         return ""
@@ -127,7 +114,7 @@ def summarize(results: Results, *, wall_time_s: float | None = None, interrupted
     history = results.history
     metric_columns = [c for c in history.columns if c not in _NOT_METRICS]
     last_reports = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
-    config_columns = [c for c in results.trials.columns if c not in _trial_columns()]
+    config_columns = [c for c in results.trials.columns if c not in TRIAL_COLUMNS]
     summary = SearchSummary(
         name=results.name,
         metric=results.metric,
@@ -141,21 +128,22 @@ def summarize(results: Results, *, wall_time_s: float | None = None, interrupted
         last: dict[str, Any] = {}
         if trial_id in last_reports.index:
             report = last_reports.loc[trial_id]
-            last = {k: _plain(report[k]) for k in metric_columns if _plain(report[k]) is not None}
+            values = {k: python_value(report[k]) for k in metric_columns}
+            last = {k: v for k, v in values.items() if v is not None}
         summary.trials.append(
             TrialOutcome(
                 trial_id=trial_id,
                 status=str(row["status"]),
                 config=_config(row, config_columns),
                 metrics=last,
-                best=_plain(row["best"]) if has_value else None,  # "best" reads NaN for a trial without one
+                best=python_value(row["best"]) if has_value else None,  # "best" reads NaN for a trial without one
                 iterations=int(row["iterations"]),
                 error=str(row["error"] or ""),
                 traceback=_traceback(row["trial_dir"]) if row["status"] == ERRORED else "",
                 path=str(row["trial_dir"] or ""),
-                best_iteration=_plain(row["best_iteration"]),
-                last_iteration=_plain(row["last_iteration"]),
-                rank=_plain(row["rank"]),
+                best_iteration=python_value(row["best_iteration"]),
+                last_iteration=python_value(row["last_iteration"]),
+                rank=python_value(row["rank"]),
             )
         )
     return summary
@@ -165,17 +153,9 @@ def summarize_experiment(
     experiment_dir: str | os.PathLike[str], *, wall_time_s: float, interrupted: bool
 ) -> SearchSummary:
     """Read a search's folder back, summarise it, and write ``hpsearch_summary.json``: what a run ends with."""
-    from hpsearch.analysis._load import load_results
-
     summary = summarize(load_results(experiment_dir), wall_time_s=wall_time_s, interrupted=interrupted)
     files.write_summary(experiment_dir, summary.as_dict())
     return summary
-
-
-def _trial_columns() -> frozenset[str]:
-    from hpsearch.analysis._load import TRIAL_COLUMNS
-
-    return frozenset(TRIAL_COLUMNS)
 
 
 def _config(row: dict[str, Any], columns: list[str]) -> dict[str, Any]:
@@ -184,7 +164,7 @@ def _config(row: dict[str, Any], columns: list[str]) -> dict[str, Any]:
         config = files.read_json(Path(row["trial_dir"]) / TUNE_PARAMS_FILE)
         if isinstance(config, dict):
             return config
-    return _nested({c: _plain(row[c]) for c in columns})
+    return _nested({c: python_value(row[c]) for c in columns})
 
 
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:
@@ -209,8 +189,6 @@ def best_trials_table(summary: SearchSummary, *, n: int = 5, varying: Sequence[s
     the best value of the metric, up to three other metrics of its last report, then
     the parameters (``varying``; default every config key).
     """
-    from hpsearch.experiment.layout import flatten_config
-
     ranked = summary.ranked()[:n]
     if not ranked:
         return "(no trial reported the metric)"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hpsearch.analysis._load import HISTORY_COLUMNS
+from hpsearch.experiment.layout import EPOCH
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -29,7 +32,7 @@ def best_trials(results: Results, n: int | None = 10) -> pd.DataFrame:
         columns={"best": results.metric}
     )
     history = results.history
-    fixed = {"trial_id", "iteration", "training_iteration", "wall_time_s", "reported_at", "checkpoint", "epoch"}
+    fixed = {*HISTORY_COLUMNS, EPOCH}
     others = [c for c in history.columns if c not in fixed and c != results.metric]
     if others and len(ranked):
         at_best = history.merge(

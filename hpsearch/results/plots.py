@@ -21,7 +21,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import analysis as _an
-from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED
+from hpsearch.experiment.layout import ERRORED, FINISHED, PENDING, RUNNING, STOPPED
 from hpsearch.formatting import duration, number
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,8 +43,8 @@ STATUS_STYLE: dict[str, dict[str, Any]] = {
     FINISHED: {"color": "#2166ac", "linestyle": "-", "face": "#2166ac", "label": "finished"},
     STOPPED: {"color": "#8c8c8c", "linestyle": "--", "face": "none", "label": "stopped early"},
     ERRORED: {"color": "#d6604d", "linestyle": ":", "face": "#d6604d", "label": "errored"},
-    "running": {"color": "#f4a582", "linestyle": "-", "face": "#f4a582", "label": "running"},
-    "pending": {"color": "#f4a582", "linestyle": "-", "face": "none", "label": "pending"},
+    RUNNING: {"color": "#f4a582", "linestyle": "-", "face": "#f4a582", "label": "running"},
+    PENDING: {"color": "#f4a582", "linestyle": "-", "face": "none", "label": "pending"},
 }
 
 

@@ -22,9 +22,7 @@ from hpsearch.errors import ExperimentExistsError, PlanError
 from hpsearch.experiment import files
 from hpsearch.experiment.files import experiment_spec, is_experiment, read_outcomes
 from hpsearch.experiment.layout import EPOCH, SPEC_FILE, TRAIN_RUNS_DIR
-
-# Not used here: still imported from this module by tests/test_analysis.py. Defined once, in
-# hpsearch.experiment.layout; drop this line when it imports them from there.
+from hpsearch.formatting import plural
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
@@ -371,9 +369,8 @@ def _banner(spec: Spec, plan: Plan) -> str:
 
 def _banner_head(spec: Spec, plan: Plan) -> str:
     worker = ", ".join(f"{k}: {v:g}" for k, v in spec.scaling.worker_bundle().items())
-    n = total_trials(spec)
     return (
-        f"hpsearch: {spec.name}: {n} trial{'s' if n != 1 else ''} ({spec.searcher.type} searcher, "
+        f"hpsearch: {spec.name}: {plural(total_trials(spec), 'trial')} ({spec.searcher.type} searcher, "
         f"{spec.scheduler.type} scheduler), {plan.max_concurrent_trials} at once; each trial = "
         f"{spec.scaling.num_workers} worker(s) of {{{worker}}} + a driver of {{CPU: {spec.resources.driver_cpus:g}}}\n"
         f"hpsearch: experiment folder {spec.experiment_dir}"
