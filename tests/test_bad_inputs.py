@@ -6,7 +6,10 @@ Each row is a spec (or spec text) a user could really write, run through the rea
 from __future__ import annotations
 
 import copy
+import os
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,11 @@ import pytest
 import yaml
 
 from hpsearch.cli import main
+
+INF, NAN = float("inf"), float("nan")
+#: The longest file name of the file system the tests' folders are on (255 on ext4, tmpfs, xfs, btrfs).
+NAME_MAX = os.pathconf(tempfile.gettempdir(), "PC_NAME_MAX")
+PATH_MAX = os.pathconf(tempfile.gettempdir(), "PC_PATH_MAX")
 
 GOOD: dict[str, Any] = {
     "name": "bad-input",
@@ -51,8 +59,78 @@ def put(path: str, value: Any) -> Callable[[dict], None]:
     return patch
 
 
+def both(*patches: Callable[[dict], None]) -> Callable[[dict], None]:
+    """One patch applying each of ``patches`` in turn."""
+
+    def patch(spec: dict) -> None:
+        for one in patches:
+            one(spec)
+
+    return patch
+
+
 DELETE = object()
-FILE_LOOP = "def not_a_loop(config, extra):\n    pass\n\nNOT_CALLABLE = 3\n\ndef train_loop(config):\n    pass\n"
+FILE_LOOP = """\
+def not_a_loop(config, extra):
+    pass
+
+NOT_CALLABLE = 3
+
+def train_loop(config):
+    pass
+
+def no_config():
+    pass
+
+def keyword_only(*, config):
+    pass
+
+class Loop:
+    def __init__(self, config):
+        self.config = config
+
+async def async_loop(config):
+    pass
+
+def generator_loop(config):
+    yield config
+"""
+#: A minimal spec as text, for the rows that need YAML no dict can produce.
+TEXT = "name: t\ntrainable: loops.py:train_loop\nmetric: m\nmode: min\n"
+#: A `ray job submit --working-dir` job's current folder (ray._private.runtime_env.working_dir).
+JOB_DIR = "ray/session_2025-01-01_00-00-00_000000_4242/runtime_resources/working_dir_files/_ray_pkg_0123abcd"
+
+
+@dataclass(frozen=True)
+class Run:
+    """A row that needs more than a spec: command-line arguments, files around it, another folder.
+
+    ``spec`` is what goes into ``spec.yaml`` (a patch of GOOD, text, bytes, or None to write none);
+    ``files`` maps relative paths to their text (None: a folder); ``spec_arg`` is the path given to
+    the command; ``cwd`` the folder it runs in.
+    """
+
+    spec: Any = None
+    argv: tuple[str, ...] = ()
+    files: dict[str, str | None] = field(default_factory=dict)
+    spec_arg: str = "spec.yaml"
+    cwd: str = "."
+    write_spec: bool = True
+
+
+def with_set(*overrides: str, spec: Any = None) -> Run:
+    """The GOOD spec (or ``spec``) run with ``--set`` for each override."""
+    return Run(spec=spec, argv=tuple(arg for item in overrides for arg in ("--set", item)))
+
+
+def billion_laughs(levels: int = 9, width: int = 10) -> str:
+    """A few hundred bytes of YAML whose aliases expand to width ** levels values (10 ** 9 by default)."""
+    lines = [f"l0: &l0 [{', '.join(['lol'] * width)}]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, levels)]
+    return TEXT + "\n".join(lines) + "\n"
+
+
+LONG_STORAGE = "/".join(["d" * 200] * 20)  # each part fits NAME_MAX; the whole passes PATH_MAX
 
 CORPUS = [
     # --- YAML itself
@@ -314,39 +392,470 @@ CORPUS = [
         put("storage_path", "loops.py"),
         "storage_path: must be a folder, but 'loops.py' is a file",
     ),
+    # --- round 2: numbers that are not finite, in every field hpsearch interprets as a number
+    ("space-high-inf", put("search_space.lr.high", INF), "search_space.lr.high: must be a finite number, got inf"),
+    (
+        "space-low-minus-inf",
+        put("search_space.lr", {"type": "float", "low": -INF, "high": 1.0}),
+        "search_space.lr.low: must be a finite number, got -inf",
+    ),
+    ("space-low-nan", put("search_space.lr.low", NAN), "search_space.lr.low: must be a finite number, got nan"),
+    (
+        "space-step-inf",
+        put("search_space.dropout", {"type": "float", "low": 0.0, "high": 0.5, "step": INF}),
+        "search_space.dropout.step: must be a finite number, got inf",
+    ),
+    (
+        "space-bound-overflows-to-inf",
+        TEXT + "search_space:\n  lr: {type: float, low: 1.0e-4, high: 1e999}\n",
+        "search_space.lr.high: must be a finite number, got inf",
+    ),
+    (
+        "space-yaml-dot-nan",
+        TEXT + "search_space:\n  wd: {type: float, low: .NaN, high: 0.1}\n",
+        "search_space.wd.low: must be a finite number, got nan",
+    ),
+    (
+        "space-int-bound-inf",
+        put("search_space.layers.high", INF),
+        "search_space.layers.high: must be a valid integer, got inf",
+    ),
+    ("num-samples-inf", put("num_samples", INF), "num_samples: must be a valid integer, got inf"),
+    (
+        "worker-cpu-inf",
+        put("scaling.resources_per_worker", {"CPU": INF}),
+        "scaling.resources_per_worker.CPU: must be a finite number, got inf",
+    ),
+    (
+        "worker-gpu-nan",
+        put("scaling", {"num_workers": 1, "use_gpu": True, "resources_per_worker": {"GPU": NAN}}),
+        "scaling.resources_per_worker.GPU: must be a finite number, got nan",
+    ),
+    ("driver-cpus-inf", put("resources.driver_cpus", INF), "resources.driver_cpus: must be a finite number, got inf"),
+    (
+        "driver-memory-nan",
+        put("resources.driver_memory_gb", NAN),
+        "resources.driver_memory_gb: must be a finite number, got nan",
+    ),
+    (
+        "worker-memory-minus-inf",
+        put("resources.worker_memory_gb", -INF),
+        "resources.worker_memory_gb: must be a finite number, got -inf",
+    ),
+    (
+        "max-concurrent-inf",
+        put("resources.max_concurrent_trials", INF),
+        "resources.max_concurrent_trials: must be 'auto' or a valid integer, got inf",
+    ),
+    (
+        "start-timeout-inf",
+        put("failure.worker_start_timeout_s", INF),
+        "failure.worker_start_timeout_s: must be a finite number, got inf",
+    ),
+    ("trial-retries-inf", put("failure.trial_retries", INF), "failure.trial_retries: must be a valid integer, got inf"),
+    (
+        "asha-reduction-factor-inf",
+        put("scheduler.reduction_factor", INF),
+        "scheduler.reduction_factor: must be a finite number, got inf",
+    ),
+    (
+        "median-grace-period-nan",
+        put("scheduler", {"type": "median", "grace_period": NAN}),
+        "scheduler.grace_period: must be a finite number, got nan",
+    ),
+    (
+        "median-time-slice-inf",
+        put("scheduler", {"type": "median", "min_time_slice": INF}),
+        "scheduler.min_time_slice: must be a finite number, got inf",
+    ),
+    (
+        "hyperband-reduction-factor-nan",
+        put("scheduler", {"type": "hyperband", "reduction_factor": NAN}),
+        "scheduler.reduction_factor: must be a finite number, got nan",
+    ),
+    ("searcher-seed-inf", put("searcher.seed", INF), "searcher.seed: must be a valid integer, got inf"),
+    (
+        "num-to-keep-inf",
+        put("checkpoint.num_to_keep", INF),
+        "checkpoint.num_to_keep: must be a valid integer, got inf",
+    ),
+    # --- names and paths the file system cannot hold
+    (
+        "name-longer-than-name-max",
+        put("name", "n" * (NAME_MAX + 1)),
+        f"name: must be at most {NAME_MAX} characters long (the longest file name the file system at {{tmp}} "
+        f"allows), got {NAME_MAX + 1} characters: '{'n' * 56}...",
+    ),
+    (
+        "storage-folder-name-longer-than-name-max",
+        put("storage_path", "runs/" + "s" * (NAME_MAX + 1)),
+        f"storage_path: the folder name '{'s' * 56}... is {NAME_MAX + 1} bytes long, but the file system at {{tmp}} "
+        f"allows at most {NAME_MAX}",
+    ),
+    (
+        "storage-path-longer-than-path-max",
+        put("storage_path", LONG_STORAGE),
+        "storage_path: the experiment folder's path would be {experiment_dir_bytes} bytes long; with up to 512 "
+        f"more for the trial folders and files inside it, paths would pass the file system's limit of {PATH_MAX} "
+        "(PATH_MAX): choose a shorter storage_path (or name)",
+    ),
+    ("storage-path-empty", put("storage_path", ""), "storage_path: must be a non-empty string, got ''"),
+    (
+        "storage-path-of-an-unknown-user",
+        put("storage_path", "~no-such-user-hpsearch/results"),
+        "storage_path: cannot resolve '~no-such-user-hpsearch/results' to a folder: Could not determine home "
+        "directory.",
+    ),
+    ("storage-path-a-list", put("storage_path", ["runs"]), "storage_path: must be a valid string, got ['runs']"),
+    # --- a storage_path that cannot be created or written (found by trying, before Ray; nothing left behind)
+    (
+        "storage-path-under-a-file",
+        put("storage_path", "loops.py/results"),
+        "storage_path: cannot create {tmp}/loops.py/results: {tmp}/loops.py is a file, not a folder",
+    ),
+    (
+        "storage-path-in-a-ray-job-working-dir",
+        Run(files={JOB_DIR: None}, cwd=JOB_DIR),
+        f"storage_path: {{tmp}}/{JOB_DIR}/results is inside a Ray job's temporary working directory (under "
+        f"{{tmp}}/{JOB_DIR.partition('/working_dir_files')[0]}), which Ray deletes after the job; a relative "
+        "storage_path, like the default ./hpsearch-results, lands there under `ray job submit --working-dir`: "
+        "use an absolute path on storage every node reaches, e.g. --set storage_path=/mnt/shared/hpsearch-results",
+    ),
+    (
+        "storage-path-in-ray-py-modules",
+        put("storage_path", "ray/session_x/runtime_resources/py_modules_files/_ray_pkg_1/out"),
+        "storage_path: {tmp}/ray/session_x/runtime_resources/py_modules_files/_ray_pkg_1/out is inside a Ray "
+        "job's temporary working directory (under {tmp}/ray/session_x/runtime_resources), which Ray deletes after "
+        "the job; a relative storage_path, like the default ./hpsearch-results, lands there under `ray job submit "
+        "--working-dir`: use an absolute path on storage every node reaches, e.g. --set "
+        "storage_path=/mnt/shared/hpsearch-results",
+    ),
+    # --- --set values the flag cannot take (the message names the flag)
+    (
+        "set-unparsable-value",
+        with_set("scaling.num_workers=[1"),
+        "--set scaling.num_workers=[1: not valid YAML: line 1, column 3: expected ',' or ']', but got '<stream end>'",
+    ),
+    (
+        "set-unclosed-quote",
+        with_set("name='abc"),
+        "--set name='abc: not valid YAML: line 1, column 5: found unexpected end of stream",
+    ),
+    (
+        "set-without-equals",
+        with_set("scaling.num_workers"),
+        "--set scaling.num_workers: must be KEY=VALUE with a dotted KEY, e.g. --set scaling.num_workers=2",
+    ),
+    (
+        "set-without-key",
+        with_set("=2"),
+        "--set =2: must be KEY=VALUE with a dotted KEY, e.g. --set scaling.num_workers=2",
+    ),
+    (
+        "set-empty-key-part",
+        with_set("scaling..num_workers=2"),
+        "--set scaling..num_workers=2: the key 'scaling..num_workers' has an empty part; write a dotted key like "
+        "scaling.num_workers",
+    ),
+    (
+        "set-through-a-scalar",
+        with_set("mode.goal=min"),
+        "--set mode.goal=min: cannot set mode.goal: mode holds 'min', not a mapping",
+    ),
+    (
+        "set-python-tag",
+        with_set("name=!!python/object/apply:os.system [ls]"),
+        "--set name=!!python/object/apply:os.system [ls]: not valid YAML: line 1, column 1: could not determine a "
+        "constructor for the tag 'tag:yaml.org,2002:python/object/apply:os.system'",
+    ),
+    (
+        "set-duplicate-key",
+        with_set("scaling={num_workers: 1, num_workers: 2}"),
+        "--set scaling={num_workers: 1, num_workers: 2}: not valid YAML: line 1, column 18: duplicate key "
+        "'num_workers' (first on line 1, again on line 1)",
+    ),
+    (
+        "set-alias-bomb",
+        with_set("search_space.x=" + billion_laughs(6).removeprefix(TEXT).replace("\n", ", ").join("{}")),
+        "--set search_space.x={l0: &l0 [lol, lol, lol, lol, lol, lol, lo...: not valid YAML: the document expands "
+        "to more than 100,000 values once its aliases (*name) are expanded; a spec may use anchors and aliases, "
+        "but at most 100,000 values in all",
+    ),
+    ("set-breaks-a-value", with_set("num_samples=0"), "num_samples: must be greater than 0, got 0"),
+    (
+        "set-unknown-key",
+        with_set("scaling.num_worker=2"),
+        "scaling.num_worker: unknown key; did you mean 'num_workers'? (allowed: num_workers, use_gpu, "
+        "resources_per_worker, placement_strategy)",
+    ),
+    ("set-nan", with_set("search_space.lr.low=.nan"), "search_space.lr.low: must be a finite number, got nan"),
+    (
+        "set-quoted-number",
+        with_set("num_samples='4'"),
+        "num_samples: must be a valid integer (write it as a number, e.g. 1.0e-4, not as a string), got '4'",
+    ),
+    # --- train loops Ray Train cannot call as train_loop(config)
+    (
+        "trainable-takes-no-config",
+        put("trainable", "loops.py:no_config"),
+        "trainable: 'loops.py:no_config' must be a per-worker train loop called as train_loop(config), but its "
+        "signature is no_config()",
+    ),
+    (
+        "trainable-keyword-only-config",
+        put("trainable", "loops.py:keyword_only"),
+        "trainable: 'loops.py:keyword_only' must be a per-worker train loop called as train_loop(config), but its "
+        "signature is keyword_only(*, config)",
+    ),
+    (
+        "trainable-is-a-class",
+        put("trainable", "loops.py:Loop"),
+        "trainable: 'loops.py:Loop' is a class; it must be a per-worker train loop function called as "
+        "train_loop(config) (Ray Tune's class trainables cannot run as a Ray Train loop)",
+    ),
+    (
+        "trainable-is-async",
+        put("trainable", "loops.py:async_loop"),
+        "trainable: 'loops.py:async_loop' is an async function, which returns without running its body when Ray "
+        "Train calls it; it must be a plain function called as train_loop(config)",
+    ),
+    (
+        "trainable-is-a-generator",
+        put("trainable", "loops.py:generator_loop"),
+        "trainable: 'loops.py:generator_loop' is a generator function (it yields), which returns without running "
+        "its body when Ray Train calls it; it must be a plain function called as train_loop(config)",
+    ),
+    (
+        "trainable-file-syntax-error",
+        Run(spec=put("trainable", "broken.py:train_loop"), files={"broken.py": "def train_loop(config)\n    pass\n"}),
+        "trainable: importing {tmp}/broken.py failed: SyntaxError: expected ':' (broken.py, line 1)",
+    ),
+    (
+        "trainable-file-exits-on-import",
+        Run(
+            spec=put("trainable", "script.py:train_loop"),
+            files={"script.py": "import sys\n\ndef train_loop(config):\n    pass\n\nsys.exit(3)\n"},
+        ),
+        "trainable: importing {tmp}/script.py called sys.exit(3); a file that runs a script when imported must "
+        'guard that code with `if __name__ == "__main__":`',
+    ),
+    (
+        "trainable-not-a-string",
+        put("trainable", ["loops.py:train_loop"]),
+        "trainable: must be a valid string, got ['loops.py:train_loop']",
+    ),
+    (
+        "trainable-no-function-name",
+        put("trainable", "loops.py:"),
+        "trainable: must look like 'package.module:function' or 'path/to/file.py:function', got 'loops.py:'",
+    ),
+    (
+        "trainable-a-constant",
+        put("trainable", "math:pi"),
+        "trainable: 'math:pi' is not a callable but a float: 3.141592653589793",
+    ),
+    # --- spec files that are not a YAML spec
+    (
+        "spec-empty",
+        b"",
+        "<spec>: the spec file is empty; a spec needs at least name, trainable, metric and mode",
+    ),
+    (
+        "spec-only-comments",
+        "# TODO: write the spec\n",
+        "<spec>: the spec file holds no keys, only comments or null; a spec needs at least name, trainable, metric "
+        "and mode",
+    ),
+    (
+        "spec-binary",
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+        "<spec>: not a text file (a NUL byte at byte 8); a spec is a YAML text file (wrong file?)",
+    ),
+    (
+        "spec-invalid-utf8",
+        b"name: caf\xe9\n",
+        "<spec>: not UTF-8 text (byte 0xe9 at byte 9); save the spec as UTF-8",
+    ),
+    (
+        "spec-utf16",
+        "name: x\n".encode("utf-16"),
+        "<spec>: UTF-16 text (it starts with a UTF-16 byte order mark); save the spec as UTF-8",
+    ),
+    (
+        "spec-is-a-folder",
+        Run(spec_arg="specs", files={"specs/a.yaml": TEXT, "specs/notes.txt": "x"}, write_spec=False),
+        "<spec>: is a folder, not a spec file (YAML files in it: a.yaml)",
+    ),
+    (
+        "spec-missing",
+        Run(spec_arg="missing.yaml", write_spec=False),
+        "<spec>: cannot read the spec file: No such file or directory",
+    ),
+    (
+        "spec-missing-close-name",
+        Run(spec_arg="spec.yml"),
+        "<spec>: cannot read the spec file: No such file or directory; did you mean 'spec.yaml'?",
+    ),
+    (
+        "yaml-alias-bomb",
+        billion_laughs(),
+        "<spec>: not valid YAML: the document expands to more than 100,000 values once its aliases (*name) are "
+        "expanded; a spec may use anchors and aliases, but at most 100,000 values in all",
+    ),
+    (
+        "yaml-recursive-alias",
+        TEXT + "search_space: &s {inner: *s}\n",
+        "<spec>: not valid YAML: line 5, column 15: an alias refers to a value that contains it (a recursive "
+        "structure cannot be a spec value)",
+    ),
+    (
+        "yaml-nested-too-deeply",
+        TEXT + "search_space: {x: " + "[" * 600 + "]" * 600 + "}\n",
+        "<spec>: not valid YAML: it is nested too deeply to read (a spec needs only a few levels)",
+    ),
+    (
+        "yaml-tab-indent",
+        "name: x\n\tmetric: m\n",
+        "<spec>: not valid YAML: line 2, column 1: found character '\\t' that cannot start any token",
+    ),
+    ("yaml-number-key", TEXT + "1: one\n", "<spec>: a spec's keys must be strings, got 1"),
+    # --- other realistic mistakes
+    ("mode-uppercase", put("mode", "MIN"), "mode: must be 'min' or 'max', got 'MIN'; did you mean 'min'?"),
+    (
+        "name-with-a-space",
+        put("name", "my search"),
+        "name: must use only letters, digits, '.', '_' and '-' and not start with '.', got 'my search'",
+    ),
+    (
+        "metric-a-list",
+        put("metric", ["val_loss", "val_acc"]),
+        "metric: must be a valid string, got ['val_loss', 'val_acc']",
+    ),
+    (
+        "scaling-typo",
+        put("scalng", {"num_workers": 2}),
+        "scalng: unknown key; did you mean 'scaling'? (allowed: name, trainable, metric, mode, num_samples, "
+        "search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, storage_path)",
+    ),
+    (
+        "num-workers-string",
+        put("scaling.num_workers", "2"),
+        "scaling.num_workers: must be a valid integer (write it as a number, e.g. 1.0e-4, not as a string), got '2'",
+    ),
+    ("use-gpu-string", put("scaling.use_gpu", "true"), "scaling.use_gpu: must be a valid boolean, got 'true'"),
+    (
+        "resources-per-worker-a-number",
+        put("scaling.resources_per_worker", 1),
+        "scaling.resources_per_worker: must be a valid dictionary, got 1",
+    ),
+    ("space-null-bound", put("search_space.lr.low", None), "search_space.lr.low: must be a valid number, got None"),
+    (
+        "space-const-without-value",
+        put("search_space.epochs", {"type": "const"}),
+        "search_space.epochs.value: required key is missing",
+    ),
+    (
+        "space-log-int-from-zero",
+        put("search_space.layers", {"type": "int", "low": 0, "high": 3, "log": True}),
+        "search_space.layers.low: must be > 0 when log is true, got 0",
+    ),
+    (
+        "space-slash-in-name",
+        put("search_space", {"optim/lr": 0.1}),
+        "search_space.optim/lr: parameter names must be non-empty strings without '.' or '/', got 'optim/lr'",
+    ),
+    (
+        "grid-with-hyperopt",
+        both(put("searcher", {"type": "hyperopt"}), put("search_space.hidden.type", "grid")),
+        "search_space.hidden: grid values need searcher random; searcher 'hyperopt' cannot take them (use type: "
+        "choice)",
+    ),
+    (
+        "n-startup-trials-with-cmaes",
+        put("searcher", {"type": "optuna", "sampler": "cmaes", "n_startup_trials": 5}),
+        "searcher.n_startup_trials: applies to samplers 'tpe' and 'gp' only, not 'cmaes'",
+    ),
+    ("searcher-a-list", put("searcher", ["optuna"]), "searcher: must be a mapping with a 'type' key, got ['optuna']"),
+    (
+        "scheduler-type-a-number",
+        put("scheduler", {"type": 3}),
+        "scheduler.type: unknown scheduler 3 (allowed: 'fifo', 'asha', 'median' or 'hyperband')",
+    ),
+    ("asha-max-t-zero", put("scheduler.max_t", 0), "scheduler.max_t: must be greater than 0, got 0"),
+    ("num-to-keep-zero", put("checkpoint.num_to_keep", 0), "checkpoint.num_to_keep: must be greater than 0, got 0"),
+    (
+        "controller-retries-fraction",
+        put("failure.controller_retries", 1.5),
+        "failure.controller_retries: must be a valid integer, got 1.5",
+    ),
+    (
+        "max-concurrent-zero",
+        put("resources.max_concurrent_trials", 0),
+        "resources.max_concurrent_trials: must be 'auto' or greater than 0, got 0",
+    ),
+    (
+        "aggregate-default-typo",
+        put("aggregate.default", "average"),
+        "aggregate.default: must be 'mean', 'min', 'max', 'sum' or 'rank0', got 'average'",
+    ),
 ]
 
 
-def _write(tmp: Path, case: Any) -> Path:
+def _write(tmp: Path, case: Any) -> tuple[Path, Run]:
+    """Lay out one row's files in ``tmp``; return the path to give the command and the row as a Run."""
+    run = case if isinstance(case, Run) else Run(spec=case)
     (tmp / "loops.py").write_text(FILE_LOOP)
-    path = tmp / "spec.yaml"
-    if isinstance(case, str):
-        path.write_text(case)
-    else:
-        spec = copy.deepcopy(GOOD)
-        case(spec)
-        path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    for rel, text in run.files.items():
+        target = tmp / rel
+        if text is None:
+            target.mkdir(parents=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    if run.write_spec:
+        path = tmp / "spec.yaml"
+        if isinstance(run.spec, bytes):
+            path.write_bytes(run.spec)
+        elif isinstance(run.spec, str):
+            path.write_text(run.spec)
+        else:
+            spec = copy.deepcopy(GOOD)
+            if run.spec is not None:
+                run.spec(spec)
+            path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return tmp / run.spec_arg, run
+
+
+def _tree(folder: Path) -> list[str]:
+    """Every file and folder under ``folder``, to show that a refused run left nothing behind."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def _expected(message: str, tmp: Path) -> str:
+    experiment_dir = tmp / LONG_STORAGE / GOOD["name"]
+    return message.replace("{tmp}", str(tmp)).replace(
+        "{experiment_dir_bytes}", str(len(os.fsencode(str(experiment_dir))))
+    )
 
 
 @pytest.mark.parametrize(("case", "expected"), [pytest.param(c, e, id=i) for i, c, e in CORPUS])
 def test_bad_input_exits_2_with_one_message_and_writes_nothing(case, expected, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    path = _write(tmp_path, case)
-    before = sorted(p.name for p in tmp_path.iterdir())
+    path, run = _write(tmp_path, case)
+    monkeypatch.chdir(tmp_path / run.cwd)
+    before = _tree(tmp_path)
 
-    code = main(["run", str(path)])
+    code = main(["run", str(path), *run.argv])
 
     err = capsys.readouterr().err
     assert code == 2
     assert "Traceback" not in err
-    message = expected.replace("{tmp}", str(tmp_path))
-    assert err == f"Error: invalid spec in {path} (1 problem):\n  - {message}\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+    assert err == f"Error: invalid spec in {path} (1 problem):\n  - {_expected(expected, tmp_path)}\n"
+    assert _tree(tmp_path) == before  # nothing written: no experiment folder, no probe file, no storage folder
 
 
 def test_the_corpus_is_big_enough():
-    assert len(CORPUS) >= 40
+    assert len(CORPUS) >= 80
+    assert len({row[0] for row in CORPUS}) == len(CORPUS)  # ids are unique
 
 
 def test_gpus_asked_of_a_cluster_without_gpus(tmp_path, monkeypatch, capsys):

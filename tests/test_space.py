@@ -313,3 +313,31 @@ def test_int_rejects_float_bounds() -> None:
 def test_int_with_step_one_is_allowed() -> None:
     tree, problems = parse_search_space({"n": {"type": "int", "low": 1, "high": 5, "step": 1}})
     assert problems == [] and tree == {"n": IntParam(low=1, high=5, step=1)}
+
+
+def test_values_hpsearch_only_hands_to_the_loop_may_be_non_finite() -> None:
+    """Constants, choice and grid values reach the loop as written: ``max_grad_norm: .inf`` is torch's
+    "no clipping". Only the numbers hpsearch computes with (bounds and steps) must be finite."""
+    assert translate(math.inf) == math.inf
+    assert math.isnan(translate({"type": "const", "value": math.nan}))
+    assert translate({"type": "choice", "values": [1.0, math.inf]}).categories == [1.0, math.inf]
+    assert translate({"type": "grid", "values": [-math.inf, 0.0]}) == {"grid_search": [-math.inf, 0.0]}
+
+
+# fmt: off
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"type": "float", "low": 0.0, "high": math.inf},              "search_space.p.high: must be a finite number, got inf"),
+        ({"type": "float", "low": -math.inf, "high": 0.0},             "search_space.p.low: must be a finite number, got -inf"),
+        ({"type": "float", "low": math.nan, "high": 1.0, "log": True}, "search_space.p.low: must be a finite number, got nan"),
+        ({"type": "float", "low": 0.0, "high": 1.0, "step": math.nan}, "search_space.p.step: must be a finite number, got nan"),
+        ({"type": "int", "low": 0, "high": math.inf},                  "search_space.p.high: must be a valid integer, got inf"),
+        ({"type": "int", "low": 0, "high": 8, "step": math.inf},       "search_space.p.step: must be a valid integer, got inf"),
+    ],
+    ids=["float-high-inf", "float-low-minus-inf", "log-low-nan", "step-nan", "int-high-inf", "int-step-inf"],
+)
+# fmt: on
+def test_bounds_and_steps_must_be_finite(raw: dict, expected: str) -> None:
+    _, problems = parse_search_space({"p": raw})
+    assert [str(p) for p in problems] == [expected]

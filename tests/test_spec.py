@@ -560,13 +560,156 @@ def test_missing_spec_file(spec_dir: Path) -> None:
     assert problems_of(info.value) == ["<spec>: cannot read the spec file: No such file or directory"]
 
 
-def test_empty_spec_file_lists_every_required_key(spec_dir: Path) -> None:
-    path = spec_dir / "empty.yaml"
-    path.write_text("", encoding="utf-8")
+def test_missing_spec_file_suggests_a_close_name(spec_dir: Path) -> None:
+    write_spec(spec_dir, BASE, "search.yaml")
+    with pytest.raises(SpecError) as info:
+        load_spec(spec_dir / "serch.yaml")
+    assert problems_of(info.value) == [
+        "<spec>: cannot read the spec file: No such file or directory; did you mean 'search.yaml'?"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "the spec file is empty; a spec needs at least name, trainable, metric and mode"),
+        (b"  \n\n", "the spec file is empty; a spec needs at least name, trainable, metric and mode"),
+        (
+            b"# name: x\n",
+            "the spec file holds no keys, only comments or null; a spec needs at least name, trainable, metric and mode",
+        ),
+        (b"\x80\x04\x95name: x", "not UTF-8 text (byte 0x80 at byte 0); save the spec as UTF-8"),
+        (b"name: caf\xe9\n", "not UTF-8 text (byte 0xe9 at byte 9); save the spec as UTF-8"),
+        (b"PK\x03\x04\x00\x00", "not a text file (a NUL byte at byte 4); a spec is a YAML text file (wrong file?)"),
+        (
+            "name: x\n".encode("utf-16"),
+            "UTF-16 text (it starts with a UTF-16 byte order mark); save the spec as UTF-8",
+        ),
+    ],
+    ids=["empty", "blank", "only-comments", "pickle", "latin-1", "zip", "utf-16"],
+)
+def test_a_spec_file_that_is_not_yaml_text(spec_dir: Path, content: bytes, expected: str) -> None:
+    path = spec_dir / "spec.yaml"
+    path.write_bytes(content)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == [f"<spec>: {expected}"]
+
+
+def test_a_utf8_byte_order_mark_is_fine(spec_dir: Path) -> None:
+    path = spec_dir / "spec.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + yaml.safe_dump(BASE).encode())
+    assert load_spec(path).name == "unit"
+
+
+def test_a_folder_given_as_the_spec_lists_the_yaml_files_in_it(spec_dir: Path) -> None:
+    write_spec(spec_dir, BASE, "a.yaml")
+    write_spec(spec_dir, BASE, "b.yml")
+    with pytest.raises(SpecError) as info:
+        load_spec(spec_dir)
+    assert problems_of(info.value) == ["<spec>: is a folder, not a spec file (YAML files in it: a.yaml, b.yml)"]
+
+
+def test_a_spec_file_too_large_to_be_a_spec_is_not_read_whole(spec_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpsearch.spec import _yaml
+
+    monkeypatch.setattr(_yaml, "MAX_SPEC_BYTES", 2**20)
+    path = spec_dir / "big.yaml"
+    path.write_text("name: x\n" + "# padding\n" * 2**17, encoding="utf-8")  # 1.25 MiB
     with pytest.raises(SpecError) as info:
         load_spec(path)
     assert problems_of(info.value) == [
-        f"{key}: required key is missing" for key in ("name", "trainable", "metric", "mode")
+        "<spec>: the file is larger than 1 MiB; a spec is a small YAML file (wrong file?)"
+    ]
+
+
+def test_a_module_that_exits_when_imported_is_reported_not_obeyed(
+    spec_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (spec_dir / "train_script.py").write_text("import sys\n\ndef train_loop(config):\n    pass\n\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(spec_dir))
+    with pytest.raises(SpecError) as info:
+        load_spec({**BASE, "trainable": "train_script:train_loop"})
+    assert problems_of(info.value) == [
+        "trainable: importing module 'train_script' called sys.exit(0); a file that runs a script when imported "
+        'must guard that code with `if __name__ == "__main__":`'
+    ]
+
+
+# --------------------------------------------------------------------------- anchors, aliases, bombs
+
+
+def test_anchors_aliases_and_merge_keys_are_allowed(spec_dir: Path) -> None:
+    path = spec_dir / "spec.yaml"
+    path.write_text(
+        "name: anchors\ntrainable: train.py:train_loop\nmetric: loss\nmode: min\n"
+        "scheduler: {type: asha, <<: &budget {max_t: 4, grace_period: 1}}\n"
+        "search_space:\n  a: &pick {type: choice, values: [1, 2]}\n  b: *pick\n  budget: *budget\n",
+        encoding="utf-8",
+    )
+    spec = load_spec(path)
+    assert spec.scheduler.as_dict()["max_t"] == 4
+    assert spec.search_space["a"] == spec.search_space["b"] == ChoiceParam(values=[1, 2])
+    assert spec.search_space["budget"] == {"max_t": ConstParam(value=4), "grace_period": ConstParam(value=1)}
+
+
+def billion_laughs(levels: int = 9, width: int = 10) -> str:
+    """YAML of a few hundred bytes whose aliases expand to width ** levels values (10 ** 9 by default)."""
+    lines = [f"l0: &l0 [{', '.join(['lol'] * width)}]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_billion_laughs_bomb_is_refused_without_expanding_it(spec_dir: Path) -> None:
+    import time
+    import tracemalloc
+
+    path = spec_dir / "bomb.yaml"
+    path.write_text(billion_laughs(), encoding="utf-8")
+    assert path.stat().st_size < 1000
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert problems_of(info.value) == [
+        "<spec>: not valid YAML: the document expands to more than 100,000 values once its aliases (*name) are "
+        "expanded; a spec may use anchors and aliases, but at most 100,000 values in all"
+    ]
+    assert seconds < 1.0
+    assert peak < 20 * 2**20  # bytes: the composed document, not its expansion
+
+
+def test_a_document_just_under_the_value_limit_is_read(spec_dir: Path) -> None:
+    path = spec_dir / "wide.yaml"
+    thousand = ", ".join(["1"] * 1000)
+    copies = ", ".join(["*v"] * 90)  # 90 x 1,001 values: under the limit
+    path.write_text(f"{yaml.safe_dump(BASE)}extra_values: &v [{thousand}]\ncopies: [{copies}]\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:  # read fine: refused for its unknown keys, not for its size
+        load_spec(path)
+    assert [p.path for p in info.value.problems] == ["extra_values", "copies"]
+
+
+def test_a_recursive_alias_is_refused(spec_dir: Path) -> None:
+    path = spec_dir / "loop.yaml"
+    path.write_text("name: x\nsearch_space: &s {inner: *s}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == [
+        "<spec>: not valid YAML: line 2, column 15: an alias refers to a value that contains it "
+        "(a recursive structure cannot be a spec value)"
+    ]
+
+
+def test_deeply_nested_yaml_is_refused_not_a_recursion_error(spec_dir: Path) -> None:
+    path = spec_dir / "deep.yaml"
+    path.write_text("name: " + "[" * 600 + "]" * 600 + "\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problems_of(info.value) == [
+        "<spec>: not valid YAML: it is nested too deeply to read (a spec needs only a few levels)"
     ]
 
 
@@ -609,11 +752,23 @@ def test_override_values_that_break_the_spec_are_reported_like_the_file(spec_dir
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        ("foo", "foo: --set needs KEY=VALUE with a dotted key, got 'foo'"),
-        ("a..b=1", "a..b: --set needs KEY=VALUE with a dotted key, got 'a..b=1'"),
-        ("name.x=3", "name: cannot set name.x: this key holds 'unit', not a mapping"),
+        ("foo", "--set foo: must be KEY=VALUE with a dotted KEY, e.g. --set scaling.num_workers=2"),
+        ("=3", "--set =3: must be KEY=VALUE with a dotted KEY, e.g. --set scaling.num_workers=2"),
+        ("a..b=1", "--set a..b=1: the key 'a..b' has an empty part; write a dotted key like scaling.num_workers"),
+        ("name.x=3", "--set name.x=3: cannot set name.x: name holds 'unit', not a mapping"),
+        (
+            "scaling.num_workers=[1",
+            "--set scaling.num_workers=[1: not valid YAML: line 1, column 3: expected ',' or ']', but got "
+            "'<stream end>'",
+        ),
+        (
+            "search_space.x=" + billion_laughs(5).replace("\n", ", ").join("{}"),
+            "--set search_space.x={l0: &l0 [lol, lol, lol, lol, lol, lol, lo...: not valid YAML: the "
+            "document expands to more than 100,000 values once its aliases (*name) are expanded; a spec may use "
+            "anchors and aliases, but at most 100,000 values in all",
+        ),
     ],
-    ids=["no-equals-sign", "empty-path-part", "through-a-scalar"],
+    ids=["no-equals-sign", "no-key", "empty-path-part", "through-a-scalar", "not-yaml", "alias-bomb"],
 )
 def test_bad_override(spec_dir: Path, override: str, expected: str) -> None:
     path = write_spec(spec_dir, BASE)

@@ -9,6 +9,7 @@ the README's spec reference; keep it stable and extend it compatibly.
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,8 +21,9 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 from hpsearch.errors import Problem, SpecError
 from hpsearch.spec import space as _space
 from hpsearch.spec._imports import load_callable, resolve_reference
+from hpsearch.spec._storage import check_storage, path_problems
 from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
-from hpsearch.spec._yaml import parse_scalar, read_yaml
+from hpsearch.spec._yaml import YamlError, parse_scalar, read_yaml
 from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, PluginChoice
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "Aggregate",
     "load_spec",
     "apply_overrides",
+    "check_storage",
     "total_trials",
     "varying_params",
     "SPEC_KEYS",
@@ -127,7 +130,7 @@ class _TopLevel(StrictModel):
     failure: Any = None
     checkpoint: Any = None
     aggregate: Any = None
-    storage_path: str = "./hpsearch-results"
+    storage_path: str = Field(default="./hpsearch-results", min_length=1)
 
 
 #: Every top-level key a spec may hold.
@@ -224,20 +227,37 @@ def load_spec(
     where = str(origin) if origin else None
     if not isinstance(raw, Mapping):
         raise SpecError([Problem("", f"a spec must be a mapping of keys, got {show(raw)}")], source=where)
+    bad_keys = [key for key in raw if not isinstance(key, str)]
+    if bad_keys:
+        raise SpecError([Problem("", f"a spec's keys must be strings, got {show(bad_keys[0])}")], source=where)
     raw = apply_overrides(raw, overrides, source=where)
     spec = _parse(raw, base_dir=base_dir, origin=origin, check_trainable=check_trainable)
     return spec
 
 
 def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str], *, source: str | None = None) -> dict[str, Any]:
-    """Return a copy of ``raw`` with each ``dotted.path=value`` set (values read as YAML)."""
+    """Return a copy of ``raw`` with each ``dotted.path=value`` set (values read as YAML).
+
+    A problem with an override itself is reported under ``--set <the override>``.
+    """
     out = copy.deepcopy(dict(raw))
     problems = []
     for item in overrides:
+        flag = f"--set {item if len(item) <= 60 else item[:57] + '...'}"
         key, eq, text = item.partition("=")
         parts = key.strip().split(".")
-        if not eq or not all(parts):
-            problems.append(Problem(key or item, f"--set needs KEY=VALUE with a dotted key, got {item!r}"))
+        if not eq or not key.strip():
+            problems.append(Problem(flag, "must be KEY=VALUE with a dotted KEY, e.g. --set scaling.num_workers=2"))
+            continue
+        if not all(parts):
+            problems.append(
+                Problem(flag, f"the key {key.strip()!r} has an empty part; write a dotted key like scaling.num_workers")
+            )
+            continue
+        try:
+            value = parse_scalar(text)
+        except YamlError as err:
+            problems.append(Problem(flag, str(err)))
             continue
         node: Any = out
         for i, part in enumerate(parts[:-1]):
@@ -247,15 +267,12 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str], *, source:
             elif i == 0 and part in _PLUGIN_KEYS and isinstance(child, str):
                 child = node[part] = {"type": child}  # `scheduler: asha` is shorthand for {type: asha}
             if not isinstance(child, dict):
-                problems.append(
-                    Problem(
-                        join_path(*parts[: i + 1]), f"cannot set {key}: this key holds {show(child)}, not a mapping"
-                    )
-                )
+                where = join_path(*parts[: i + 1])
+                problems.append(Problem(flag, f"cannot set {key.strip()}: {where} holds {show(child)}, not a mapping"))
                 break
             node = child
         else:
-            node[parts[-1]] = parse_scalar(text)
+            node[parts[-1]] = value
     if problems:
         raise SpecError(problems, source=source)
     return out
@@ -311,13 +328,21 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         except ValueError as err:
             problems.append(Problem("trainable", str(err)))
 
-    storage = get("storage_path")
-    if isinstance(storage, str) and Path(storage).expanduser().exists() and not Path(storage).expanduser().is_dir():
-        problems.append(Problem("storage_path", f"must be a folder, but {storage!r} is a file"))
+    storage, storage_dir = get("storage_path"), None
+    if isinstance(storage, str) and storage:
+        try:
+            storage_dir = Path(storage).expanduser().resolve()
+        except RuntimeError as err:  # `~user/...` of no such user; a symlink loop
+            problems.append(Problem("storage_path", f"cannot resolve {storage!r} to a folder: {err}"))
+    if storage_dir is not None:
+        found = path_problems(storage_dir, name if isinstance(name, str) and _NAME.match(name) else None)
+        problems += found
+        if not found and os.path.exists(storage_dir) and not os.path.isdir(storage_dir):
+            problems.append(Problem("storage_path", f"must be a folder, but {storage!r} is a file"))
 
     if problems:
         raise SpecError(problems, source=str(origin) if origin else None)
-    assert top is not None and searcher is not None and scheduler is not None  # problems were empty
+    assert top is not None and searcher is not None and scheduler is not None and storage_dir is not None
     return Spec(
         name=top.name,
         trainable=resolve_reference(top.trainable, base_dir),
@@ -332,7 +357,7 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         failure=sections["failure"],
         checkpoint=sections["checkpoint"],
         aggregate=sections["aggregate"],
-        storage_path=Path(top.storage_path).expanduser().resolve(),
+        storage_path=storage_dir,
         source=origin,
     )
 

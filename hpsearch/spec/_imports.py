@@ -62,6 +62,8 @@ def load_callable(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
     else:
         try:
             module = importlib.import_module(target)
+        except SystemExit as err:
+            raise ValueError(_exited_on_import(f"importing module {target!r}", err)) from None
         except Exception as err:  # noqa: BLE001 - any import failure is the user's to see
             raise ValueError(f"cannot import module {target!r}: {type(err).__name__}: {err}") from None
     obj = getattr(module, func_name, None)
@@ -80,7 +82,26 @@ def load_callable(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
 
 
 def _check_per_worker_loop(ref: str, obj: Callable[..., Any]) -> None:
-    """A per-worker train loop is called as ``train_loop(config)``: one argument."""
+    """A per-worker train loop is a plain function called as ``train_loop(config)``: one argument.
+
+    Ray Train calls it on every worker and waits for it to return: a class would only be
+    instantiated, and an ``async def`` or generator function would return without running.
+    """
+    if inspect.isclass(obj):
+        raise ValueError(
+            f"{ref!r} is a class; it must be a per-worker train loop function called as train_loop(config) "
+            "(Ray Tune's class trainables cannot run as a Ray Train loop)"
+        )
+    for is_kind, kind in (
+        (inspect.iscoroutinefunction, "an async function"),
+        (inspect.isgeneratorfunction, "a generator function (it yields)"),
+        (inspect.isasyncgenfunction, "an async generator function"),
+    ):
+        if is_kind(obj):
+            raise ValueError(
+                f"{ref!r} is {kind}, which returns without running its body when Ray Train calls it; "
+                "it must be a plain function called as train_loop(config)"
+            )
     try:
         signature = inspect.signature(obj)
     except (TypeError, ValueError):  # builtins and some C callables have none: let Ray try
@@ -106,7 +127,18 @@ def _import_file(path: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as err:
+        del sys.modules[name]
+        raise ValueError(_exited_on_import(f"importing {path}", err)) from None
     except Exception as err:  # noqa: BLE001
         del sys.modules[name]
         raise ValueError(f"importing {path} failed: {type(err).__name__}: {err}") from None
     return module
+
+
+def _exited_on_import(what: str, err: SystemExit) -> str:
+    """A script's main code run at import ended in sys.exit: say so instead of exiting hpsearch."""
+    return (
+        f"{what} called sys.exit({err.code!r}); a file that runs a script when imported must "
+        'guard that code with `if __name__ == "__main__":`'
+    )

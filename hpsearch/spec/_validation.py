@@ -20,9 +20,15 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class StrictModel(BaseModel):
-    """Base of every spec section: unknown keys are errors, values are frozen."""
+    """Base of every spec section: unknown keys are errors, values are frozen, numbers finite.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    ``allow_inf_nan=False`` refuses ``.inf``, ``-.inf`` and ``.nan`` (and ``1e999``, which
+    reads as inf) in every float field hpsearch interprets: bounds, steps, resources,
+    timeouts, scheduler options. Values hpsearch only hands to the loop (constants,
+    choice and grid values, typed ``Any``) are not numbers to it and pass as written.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def field_error(key: str, message: str) -> ValueError:
