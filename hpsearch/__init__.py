@@ -19,6 +19,7 @@ from hpsearch.errors import (
     ExperimentNotFoundError,
     ExportError,
     HpsearchError,
+    MetricNotReportedError,
     PlanError,
     ResultsError,
     SpecError,
@@ -43,6 +44,7 @@ __all__ = [
     "ExperimentNotFoundError",
     "ResultsError",
     "ExportError",
+    "MetricNotReportedError",
     "__version__",
 ]
 

@@ -90,3 +90,26 @@ def one_of(choices: Iterable[str]) -> str:
     if len(quoted) <= 1:
         return "".join(quoted)
     return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+class MetricNotReportedError(HpsearchError, ValueError):
+    """A trial reported without the spec's metric: a bug in the loop (or the spec), so it is never retried.
+
+    Raised in the nested run's controller at the trial's first such report, before Tune
+    sees it. Its message is one line: the metric, a did-you-mean, and the keys reported.
+    """
+
+    def __init__(self, metric: str, reported: Iterable[str]) -> None:
+        self.metric = metric
+        self.reported = tuple(str(k) for k in reported)
+        names = ", ".join(self.reported) or "nothing"
+        super().__init__(
+            f"the loop did not report the spec's metric {metric!r}{did_you_mean(metric, self.reported)}"
+            f" (it reported: {names})"
+        )
+
+    def __reduce__(self) -> tuple[type[MetricNotReportedError], tuple[str, tuple[str, ...]]]:
+        return (type(self), (self.metric, self.reported))  # rebuilt from its parts in another Ray process
+
+
+__all__ += ["MetricNotReportedError"]

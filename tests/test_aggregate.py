@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
-from hpsearch.runtime.aggregate import METHODS, aggregate_metrics
+from hpsearch.runtime.aggregate import METHODS, aggregate_metrics, plain_metrics, plain_value
 from hpsearch.spec import Aggregate
 
 RANKS = [{"loss": 1.0}, {"loss": 4.0}, {"loss": 2.5}]
@@ -98,3 +99,76 @@ def test_no_ranks_gives_an_empty_dict() -> None:
 def test_single_rank_is_passed_through() -> None:
     metrics = {"loss": 0.25, "epoch": 1, "tag": "a"}
     assert aggregate_metrics([metrics], every("sum")) == metrics
+
+
+# ----------------------------------------------------------------------------- plain values (loops written for Ray Train)
+
+
+def test_numpy_scalars_become_python_numbers() -> None:
+    np = pytest.importorskip("numpy")
+    per_rank = [
+        {"loss": np.float32(0.5), "n": np.int64(3), "ok": np.bool_(True), "epoch": np.int64(2)},
+        {"loss": np.float32(1.5), "n": np.int64(5), "ok": np.bool_(True), "epoch": np.int64(2)},
+    ]
+    out = aggregate_metrics(per_rank, every("mean"))
+    assert out == {"loss": 1.0, "n": 4.0, "ok": True, "epoch": 2}
+    assert [type(out[k]) for k in ("loss", "n", "ok", "epoch")] == [float, float, bool, int]
+    assert json.loads(json.dumps(out)) == out  # JSON-clean: Tune, the history file and Ray Train's snapshot take it
+
+
+def test_numpy_bools_are_not_averaged() -> None:
+    np = pytest.importorskip("numpy")
+    out = aggregate_metrics([{"ok": np.bool_(False)}, {"ok": np.bool_(True)}], every("mean"))
+    assert out == {"ok": False} and type(out["ok"]) is bool
+
+
+def test_zero_d_tensors_become_python_numbers() -> None:
+    torch = pytest.importorskip("torch")
+    loss = torch.tensor(0.25, requires_grad=True) * 2  # a criterion's output: 0-d, with a grad_fn
+    per_rank = [{"loss": loss, "step": torch.tensor(7)}, {"loss": torch.tensor(1.5), "step": torch.tensor(7)}]
+    out = aggregate_metrics(per_rank, every("mean"))
+    assert out == {"loss": 1.0, "step": 7}
+    assert (type(out["loss"]), type(out["step"])) == (float, int)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1.5, 1.5),
+        ("tag", "tag"),
+        (None, None),
+        ({"a": {"b": 2}}, {"a": {"b": 2}}),
+        ([1, "x"], [1, "x"]),
+    ],
+    ids=["float", "str", "None", "nested-dict", "list"],
+)
+def test_plain_values_pass_through(value, expected) -> None:
+    assert plain_value(value) == expected
+    assert type(plain_value(value)) is type(expected)
+
+
+def test_arrays_tensors_and_containers_are_made_plain_inside() -> None:
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    value = {
+        "hist": np.array([1, 2]),
+        "weights": torch.ones(2),
+        "pair": (np.float64(0.5), torch.tensor(True)),
+        "scalar_array": np.array(2.5),
+        "name": np.str_("run"),
+        "nested": {"acc": [np.float32(0.75)]},
+    }
+    assert plain_value(value) == {
+        "hist": [1, 2],
+        "weights": [1.0, 1.0],
+        "pair": (0.5, True),
+        "scalar_array": 2.5,
+        "name": "run",
+        "nested": {"acc": [0.75]},
+    }
+    assert type(plain_value(value)["name"]) is str
+
+
+def test_other_objects_are_left_as_they_are() -> None:
+    marker = object()
+    assert plain_metrics({"x": marker}) == {"x": marker}

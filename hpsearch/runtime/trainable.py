@@ -9,22 +9,32 @@ Tune aggregated across workers (docs/architecture.md, "The data path", step 4).
 Each forwarded report is also appended to the trial's history file, and the nested
 run's controller records itself (:mod:`hpsearch.runtime.ray_workarounds`); the file
 names are in :mod:`hpsearch.experiment.layout`.
+
+Loops written for plain Ray Train run unchanged: on the workers, every report's values
+are made plain Python before Ray sees them (NumPy scalars, 0-d tensors; see
+:func:`_plain_reports`) and the loop's return value is dropped. A trial whose report
+lacks the search metric errors at once with :class:`~hpsearch.errors.MetricNotReportedError`
+(one line, naming the metric, a close name and what was reported), never retried.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
 import sys
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from hpsearch.errors import MetricNotReportedError
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
-from hpsearch.runtime.aggregate import aggregate_metrics
+from hpsearch.runtime.aggregate import aggregate_metrics, plain_metrics
 from hpsearch.runtime.env import apply_trial_defaults
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
 from hpsearch.spec._imports import is_file_module
@@ -62,7 +72,8 @@ def make_trainable(
             ``train/`` in the Tune experiment folder. On several nodes it must be storage
             every node can reach.
         metric: The search metric: with it, each trial keeps its ``num_to_keep`` best
-            checkpoints by that metric (and always its latest, to resume from).
+            checkpoints by that metric (and always its latest, to resume from), and a
+            trial whose report lacks it errors with :class:`~hpsearch.errors.MetricNotReportedError`.
         mode: ``"min"`` or ``"max"``, for ``metric``.
         record_controller: Have each nested run's controller record itself for
             :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`. Default: unless the Ray
@@ -96,9 +107,22 @@ def make_trainable(
     checkpoint_config: dict[str, Any] = {"num_to_keep": checkpoint.num_to_keep}
     if metric is not None:
         checkpoint_config.update(checkpoint_score_attribute=metric, checkpoint_score_order=mode)
+    worker_loop = _worker_loop(train_loop)
+    search_token = uuid.uuid4().hex  # one per Tuner: Tune's retries of a trial share it, a resume does not
 
     def hpsearch_trial(config: dict[str, Any]) -> None:
-        _run_nested(train_loop, config, scaling, failure, checkpoint_config, aggregate, runs_dir, record_controller)
+        _run_nested(
+            worker_loop,
+            config,
+            scaling,
+            failure,
+            checkpoint_config,
+            aggregate,
+            runs_dir,
+            record_controller,
+            metric=metric,
+            search_token=search_token,
+        )
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
     hpsearch_trial.__qualname__ = hpsearch_trial.__name__
@@ -120,8 +144,65 @@ def _as(model: type[_Section], value: _Section | Mapping[str, Any] | None) -> _S
     return value if isinstance(value, model) else model.model_validate(dict(value))
 
 
+def _worker_loop(train_loop: Callable[..., Any]) -> Callable[..., None]:
+    """The user's loop as each Train worker runs it: reports made plain, the return value dropped.
+
+    The loop keeps its arity (Ray Train calls a loop with a required parameter with the
+    config, one without any with nothing). Its return value would travel to the
+    controller, which Ray refuses for anything holding a tensor; nothing reads it.
+    """
+    required = _required_parameters(train_loop)
+    if required > 1:
+        return train_loop  # Ray Train refuses it with its own message
+
+    def hpsearch_worker(*args: dict[str, Any]) -> None:  # a *args counts as one: Ray Train passes the config
+        _plain_reports()
+        train_loop(*args[:required])
+
+    return hpsearch_worker
+
+
+def _required_parameters(fn: Callable[..., Any]) -> int:
+    """How many arguments Ray Train takes ``fn`` to require: positional ones without a default, a
+    ``*args`` counting as one (the rule of ``ray.train._internal.utils.count_required_parameters``)."""
+    positional = (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+    )
+    return sum(1 for p in inspect.signature(fn).parameters.values() if p.default is p.empty and p.kind in positional)
+
+
+def _plain_reports() -> None:
+    """Make every ``ray.train.report`` of this worker pass its metrics through :func:`plain_metrics`.
+
+    Ray Train refuses a metric that is a torch tensor (``ValueError`` in the worker), and its
+    checkpoint bookkeeping fails on a NumPy ``float32``/``int64`` (its pydantic snapshot cannot
+    serialise them), so a loop that reports ``loss`` as the criterion returned it would fail.
+    Every ``ray.train`` call on a worker goes through the process's ``TrainFnUtils``
+    (``ray.train.v2._internal.execution.train_fn_utils``, "can be patched if new user APIs
+    behaviors is wanted"); its ``report`` is wrapped here, once per process. Should Ray move
+    it, reports go through unchanged and the controller still converts NumPy values.
+    """
+    try:
+        from ray.train.v2._internal.execution.train_fn_utils import get_train_fn_utils
+
+        utils = get_train_fn_utils()
+    except (ImportError, RuntimeError):  # not a Train V2 worker, or Ray moved it
+        return
+    report = utils.report
+    if getattr(report, "_hpsearch_plain", False):
+        return
+
+    def plain_report(metrics: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
+        report(plain_metrics(metrics), *args, **kwargs)
+
+    plain_report._hpsearch_plain = True  # type: ignore[attr-defined]  # a marker on the function
+    utils.report = plain_report  # type: ignore[method-assign]  # on this instance only
+
+
 def _run_nested(
-    train_loop: Callable[[dict[str, Any]], Any],
+    train_loop: Callable[..., Any],
     config: dict[str, Any],
     scaling: Scaling,
     failure: Failure,
@@ -129,6 +210,9 @@ def _run_nested(
     aggregate: Aggregate,
     runs_dir: str | None,
     record_controller: bool = True,
+    *,
+    metric: str | None = None,
+    search_token: str = "",
 ) -> None:
     """Body of the trial driver (runs in the Tune trial's actor)."""
     apply_trial_defaults(failure)  # Ray Train passes them on to the controller and workers
@@ -138,6 +222,10 @@ def _run_nested(
 
     context = tune.get_context()
     trial_id = context.get_trial_id()
+    missing_key = f"{search_token}/{trial_id}"
+    earlier = _missing_metric_before(missing_key) if metric is not None else None
+    if earlier is not None:  # Tune retries it (trial_retries): it would only fail the same way again
+        raise earlier
     if runs_dir is None:
         runs_dir = str(Path(context.get_trial_dir()).parent / TRAIN_RUNS_DIR)
 
@@ -154,7 +242,9 @@ def _run_nested(
         run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
             name=trial_id,
             storage_path=runs_dir,
-            callbacks=[_aggregating_callback(aggregate, os.path.join(runs_dir, trial_id), record_controller)],
+            callbacks=[
+                _aggregating_callback(aggregate, os.path.join(runs_dir, trial_id), record_controller, metric=metric)
+            ],
             failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
                 max_failures=failure.worker_retries,
                 controller_failure_limit=failure.controller_retries,
@@ -164,16 +254,73 @@ def _run_nested(
             logging_config=train.LoggingConfig(log_level="WARNING"),
         ),
     )
-    trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
+    try:
+        trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
+    except Exception as err:
+        missing = getattr(err, "controller_failure", None)  # a ControllerError: the callback raised it
+        if not isinstance(missing, MetricNotReportedError):
+            raise
+        _remember_missing_metric(missing_key, missing)
+        raise missing from None  # the trial's error is the one line, not Ray's wrapper around it
 
 
-def _aggregating_callback(aggregate: Aggregate, run_folder: str, record_controller: bool = True) -> Any:
+#: Where a trial's missing metric is kept for Tune's retries of it: Ray's key-value store
+#: (the cluster's GCS), keyed by the Tuner's token and the trial id; gone with the cluster.
+_MISSING_METRIC_NAMESPACE = "hpsearch_missing_metric"
+
+
+def _remember_missing_metric(key: str, error: MetricNotReportedError) -> None:
+    """Keep a trial's missing metric for its retries (a courtesy: never fails the trial further)."""
+    try:
+        from ray.experimental.internal_kv import _internal_kv_put
+
+        value = json.dumps({"metric": error.metric, "reported": list(error.reported)})
+        _internal_kv_put(key, value, namespace=_MISSING_METRIC_NAMESPACE)
+    except Exception:  # noqa: BLE001 - without it a retry runs the loop once more and fails the same way
+        pass
+
+
+def _missing_metric_before(key: str) -> MetricNotReportedError | None:
+    """The missing metric an earlier run of this trial, in this search, failed on; ``None`` if none."""
+    try:
+        from ray.experimental.internal_kv import _internal_kv_get
+
+        value = _internal_kv_get(key, namespace=_MISSING_METRIC_NAMESPACE)
+        if value is None:
+            return None
+        found = json.loads(value)
+        return MetricNotReportedError(found["metric"], found["reported"])
+    except Exception:  # noqa: BLE001 - a store that cannot be read: run the trial
+        return None
+
+
+def _has_metric(result: Mapping[str, Any], metric: str) -> bool:
+    """Whether a report holds ``metric`` as Tune looks for it (``a/b`` is ``{"a": {"b": ...}}`` too)."""
+    if metric in result:
+        return True
+    node: Any = result
+    for part in metric.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _aggregating_callback(
+    aggregate: Aggregate, run_folder: str, record_controller: bool = True, *, metric: str | None = None
+) -> Any:
     """A ``TuneReportCallback`` that forwards the aggregate of all ranks, not rank 0's dict.
 
     Built inside the trial: Ray's callback binds to the Tune session of the trial that
     constructs it. Each forwarded report is also appended to the history file in
     ``run_folder`` (the nested run's folder), and, with ``record_controller``, the
     controller records itself there for :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`.
+
+    With ``metric``, a report without it raises :class:`MetricNotReportedError` instead of
+    reaching Tune (whose own check would end the whole search with a ``TuneError``). Ray
+    Train wraps it in a ``ControllerError``, which its failure policy never retries (only
+    worker-group start failures are retryable controller errors), so ``fit()`` raises it
+    in the trial driver at once, without a restart of the worker group.
     """
     from ray.tune.integration.ray_train import TuneReportCallback
 
@@ -187,9 +334,12 @@ def _aggregating_callback(aggregate: Aggregate, run_folder: str, record_controll
                 ray_workarounds.record_controller(run_folder)
             self.reports += 1
             combined = aggregate_metrics(metrics, aggregate.method)
+            reported = list(combined)
             # Schedulers count epochs (they survive restarts; Tune's iterations start again at 1).
             # A loop that reports none gets its reports numbered, from 1 in each run of the trial.
             combined.setdefault(EPOCH, self.reports)
+            if metric is not None and not _has_metric(combined, metric):
+                raise MetricNotReportedError(metric, reported)
             super().after_report(run_context, [combined], checkpoint)
             _append_history(run_folder, combined, checkpoint)
 
