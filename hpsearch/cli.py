@@ -16,12 +16,16 @@ from typing import TYPE_CHECKING
 from hpsearch.errors import HpsearchError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.analysis import SearchSummary
+    from hpsearch.analysis import SearchSummary, TrialOutcome
     from hpsearch.spec import Spec
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+VERBOSE_HELP = (
+    "also print Ray's own log lines (the workers' output, Ray's warnings, Tune's tracebacks); "
+    "without it they are kept in Ray's session folder, named at the start"
+)
 
 
 def _load(args: argparse.Namespace) -> Spec:
@@ -31,10 +35,11 @@ def _load(args: argparse.Namespace) -> Spec:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Check a spec (and that its trainable imports) without starting Ray."""
-    from hpsearch.spec import total_trials
+    """Check a spec (that its trainable imports, that storage_path can be written) without starting Ray."""
+    from hpsearch.spec import check_storage, total_trials
 
     spec = _load(args)
+    check_storage(spec)
     n = total_trials(spec)
     print(
         f"{args.spec}: valid. {n} trial{'s' if n != 1 else ''} of {spec.scaling.num_workers} worker(s) each; "
@@ -67,8 +72,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _report_search(spec: Spec, summary: SearchSummary) -> int:
     """Print how a search ended; return the exit code."""
+    from hpsearch.analysis._missing_metric import missing_metric_message
+
+    missing = missing_metric_message(summary)
+    if missing is not None:  # every trial made the same mistake: one Error block, no table of tracebacks
+        print(f"Error: {missing}\nExperiment folder: {spec.experiment_dir}", file=sys.stderr)
+        return EXIT_FAILED
     from hpsearch.analysis import best_trials_table
-    from hpsearch.experiment.layout import ENDED, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, flatten_config
+    from hpsearch.experiment.files import read_ray_logs
+    from hpsearch.experiment.layout import ENDED, ERRORED, FINISHED, STOPPED
     from hpsearch.spec import varying_params
 
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ENDED)
@@ -77,15 +89,12 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
     print(best_trials_table(summary, varying=varying))
     errored = [t for t in summary.trials if t.status == ERRORED]
     if errored:
-        print(f"\nErrors ({len(errored)}):")
-        for trial in errored:
-            flat = flatten_config(trial.config)
-            config = " ".join(f"{k}={flat[k]}" for k in varying if k in flat)
-            print(f"  {trial.trial_id}  {config}\n    {trial.error}")
-            for line in trial.traceback.splitlines()[:8]:
-                print(f"    | {line}")
-            print(f"    full traceback: {trial.path}/{TUNE_ERROR_FILE}")
+        print(f"\nErrors ({len(errored)}): one line each, the full tracebacks are in the files named")
+        print(_errors_table(errored, varying))
     print(f"\nExperiment folder: {spec.experiment_dir}")
+    sessions = read_ray_logs(spec.experiment_dir)
+    if sessions and sessions[-1].logs_dir:
+        print(f"Ray's logs: {sessions[-1].logs_dir}")
     if summary.interrupted:
         print(f"Interrupted before every trial ended; continue with: hpsearch resume {spec.experiment_dir}")
     n = len(summary.trials)
@@ -94,6 +103,19 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
         return EXIT_INTERRUPTED
     ok = summary.count(FINISHED) + summary.count(STOPPED)
     return EXIT_OK if ok > 0 else EXIT_FAILED
+
+
+def _errors_table(errored: Sequence[TrialOutcome], varying: Sequence[str]) -> str:
+    """One row per errored trial: its id, its parameters, its error line and its ``error.txt``."""
+    from hpsearch.experiment.layout import TUNE_ERROR_FILE, flatten_config
+    from hpsearch.formatting import cell, text_table
+
+    rows = [["trial_id", *varying, "error", "traceback"]]
+    for trial in errored:
+        flat = flatten_config(trial.config)
+        path = f"{trial.path}/{TUNE_ERROR_FILE}" if trial.path else "-"
+        rows.append([trial.trial_id, *(cell(flat.get(k)) for k in varying), trial.error or "-", path])
+    return text_table(rows, indent="  ")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -217,7 +239,7 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument(
         "--overwrite", action="store_true", help="delete an existing experiment folder of the same name first"
     )
-    run_p.add_argument("--verbose", action="store_true", help="show the Train workers' own output")
+    run_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     spec_command("validate", cmd_validate, "check a spec without starting Ray")
     resume_p = sub.add_parser("resume", help="continue an interrupted search", description=cmd_resume.__doc__)
     resume_p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the experiment folder (<storage_path>/<name>)")
@@ -225,7 +247,7 @@ def _parser() -> argparse.ArgumentParser:
         "--retry-errored", action="store_true", help="run errored trials again, from their last checkpoint"
     )
     resume_p.add_argument("--address", help="an existing Ray cluster; default: embedded local Ray")
-    resume_p.add_argument("--verbose", action="store_true", help="show the Train workers' own output")
+    resume_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     resume_p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     resume_p.set_defaults(func=cmd_resume)
     plan_p = spec_command("plan", cmd_plan, "show the resource plan for a spec without starting any trial")

@@ -97,7 +97,8 @@ def test_run_bad_override_exits_2(workdir: Path, capsys: pytest.CaptureFixture[s
     assert main(["run", str(path), "--set", "foo"]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"Error: invalid spec in {path} (1 problem):\n  - foo: --set needs KEY=VALUE with a dotted key, got 'foo'\n"
+        f"Error: invalid spec in {path} (1 problem):\n"
+        "  - --set foo: must be KEY=VALUE with a dotted KEY, e.g. --set scaling.num_workers=2\n"
     )
     assert not (workdir / "hpsearch-results").exists()
 
@@ -252,3 +253,54 @@ def test_plan_refuses_a_trial_that_never_fits(capsys: pytest.CaptureFixture[str]
 def test_plan_with_a_bad_cluster_description_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(QUICK), "--cluster", "3x{GPU: lots}"]) == 2
     assert "--cluster term 1.GPU: must be a number >= 0, got 'lots'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- how a search ends
+
+
+def test_the_closing_lines_give_each_errored_trial_one_line_and_say_where_rays_logs_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fake_experiment import FakeTrial, standard_trials, trial_dir_name, write_experiment
+
+    from hpsearch.analysis import summarize_experiment
+    from hpsearch.cli import _report_search
+    from hpsearch.experiment import files
+
+    trials = [
+        *standard_trials(),
+        FakeTrial(
+            "aaaa0006",
+            {"lr": 0.1, "hidden": 32, "layers": 3, "dropout": 0.0, "epochs": 4, "opt": {"momentum": 0.9}},
+            [],
+            status="errored",
+            error="ValueError: x='bad' is not a usable value",
+            start=60,
+        ),
+    ]
+    exp = write_experiment(tmp_path / "fake", trials)
+    logs = "/tmp/ray/session_2026-12-01_10-00-00_000000_1/logs"
+    files.append_ray_logs(exp, files.RayLogs(logs_dir="/tmp/ray/an-earlier-session/logs", driver_log=None))
+    files.append_ray_logs(exp, files.RayLogs(logs_dir=logs, driver_log=f"{logs}/hpsearch_driver_1.log"))
+    spec = files.experiment_spec(exp)
+    summary = summarize_experiment(exp, wall_time_s=61.0, interrupted=False)
+
+    assert _report_search(spec, summary) == 0
+
+    out = capsys.readouterr().out
+    errors = out[out.index("\nErrors") : out.index("\nExperiment folder")]
+    assert errors.splitlines() == [
+        "",
+        "Errors (2): one line each, the full tracebacks are in the files named",
+        "  trial_id  lr     hidden  layers  dropout  error                                      traceback",
+        f"  aaaa0004  0.001  64      1       0.2      RuntimeError: CUDA out of memory           "
+        f"{exp}/{trial_dir_name(4, trials[3])}/error.txt",
+        f"  aaaa0006  0.1    32      3       0        ValueError: x='bad' is not a usable value  "
+        f"{exp}/{trial_dir_name(6, trials[5])}/error.txt",
+    ]
+    assert "Traceback" not in out and "|" not in out  # the tracebacks stay in their files
+    assert out.splitlines()[-3:] == [
+        f"Experiment folder: {exp}",
+        f"Ray's logs: {logs}",  # the latest session's (the run, or the last resume)
+        "Wall time: 61.0 s (6 trials: 2 finished, 2 stopped, 2 errored)",
+    ]

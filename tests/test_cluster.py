@@ -64,3 +64,11 @@ def test_storage_probe_reads_the_drivers_file_and_writes_its_own(tmp_path) -> No
 def test_storage_check_is_skipped_on_one_node(tmp_path) -> None:
     cluster.check_shared_storage(tmp_path / "results", [Node({"CPU": 2.0}, "head", is_head=True)])
     assert not (tmp_path / "results").exists()  # nothing written, Ray not needed
+
+
+def test_a_ray_job_command_uses_the_jobs_cluster_not_an_embedded_one():
+    from hpsearch.runtime.cluster import JOB_MARKER, job_cluster_address
+
+    assert job_cluster_address({JOB_MARKER: '{"runtime_env": {}}', "RAY_ADDRESS": "127.0.0.1:6379"}) == "auto"
+    assert job_cluster_address({"RAY_ADDRESS": "127.0.0.1:6379"}) is None
+    assert job_cluster_address({}) is None

@@ -52,7 +52,13 @@ def test_a_setting_whose_value_comes_when_applied_needs_one() -> None:
 def test_every_setting_says_why_and_how_it_was_measured_and_is_applied_somewhere() -> None:
     applied = {
         s.name
-        for group in (env.DRIVER_DEFAULTS, env.TUNER_DEFAULTS, env.FIT_DEFAULTS, env.TRIAL_DEFAULTS)
+        for group in (
+            env.DRIVER_DEFAULTS,
+            env.TUNER_DEFAULTS,
+            env.FIT_DEFAULTS,
+            env.TRIAL_DEFAULTS,
+            env.EMBEDDED_DEFAULTS,
+        )
         for s in group
     } | {env.STATE_API_ADDRESS.name}
     assert applied == set(env.SETTINGS)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpsearch.experiment.layout import PLAN_FILE, SUMMARY_FILE
+from hpsearch.experiment.layout import PLAN_FILE, RAY_SESSION_FILE, SUMMARY_FILE
 from hpsearch.runtime.cluster import _free_port as free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
@@ -26,9 +26,14 @@ LOOPS = Path(__file__).resolve().parent / "loops.py"
 
 @pytest.fixture(scope="module")
 def three_node_cluster():
+    from ray._raylet import node_ip_address_from_perspective
     from ray.cluster_utils import Cluster
 
     port = free_port()
+    # The machine's address, as `ray start` gives a node. Left to Ray, the nodes would take this process's
+    # node address: the loopback when the session's embedded Ray is connected here, which the hpsearch
+    # subprocesses' `--address 127.0.0.1:...` would then resolve to the machine's address, and miss.
+    ip = node_ip_address_from_perspective()
     # Its raylets (and so Ray Train's placement-group cleaners) must ask this cluster's State API,
     # not the one of the session's other local Ray.
     saved = os.environ.get("RAY_API_SERVER_ADDRESS")
@@ -41,11 +46,12 @@ def three_node_cluster():
             "include_dashboard": True,
             "dashboard_host": "127.0.0.1",
             "dashboard_port": port,
+            "node_ip_address": ip,
         },
     )
     try:
-        cluster.add_node(num_cpus=2, resources={"accel": 2})
-        cluster.add_node(num_cpus=2, resources={"accel": 2})
+        cluster.add_node(num_cpus=2, resources={"accel": 2}, node_ip_address=ip)
+        cluster.add_node(num_cpus=2, resources={"accel": 2}, node_ip_address=ip)
         cluster.wait_for_nodes()
         yield cluster.address
     finally:
@@ -96,6 +102,7 @@ def test_search_on_three_nodes_starts_trials_only_as_fast_as_workers_can_be_plac
 
     summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
     assert summary["counts"] == {"finished": 4, "stopped": 0, "errored": 0}
+    assert not (exp_dir / RAY_SESSION_FILE).exists()  # a cluster hpsearch did not start: none of its processes is ours
     # No trial waited on a placement group: its first report came within its start-up time (~5-10 s,
     # slower on a loaded machine); a wait would last the 60 s worker-group start timeout, then error.
     for trial_dir in (p for p in exp_dir.iterdir() if (p / "result.json").is_file()):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hpsearch.experiment.files import read_outcome_records, read_outcomes
+from hpsearch.experiment.files import append_history, read_outcome_records, read_outcomes, run_dir
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE
 from hpsearch.runtime.outcomes import OutcomeRecorder, last_epoch
 from hpsearch.runtime.progress import ProgressPrinter
@@ -54,14 +54,27 @@ class Clock:
 class Search:
     """A recorder and a printer in Tune's order, and the events Tune sends them."""
 
-    def __init__(self, exp_dir: Path, budget: tuple[str, float] | None = ("epoch", 4)) -> None:
+    def __init__(self, exp_dir: Path, budget: tuple[str, float] | None = ("epoch", 4), total: int = 5) -> None:
         self.clock = Clock()
         self.out = io.StringIO()
         self.recorder = OutcomeRecorder(exp_dir, budget=budget, stream=self.out)
         self.printer = ProgressPrinter(
-            "val_loss", "min", self.recorder, total=5, varying=["lr", "layers"], stream=self.out, clock=self.clock
+            "val_loss", "min", self.recorder, total=total, varying=["lr", "layers"], stream=self.out, clock=self.clock
         )
         self.callbacks = [self.recorder, self.printer]
+
+    def restored(self) -> Search:
+        """This search as ``Tuner.restore`` brings its callbacks back: unpickled, printing to a new stream."""
+        restored = Search.__new__(Search)
+        restored.recorder, restored.printer = pickle.loads(self.pickled)
+        restored.callbacks = [restored.recorder, restored.printer]
+        restored.clock = restored.printer._clock
+        restored.out = restored.recorder.stream = restored.printer.stream = io.StringIO()
+        return restored
+
+    def pickle_as_tune_does(self) -> None:
+        """Tune pickles the callbacks once, when the search starts (tuner.pkl): that is what a restore gets."""
+        self.pickled = pickle.dumps(self.callbacks)
 
     def start(self, trial: FakeTrial) -> None:
         for callback in self.callbacks:
@@ -115,7 +128,7 @@ def test_stopped_by_the_scheduler_before_its_budget_finished_at_it_and_errored(t
     search = Search(tmp_path)
     stopped = FakeTrial("t2", {"lr": 0.1, "layers": 1})
     at_budget = FakeTrial("t3", {"lr": 0.01, "layers": 3})
-    errored = FakeTrial("t4", {"lr": 1.0, "layers": 1}, error=RuntimeError(TRACEBACK))
+    errored = FakeTrial("t4", {"lr": 1.0, "layers": 1}, error=RuntimeError(TRACEBACK), local_path="/exp/t4-folder")
     from_file = FakeTrial("t5", {"lr": 0.5, "layers": 1}, local_path=str(tmp_path / "t5-folder"))
     (tmp_path / "t5-folder").mkdir()
     (tmp_path / "t5-folder" / TUNE_ERROR_FILE).write_text("Failure # 1\n" + TRACEBACK.replace("ValueError", "KeyError"))
@@ -135,8 +148,8 @@ def test_stopped_by_the_scheduler_before_its_budget_finished_at_it_and_errored(t
     assert search.lines()[4:] == [
         "[00:00] stopped  t2  val_loss=0.9 at epoch 1 (1 report)  (stopped early by the scheduler)",
         "[00:00] finished t3  val_loss=0.25 at epoch 4 (4 reports)",
-        "[01:15] ERROR    t4  ValueError: x='bad' is not a usable value",
-        "[01:15] ERROR    t5  KeyError: x='bad' is not a usable value",
+        "[01:15] ERROR    t4  ValueError: x='bad' is not a usable value  (traceback: /exp/t4-folder/error.txt)",
+        f"[01:15] ERROR    t5  KeyError: x='bad' is not a usable value  (traceback: {tmp_path}/t5-folder/error.txt)",
     ]
     records = read_outcome_records(tmp_path)
     assert {t: (r["status"], r["reports"], r["last_epoch"]) for t, r in records.items()} == {
@@ -225,3 +238,76 @@ def test_the_status_lines_best_never_is_nan_and_follows_mode(tmp_path) -> None:
     search.clock.now += 31
     search.printer.on_step_end(0, [nan_first, good, worse])
     assert search.out.getvalue().splitlines()[-1].endswith("| best val_loss=0.5 (t2)")
+
+
+def _run_until_killed(tmp_path: Path) -> Search:
+    """Six trials, as a search killed in the middle leaves them; Tune pickled the callbacks at the start."""
+    search = Search(tmp_path, total=6)
+    search.pickle_as_tune_does()
+    trials = {t: FakeTrial(t, {"lr": 0.1, "layers": 1}) for t in ("t1", "t2", "t3", "t4", "t5", "t6")}
+    for trial in trials.values():
+        search.start(trial)
+    for trial_id, value in (("t1", 0.4), ("t2", 0.9), ("t3", 0.8), ("t4", 0.1), ("t5", 0.7), ("t6", 0.6)):
+        # every report also reaches the trial's history, as the nested run's callback writes it
+        append_history(run_dir(tmp_path, trial_id), {"val_loss": value, "epoch": 1})
+        search.report(trials[trial_id], val_loss=value, epoch=1, training_iteration=1, done=trial_id == "t2")
+    search.complete(trials["t1"])
+    search.complete(trials["t2"])  # stopped early by the scheduler
+    search.error(trials["t3"])
+    search.complete(trials["t4"])  # ... and the search was killed before Tune saved that t4 had ended
+    search.error(trials["t5"])  # it will be retried (--retry-errored)
+    return search  # t6 was running
+
+
+def test_after_a_resume_the_first_status_line_counts_the_trials_that_had_ended(tmp_path) -> None:
+    restored = _run_until_killed(tmp_path).restored()
+    restored.clock.now += 2
+    # Tune's restored statuses: t4 ran again (its end was not saved), t5 is retried, t6 continues.
+    statuses = {"t1": "TERMINATED", "t2": "TERMINATED", "t3": "ERROR", "t4": "PENDING", "t5": "PENDING"}
+    trials = {t: FakeTrial(t, {"lr": 0.1, "layers": 1}, status=s) for t, s in {**statuses, "t6": "PENDING"}.items()}
+    restored.printer.on_step_begin(0, list(trials.values()))
+    restored.printer.on_step_begin(1, list(trials.values()))  # said once, at the first step
+
+    assert restored.lines() == [
+        "[00:02] status   3/6 done (1 stopped early, 1 errored; 3 ended before the resume), 0 running, 3 pending"
+        " | best val_loss=0.1 (t4)",  # every report counts for the best, also those of trials that run again
+    ]
+
+    # The trials that run again count once each, by their latest end.
+    for trial_id in ("t4", "t5", "t6"):
+        restored.start(trials[trial_id])
+        restored.report(trials[trial_id], val_loss=0.5, epoch=2, training_iteration=1)
+    restored.complete(trials["t4"])
+    restored.complete(trials["t5"])  # errored before the resume, finished after it: finished
+    restored.error(trials["t6"])
+    restored.clock.now += 30
+    restored.printer.on_step_end(2, list(trials.values()))
+    assert restored.lines()[-1] == (
+        "[00:32] status   6/6 done (1 stopped early, 2 errored; 3 ended before the resume), 0 running, 0 pending"
+        " | best val_loss=0.1 (t4)"
+    )
+
+
+def test_a_resumed_search_with_nothing_left_to_run_still_says_where_it_stands(tmp_path) -> None:
+    restored = _run_until_killed(tmp_path).restored()
+    trials = [FakeTrial(t, {}, status=s) for t, s in (("t1", "TERMINATED"), ("t2", "TERMINATED"), ("t3", "ERROR"))]
+    restored.printer.on_experiment_end(trials)  # Tune takes no step: every trial had ended
+    assert restored.lines() == [
+        "[00:00] status   3/6 done (1 stopped early, 1 errored; 3 ended before the resume), 0 running, 0 pending"
+        " | best val_loss=0.4 (t1)",
+    ]
+
+
+def test_a_printer_pickled_by_an_older_hpsearch_resumes_too(tmp_path) -> None:
+    search = Search(tmp_path)
+    state = {
+        k: v for k, v in search.printer.__getstate__().items() if k not in ("_ended", "_restored", "_seed_pending")
+    }
+    state["_counts"] = {FINISHED: 0, STOPPED: 0, ERRORED: 0}  # what the printer kept before it counted by trial
+    printer = ProgressPrinter.__new__(ProgressPrinter)
+    printer.__setstate__(state)
+    printer.stream = io.StringIO()
+    printer.on_step_begin(0, [FakeTrial("t1", {}, status="TERMINATED"), FakeTrial("t2", {}, status="PENDING")])
+    assert printer.stream.getvalue() == (
+        "[00:00] status   1/5 done (0 stopped early, 0 errored; 1 ended before the resume), 0 running, 1 pending\n"
+    )

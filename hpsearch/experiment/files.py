@@ -26,6 +26,7 @@ from hpsearch.experiment.layout import (
     HISTORY_FILE,
     OUTCOMES_FILE,
     PLAN_FILE,
+    RAY_LOGS_FILE,
     SPEC_FILE,
     STATUSES,
     SUMMARY_FILE,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "Outcome",
+    "RayLogs",
     "is_experiment",
     "experiment_spec",
     "run_dir",
@@ -55,6 +57,8 @@ __all__ = [
     "read_summary",
     "write_controller",
     "read_controller",
+    "append_ray_logs",
+    "read_ray_logs",
     "read_json",
     "read_json_lines",
 ]
@@ -86,6 +90,27 @@ class Outcome:
         record = asdict(self)
         record["iterations"] = self.last_epoch or 0  # the name files before 0.2 used; kept for their readers
         return record
+
+
+@dataclass(frozen=True)
+class RayLogs:
+    """Where one Ray session of a search kept its logs: one line of ``hpsearch_ray_logs.jsonl``.
+
+    Attributes:
+        logs_dir: Ray's session log folder on ``host`` (``/tmp/ray/session_*/logs``), or ``None``
+            when the driver had none of its own (a Ray Client driver). On a cluster every node
+            keeps its own, under the same session name.
+        driver_log: The file that holds the driver's own Ray log records (Tune's errors), or ``None``.
+        host: The machine the driver ran on.
+        address: The cluster address given (``None``: an embedded local Ray).
+        recorded_at: When the session was recorded, in UNIX seconds.
+    """
+
+    logs_dir: str | None
+    driver_log: str | None
+    host: str = ""
+    address: str | None = None
+    recorded_at: float | None = None
 
 
 def run_dir(experiment_dir: PathLike, trial_id: str) -> Path:
@@ -271,3 +296,29 @@ def read_controller(run_folder: PathLike) -> dict[str, Any] | None:
     """The controller record of a nested run, or ``None`` (it never reported)."""
     data = read_json(Path(run_folder) / CONTROLLER_FILE)
     return data if isinstance(data, dict) else None
+
+
+# ----------------------------------------------------------------------------- Ray's logs
+
+
+def append_ray_logs(experiment_dir: PathLike, logs: RayLogs) -> None:
+    """Append where a Ray session of the search keeps its logs (raises ``OSError`` if it cannot be written)."""
+    _append_line(Path(experiment_dir) / RAY_LOGS_FILE, asdict(logs))
+
+
+def read_ray_logs(experiment_dir: PathLike) -> list[RayLogs]:
+    """Every Ray session the search ran in, oldest first (the last is the latest run or resume)."""
+    out = []
+    for record in read_json_lines(Path(experiment_dir) / RAY_LOGS_FILE):
+        logs_dir, driver_log = record.get("logs_dir"), record.get("driver_log")
+        recorded_at = record.get("recorded_at")
+        out.append(
+            RayLogs(
+                logs_dir=str(logs_dir) if logs_dir else None,
+                driver_log=str(driver_log) if driver_log else None,
+                host=str(record.get("host") or ""),
+                address=str(record["address"]) if record.get("address") else None,
+                recorded_at=float(recorded_at) if isinstance(recorded_at, (int, float)) else None,
+            )
+        )
+    return out

@@ -6,6 +6,8 @@ One search is one folder, ``<storage_path>/<name>/``::
     hpsearch_plan.json          the resource plan it ran with               (PLAN_FILE)
     hpsearch_trials.jsonl       one line per trial end, appended as trials end (OUTCOMES_FILE)
     hpsearch_summary.json       the outcome, written when the search ends   (SUMMARY_FILE)
+    hpsearch_ray_logs.jsonl     where Ray kept its logs, a line per run and resume (RAY_LOGS_FILE)
+    hpsearch_ray_session.json   the processes of the embedded Ray it runs in (RAY_SESSION_FILE)
     hpsearch_report.html|.md    ``hpsearch report``'s default output        (REPORT_NAME)
     experiment_state-*.json     Tune's own state (what ``resume`` restores)
     <trainable>_<id>_<n>_…/     one Tune trial folder: params.json, result.json, error.txt
@@ -26,6 +28,8 @@ __all__ = [
     "PLAN_FILE",
     "OUTCOMES_FILE",
     "SUMMARY_FILE",
+    "RAY_LOGS_FILE",
+    "RAY_SESSION_FILE",
     "REPORT_NAME",
     "TRAIN_RUNS_DIR",
     "HISTORY_FILE",
@@ -57,6 +61,14 @@ PLAN_FILE: Final = "hpsearch_plan.json"
 OUTCOMES_FILE: Final = "hpsearch_trials.jsonl"
 #: The search's outcome (counts, best trial, per-trial values, wall time), written when it ends.
 SUMMARY_FILE: Final = "hpsearch_summary.json"
+#: One JSON line per Ray session the search ran in (the run, then each resume): where that
+#: session kept its logs (see :class:`hpsearch.experiment.files.RayLogs`). Ray's own log lines
+#: stay off the terminal unless ``--verbose``; this file says where they are.
+RAY_LOGS_FILE: Final = "hpsearch_ray_logs.jsonl"
+#: The embedded Ray session the search last ran in (its name, folder and processes, each PID with
+#: its start time): what the next ``run --overwrite`` or ``resume`` ends if a killed run left any of
+#: them behind (see :mod:`hpsearch.runtime.session`). Not written for a search on ``--address``.
+RAY_SESSION_FILE: Final = "hpsearch_ray_session.json"
 #: The report's default file name, without its suffix (``.html`` or ``.md``).
 REPORT_NAME: Final = "hpsearch_report"
 #: Folder, inside the experiment folder, that holds every trial's nested Train run (``train/<trial_id>/``).

@@ -4,8 +4,10 @@ With no address, hpsearch starts an embedded local Ray **with its dashboard on
 127.0.0.1**: the dashboard serves the State API that Ray Train's placement-group
 cleanup needs; without it every trial stopped early (ASHA) leaks its workers'
 placement group and the search deadlocks (docs/architecture.md, "The facts about Ray
-that shaped the design"). The environment Ray is started with is set by
-:mod:`hpsearch.runtime.env`.
+that shaped the design"). Every other server of an embedded Ray (the GCS, the raylet,
+the agents, every worker's) listens on 127.0.0.1 as well (:func:`hpsearch.runtime.env.loopback_only`),
+and it keeps Ray's token authentication: a ``RAY_AUTH_MODE`` that turns it off is refused.
+The environment Ray is started with is set by :mod:`hpsearch.runtime.env`.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ import os
 import shutil
 import socket
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hpsearch.errors import ClusterError
 from hpsearch.planning.planner import HEAD_RESOURCE, Node
-from hpsearch.runtime.env import apply_driver_defaults, pin_state_api
+from hpsearch.runtime import ray_logs
+from hpsearch.runtime.env import apply_driver_defaults, loopback_only, pin_state_api
 
-__all__ = ["connect", "cluster_nodes", "check_shared_storage"]
+__all__ = ["connect", "job_cluster_address", "cluster_nodes", "check_shared_storage"]
 
 
 def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int | None = None) -> bool:
@@ -30,39 +34,84 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
 
     Args:
         address: ``None`` for an embedded local Ray (or the one already running in this
-            process), else an existing cluster's address (``"auto"``, ``"ray://..."``, ``"host:port"``).
-        verbose: Forward the workers' output to this terminal.
+            process; in a ``ray job submit`` command, the job's cluster), else an existing
+            cluster's address (``"auto"``, ``"ray://..."``, ``"host:port"``).
+        verbose: Print Ray's own log lines on this terminal: the workers' output, Ray's
+            warnings and Tune's errors. Without it they are kept in Ray's session folder
+            only (see :mod:`hpsearch.runtime.ray_logs`).
         num_cpus: CPUs for an embedded local Ray (default: all of this machine's).
     """
     import ray
 
     if ray.is_initialized():
         return False
+    address = address or job_cluster_address()
+    if not address:
+        _refuse_auth_off()  # before anything starts
     apply_driver_defaults()
+    # Ray's lines go to its session folder, and to the terminal only when verbose (ray_logs says how).
+    ray_logs.before_init(verbose=verbose)
     common: dict[str, Any] = {
         "log_to_driver": verbose,
-        "logging_level": logging.INFO if verbose else logging.WARNING,
+        "logging_level": logging.INFO,  # what the terminal shows is ray_logs' business; the file keeps INFO
         "configure_logging": True,
     }
     if address:
         try:
             ray.init(address=address, **common)
         except ConnectionError as err:
+            ray_logs.abandon()
             raise ClusterError(_cannot_connect(address, err)) from err
     else:
         # Ray Train's placement-group cleaner must ask this cluster's State API (see env.STATE_API_ADDRESS).
         port = _free_port()
         pin_state_api(port)
-        # address="local": always a new embedded cluster, never one found on the machine by accident.
-        ray.init(
-            address="local",
-            include_dashboard=True,
-            dashboard_host="127.0.0.1",
-            dashboard_port=port,
-            num_cpus=num_cpus,
-            **common,
-        )
+        # address="local": always a new embedded cluster, never one found on the machine by accident;
+        # loopback_only: every server of it on 127.0.0.1, not only the dashboard (see env.LOOPBACK_ONLY).
+        with loopback_only():
+            ray.init(
+                address="local",
+                include_dashboard=True,
+                dashboard_host="127.0.0.1",
+                dashboard_port=port,
+                num_cpus=num_cpus,
+                **common,
+            )
+    ray_logs.after_init()
     return True
+
+
+#: Set by Ray's job supervisor in the environment of a ``ray job submit`` entrypoint
+#: (ray/dashboard/modules/job/job_supervisor.py, Ray 2.60), beside ``RAY_ADDRESS``.
+JOB_MARKER = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
+def job_cluster_address(environ: Mapping[str, str] | None = None) -> str | None:
+    """``"auto"`` when this process is a Ray job's command, else ``None``.
+
+    A job must use the cluster it was submitted to (Ray sets ``RAY_ADDRESS`` for it, which
+    ``"auto"`` follows): an embedded Ray started inside a job is a second cluster, whose
+    workers cannot fetch the job's working-directory package, and every trial errors.
+    """
+    env = os.environ if environ is None else environ
+    return "auto" if env.get(JOB_MARKER) else None
+
+
+#: Ray's switch for token authentication, read from the environment only; a new local cluster
+#: has it on unless this says otherwise (any value but ``token``, in any case, turns it off).
+AUTH_MODE = "RAY_AUTH_MODE"
+
+
+def _refuse_auth_off() -> None:
+    """Refuse to start an embedded Ray without token authentication (the user's ``RAY_AUTH_MODE``)."""
+    mode = os.environ.get(AUTH_MODE)
+    if mode is not None and mode.lower() != "token":
+        raise ClusterError(
+            f"{AUTH_MODE}={mode!r} would start hpsearch's embedded Ray without token authentication, and "
+            "hpsearch keeps it on: without it any process on this machine can run code in the search through "
+            f"Ray's ports. Unset {AUTH_MODE} (or set {AUTH_MODE}=token), or run on a Ray cluster you started "
+            "yourself (`ray start --head`) with --address."
+        )
 
 
 def _free_port() -> int:

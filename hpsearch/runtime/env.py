@@ -6,6 +6,7 @@ that needs them, at the moment before Ray reads them. Each place has one functio
 - :func:`apply_driver_defaults`: in the search's process, before ``ray.init``. An embedded
   local Ray's raylet and workers are started from this process and inherit them.
 - :func:`pin_state_api`: in the search's process, before an embedded local Ray starts.
+- :func:`loopback_only`: around the ``ray.init`` of an embedded local Ray, and only there.
 - :func:`apply_tuner_defaults`: before the ``ray.tune.Tuner`` is built.
 - :func:`apply_fit_defaults`: before ``Tuner.fit`` (a new search and a resumed one).
 - :func:`apply_trial_defaults`: in every trial driver, before it builds its ``TorchTrainer``;
@@ -21,8 +22,9 @@ facts behind them are in docs/architecture.md, "The facts about Ray that shaped 
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,16 +39,19 @@ __all__ = [
     "LEGACY_TUNE_OUTPUT",
     "TUNE_STATE_EVERY_S",
     "WORKER_GROUP_START_TIMEOUT",
+    "LOOPBACK_ONLY",
     "DRIVER_DEFAULTS",
     "TUNER_DEFAULTS",
     "FIT_DEFAULTS",
     "TRIAL_DEFAULTS",
+    "EMBEDDED_DEFAULTS",
     "SETTINGS",
     "apply_driver_defaults",
     "pin_state_api",
     "apply_tuner_defaults",
     "apply_fit_defaults",
     "apply_trial_defaults",
+    "loopback_only",
 ]
 
 
@@ -180,6 +185,33 @@ WORKER_GROUP_START_TIMEOUT = EnvSetting(
     force=True,
 )
 
+LOOPBACK_ONLY = EnvSetting(
+    name="RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
+    value="0",
+    why=(
+        "An embedded Ray is one node that no other machine needs to reach, but on Linux Ray gives its node the "
+        "machine's address and its gRPC servers then listen on every interface: the GCS, the raylet, the driver's "
+        "and every worker's and actor's, the dashboard agent's. At 0 this variable makes Ray treat the machine as "
+        "it treats macOS and Windows by default: the node's address is the loopback, and every server binds "
+        "127.0.0.1 (the GCS, raylet and core workers bind 127.0.0.1 exactly when their node address is "
+        "127.0.0.1). Set for the ray.init of an embedded Ray only, which its processes inherit, and restored "
+        "after it: `ray start` refuses to add a node while it is 0, and a later --address search needs the "
+        "machine's address."
+    ),
+    measured=(
+        "Listening TCP sockets of a Ray 2.60.0 session started by connect() (ss -ltnp; psutil net_connections) "
+        "on this machine: without it the GCS, the raylet (2 ports), the driver, every worker and actor (Train "
+        "controller and workers, Tune's queue and placement actors) and the dashboard agent's gRPC port on "
+        "*:PORT, the agent's metrics port and both monitors' on 0.0.0.0, the agent's HTTP port and the "
+        "runtime-env agent on the machine's address; only the dashboard on 127.0.0.1. With it at 0: all of them "
+        "on 127.0.0.1 (tests/test_listening.py asserts it during a search). The rule read in "
+        "ray/_private/services.py (get_node_ip_address: the loopback when ray_constants.ENABLE_RAY_CLUSTER is "
+        "false) and ray/_private/ray_constants.py (ENABLE_RAY_CLUSTER reads this variable, default true off "
+        "macOS and Windows)."
+    ),
+    force=True,
+)
+
 #: Set in the search's process before ``ray.init`` (in this order).
 DRIVER_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, TRAIN_V2)
 #: Set before the ``Tuner`` is built.
@@ -188,6 +220,8 @@ TUNER_DEFAULTS: tuple[EnvSetting, ...] = (LEGACY_TUNE_OUTPUT,)
 FIT_DEFAULTS: tuple[EnvSetting, ...] = (TUNE_STATE_EVERY_S,)
 #: Set in every trial driver (the start timeout comes from the trial's ``failure`` settings).
 TRIAL_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, WORKER_GROUP_START_TIMEOUT)
+#: Set around the ``ray.init`` of an embedded local Ray only (:func:`loopback_only`), then restored.
+EMBEDDED_DEFAULTS: tuple[EnvSetting, ...] = (LOOPBACK_ONLY,)
 #: Every setting, once each, by name.
 SETTINGS: Mapping[str, EnvSetting] = {
     s.name: s
@@ -198,6 +232,7 @@ SETTINGS: Mapping[str, EnvSetting] = {
         LEGACY_TUNE_OUTPUT,
         TUNE_STATE_EVERY_S,
         WORKER_GROUP_START_TIMEOUT,
+        LOOPBACK_ONLY,
     )
 }
 
@@ -238,3 +273,30 @@ def apply_trial_defaults(failure: Failure, environ: MutableMapping[str, str] | N
     """
     TRAIN_HEALTH_CHECK.apply(environ=environ)
     WORKER_GROUP_START_TIMEOUT.apply(str(failure.worker_start_timeout_s), environ=environ)
+
+
+@contextlib.contextmanager
+def loopback_only(environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
+    """Around the ``ray.init`` of an embedded local Ray: every server it starts listens on 127.0.0.1 only.
+
+    Sets :data:`LOOPBACK_ONLY` for the processes ``ray.init`` starts (they inherit it, and the
+    workers the raylet starts later inherit it from the raylet), then restores the variable as
+    it was. Ray reads the variable only once, when ``ray._private.ray_constants`` is first
+    imported, which is usually long before (the trainable's module imports ``ray.train``): for
+    the same span the value it read then is set to match, and restored too.
+    """
+    from ray._private import ray_constants
+
+    env = os.environ if environ is None else environ
+    saved_value = env.get(LOOPBACK_ONLY.name)
+    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
+    LOOPBACK_ONLY.apply(environ=env)
+    ray_constants.ENABLE_RAY_CLUSTER = False  # what Ray would have read with the variable set at its import
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        if saved_value is None:
+            env.pop(LOOPBACK_ONLY.name, None)
+        else:
+            env[LOOPBACK_ONLY.name] = saved_value

@@ -1,9 +1,15 @@
 """Progress lines while a search runs, in place of Ray's console tables and log flood.
 
 One line when a trial starts, one when it ends (finished, stopped early by the
-scheduler, or errored, with the metric, the last epoch and how many reports it made),
-and a status line at most every ``status_every_s`` seconds. Everything goes to one
-stream (stderr by default).
+scheduler, with the metric, the last epoch and how many reports it made; or errored,
+with its error and the path of its full traceback), and a status line at most every
+``status_every_s`` seconds. Everything goes to one stream (stderr by default).
+
+After ``resume`` (``Tuner.restore`` unpickles the printer as it was when the search
+started), the counts and the best value are rebuilt from the experiment folder at the
+first step of the resumed run, and a status line says at once how many trials had ended
+before the resume: a resumed search counts the whole search, each trial once, by its
+latest end.
 
 The printer only prints: how a trial ended is decided by
 :class:`~hpsearch.runtime.outcomes.OutcomeRecorder`, which it is given and reads.
@@ -15,12 +21,21 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 
 from ray.tune import Callback
 
-from hpsearch.experiment.files import Outcome
-from hpsearch.experiment.layout import ENDED, EPOCH, ERRORED, FINISHED, STOPPED, TrialStatus, flatten_config
+from hpsearch.experiment.files import Outcome, read_history, read_outcome_records
+from hpsearch.experiment.layout import (
+    EPOCH,
+    ERRORED,
+    FINISHED,
+    STOPPED,
+    TUNE_ERROR_FILE,
+    TrialStatus,
+    flatten_config,
+)
 from hpsearch.experiment.ranking import is_better, metric_value
 from hpsearch.formatting import number, plural
 from hpsearch.runtime.outcomes import OutcomeRecorder, last_epoch
@@ -70,7 +85,9 @@ class ProgressPrinter(Callback):
         self._start = clock()
         self._last_status = self._start
         self._best: tuple[float, str] | None = None
-        self._counts = {status: 0 for status in ENDED}
+        self._ended: dict[str, TrialStatus] = {}  # trial id -> its latest end: each trial counts once
+        self._restored: int | None = None  # trials that had ended before a resume; None: not resumed
+        self._seed_pending = False  # restored: rebuild the counts from the folder at the first step
         self._concurrency = concurrency
         self._waiting_reason = waiting_reason
 
@@ -84,8 +101,13 @@ class ProgressPrinter(Callback):
         return {**self.__dict__, "stream": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Restored by Tuner.restore in a new process: its clocks start now.
+        # Restored by Tuner.restore in a new process: its clocks start now, and its counts are those
+        # of when the search started (Tune pickled the callbacks then): rebuilt at the first step.
         self.__dict__.update(state)
+        self.__dict__.pop("_counts", None)  # a printer pickled by an older hpsearch counted by status
+        self.__dict__.setdefault("_ended", {})
+        self.__dict__.setdefault("_restored", None)
+        self._seed_pending = True
         self._start = self._last_status = self._clock()
 
     def _params(self, trial: Any) -> str:
@@ -109,48 +131,55 @@ class ProgressPrinter(Callback):
             shown += f" at {unit} {number(outcome.last_epoch)}"
         return f"{shown} ({plural(outcome.reports, 'report')})"
 
-    def _track_best(self, trial: Any, result: dict[str, Any]) -> None:
+    def _track_best(self, trial_id: str, result: dict[str, Any]) -> None:
         """The best value so far, by the ranking's rules: only finite numbers count (NaN never wins)."""
         value = metric_value(result.get(self.metric))
         if value is None or not math.isfinite(value):
             return
         if self._best is None or is_better(value, self._best[0], "min" if self.mode == "min" else "max"):
-            self._best = (value, trial.trial_id)
+            self._best = (value, trial_id)
 
-    # -- Tune callback hooks
-    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        self._print(f"start    {trial.trial_id}  {self._params(trial)}")
+    def _traceback_path(self, trial: Any) -> str:
+        """The trial's ``error.txt`` in the experiment folder (Tune's ``trial.path``; ``local_path`` is
+        the driver's staging copy, in Ray's session folder, from which Tune syncs it there)."""
+        folder = getattr(trial, "path", None) or getattr(trial, "local_path", None)
+        return str(Path(folder) / TUNE_ERROR_FILE) if folder else f"{TUNE_ERROR_FILE} in the trial's folder"
 
-    def on_trial_result(
-        self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
-    ) -> None:
-        self._track_best(trial, result)
+    def _seed(self, trials: list[Any]) -> None:
+        """After a restore: the trials that had ended count as done, and their reports for the best value.
 
-    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        outcome = self._outcome(trial, FINISHED)
-        ended = outcome.status
-        self._counts[ended] = self._counts.get(ended, 0) + 1
-        suffix = "  (stopped early by the scheduler)" if ended == STOPPED else ""
-        self._print(f"{ended:<8} {trial.trial_id}  {self._end(trial.last_result or {}, outcome)}{suffix}")
+        Tune's restored statuses say which trials stay ended (a trial that was running, or an
+        errored one retried with ``--retry-errored``, runs again and counts when it ends);
+        the outcomes file says which of them were stopped early; every report kept in the
+        trials' histories (``train/<id>/hpsearch_history.jsonl``) counts for the best value.
+        """
+        folder = self.recorder.experiment_dir
+        records = read_outcome_records(folder) if folder is not None else {}
+        self._ended = {}
+        for trial in trials:
+            if trial.status == "TERMINATED":
+                recorded = records.get(trial.trial_id, {}).get("status")
+                self._ended[trial.trial_id] = STOPPED if recorded == STOPPED else FINISHED
+            elif trial.status == "ERROR":
+                self._ended[trial.trial_id] = ERRORED
+        self._restored = len(self._ended)
+        self._best = None
+        for trial in trials:
+            rows = read_history(folder, trial.trial_id) if folder is not None else []
+            for row in rows or [trial.last_result or {}]:
+                self._track_best(trial.trial_id, row)
 
-    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        outcome = self._outcome(trial, ERRORED)
-        self._counts[ERRORED] += 1
-        self._print(f"ERROR    {trial.trial_id}  {outcome.error or 'see error.txt in the trial folder'}")
-
-    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
-        now = self._clock()
-        if now - self._last_status < self.status_every_s:
-            return
-        self._last_status = now
+    def _status(self, trials: list[Any]) -> None:
+        self._last_status = self._clock()
         running = sum(1 for t in trials if t.status == "RUNNING")
         pending = sum(1 for t in trials if t.status == "PENDING")
-        done = sum(self._counts.values())
+        ended = list(self._ended.values())
         total = f"/{self.total}" if self.total else ""
+        restored = f"; {self._restored} ended before the resume" if self._restored is not None else ""
         best = f" | best {self.metric}={number(self._best[0])} ({self._best[1]})" if self._best else ""
         self._print(
-            f"status   {done}{total} done ({self._counts[STOPPED]} stopped early, "
-            f"{self._counts[ERRORED]} errored), {running} running, {pending} pending{best}"
+            f"status   {len(ended)}{total} done ({ended.count(STOPPED)} stopped early, "
+            f"{ended.count(ERRORED)} errored{restored}), {running} running, {pending} pending{best}"
         )
         if pending and self._concurrency and running < self._concurrency and self._waiting_reason:
             try:
@@ -159,3 +188,42 @@ class ProgressPrinter(Callback):
                 reason = f"could not read the cluster: {err}"
             if reason:
                 self._print(f"waiting  {pending} trial(s) cannot start: {reason}")
+
+    def _restored_status(self, trials: list[Any]) -> None:
+        """The first event of a resumed run: count what had ended, and say at once where the search stands."""
+        if self._seed_pending:
+            self._seed_pending = False
+            self._seed(trials)
+            self._status(trials)
+
+    # -- Tune callback hooks
+    def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        self._restored_status(trials)
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self._restored_status(trials)  # a resumed search with nothing left to run takes no step
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._print(f"start    {trial.trial_id}  {self._params(trial)}")
+
+    def on_trial_result(
+        self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
+    ) -> None:
+        self._track_best(trial.trial_id, result)
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        outcome = self._outcome(trial, FINISHED)
+        ended = outcome.status
+        self._ended[trial.trial_id] = ended
+        suffix = "  (stopped early by the scheduler)" if ended == STOPPED else ""
+        self._print(f"{ended:<8} {trial.trial_id}  {self._end(trial.last_result or {}, outcome)}{suffix}")
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        outcome = self._outcome(trial, ERRORED)
+        self._ended[trial.trial_id] = ERRORED
+        error = outcome.error or "see its traceback"
+        self._print(f"ERROR    {trial.trial_id}  {error}  (traceback: {self._traceback_path(trial)})")
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        if self._clock() - self._last_status >= self.status_every_s:
+            self._status(trials)

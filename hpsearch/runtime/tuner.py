@@ -27,7 +27,7 @@ from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
 from hpsearch.runtime.trainable import make_trainable
-from hpsearch.spec import Spec, load_spec, total_trials, varying_params
+from hpsearch.spec import Spec, check_storage, load_spec, total_trials, varying_params
 from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
 from hpsearch.spec.space import to_tune
 
@@ -210,7 +210,9 @@ def run(
         spec: A :class:`Spec`, a spec file, or a spec dict.
         address: An existing Ray cluster to use instead of an embedded local one.
         overwrite: Delete an existing experiment folder of the same name first.
-        verbose: Forward the Train workers' output to this terminal.
+        verbose: Also print Ray's own log lines (the workers' output, Ray's warnings, Tune's
+            tracebacks); without it they are kept in Ray's session folder only, and the
+            experiment folder's hpsearch_ray_logs.jsonl says where.
         stream: Where progress lines go.
 
     Raises:
@@ -233,6 +235,7 @@ def run_with_summary(
     stream: TextIO | None = None,
 ) -> tuple[ResultGrid, SearchSummary]:
     """:func:`run`, also returning the :class:`SearchSummary` written to the experiment folder."""
+    from hpsearch.runtime import session
     from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
 
     if not isinstance(spec, Spec):
@@ -248,6 +251,9 @@ def run_with_summary(
             f"{exp_dir} exists and is not an hpsearch experiment folder (no {SPEC_FILE}); "
             "--overwrite only ever deletes experiment folders: choose another name or storage_path"
         )
+    check_storage(spec)  # a folder the search cannot write: refused before Ray starts, nothing left behind
+    if exp_dir.exists():  # --overwrite: first end what a killed run of this folder left running
+        session.end_leftovers(exp_dir, stream=stream)
     connect(address, verbose=verbose)
     nodes = cluster_nodes()
     plan = plan_for(spec, nodes)  # may refuse: before anything is written
@@ -257,9 +263,11 @@ def run_with_summary(
     exp_dir.mkdir(parents=True)
     files.write_spec(exp_dir, spec.to_dict())
     files.write_plan(exp_dir, plan.as_dict())
+    session.record(exp_dir)  # the embedded Ray's processes, for the next run or resume if this one is killed
+    logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
     built = _build(spec, nodes, stream, plan)  # Tune writes its own state into the folder from here on
     out = stream or sys.stderr
-    print(_banner(spec, plan), file=out, flush=True)
+    print(_banner(spec, plan, logs_line), file=out, flush=True)
     return _fit_and_summarize(spec, built.tuner, built.recorder)
 
 
@@ -328,12 +336,16 @@ def resume_with_summary(
     """
     from ray import tune
 
+    from hpsearch.runtime import session
     from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
     from hpsearch.runtime.ray_workarounds import workarounds_enabled
 
     spec = experiment_spec(experiment_dir)
     exp_dir = spec.experiment_dir
+    check_storage(spec)  # a read-only copy of a search, or one in a Ray job's working dir: refused before Ray
+    session.end_leftovers(exp_dir, stream=stream)  # what the killed run left running, before Ray starts again
     connect(address, verbose=verbose)
+    session.record(exp_dir)  # the embedded Ray's processes, for the next resume if this one is killed
     nodes = cluster_nodes()
     if not tune.Tuner.can_restore(str(exp_dir)):
         raise ExperimentExistsError(
@@ -353,18 +365,36 @@ def resume_with_summary(
     )
     out = stream or sys.stderr
     done = read_outcomes(exp_dir)
+    logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
     print(
         f"hpsearch: resuming {spec.name} in {exp_dir}: {len(done)} trial(s) already ended, "
         f"{plan.max_concurrent_trials} at once" + ("; retrying errored trials" if retry_errored else ""),
         file=out,
         flush=True,
     )
+    print(logs_line, file=out, flush=True)
     return _fit_and_summarize(spec, tuner, None)
 
 
-def _banner(spec: Spec, plan: Plan) -> str:
+def _record_ray_logs(exp_dir: Path, address: str | None, *, verbose: bool) -> str:
+    """Note in the experiment folder where this Ray session keeps its logs; return the banner's line about it."""
+    from hpsearch.runtime import ray_logs
+
+    logs = ray_logs.describe(address)
+    try:
+        files.append_ray_logs(exp_dir, logs)
+    except OSError:  # the search matters more than this note; the banner still says where the logs are
+        pass
+    shown = "" if verbose else " (--verbose shows them here)"
+    if logs.logs_dir is None:  # a Ray Client driver: no session folder of its own
+        return f"hpsearch: Ray's logs: on the cluster's nodes{shown}; this driver's: {logs.driver_log}"
+    where = " on this node (each node keeps its own)" if address else ""
+    return f"hpsearch: Ray's logs: {logs.logs_dir}{where}{shown}"
+
+
+def _banner(spec: Spec, plan: Plan, logs_line: str = "") -> str:
     notes = "".join(f"\nhpsearch: note: {w}" for w in plan.warnings)
-    return _banner_head(spec, plan) + notes
+    return _banner_head(spec, plan) + (f"\n{logs_line}" if logs_line else "") + notes
 
 
 def _banner_head(spec: Spec, plan: Plan) -> str:
