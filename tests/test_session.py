@@ -140,11 +140,13 @@ def test_nothing_is_ended_while_the_recording_driver_runs_or_on_another_machine(
     assert proc.is_running()
 
 
-def test_a_process_not_connected_to_ray_records_nothing(tmp_path):
+def test_nothing_is_recorded_without_ray_or_on_a_cluster_this_process_did_not_start(tmp_path, monkeypatch):
     import ray
 
-    if ray.is_initialized():
-        pytest.skip("this process is connected to Ray (the session-wide cluster of the ray tests)")
+    monkeypatch.setattr(ray._private.worker, "_global_node", None)  # not connected
+    assert session.current_session() is None
+    node_of_a_driver_on_address = type("Node", (), {"all_processes": {}, "session_name": "s"})()  # Ray started nothing
+    monkeypatch.setattr(ray._private.worker, "_global_node", node_of_a_driver_on_address)
     assert session.current_session() is None
     assert session.record(tmp_path) is None
     assert not (tmp_path / RAY_SESSION_FILE).exists()
