@@ -156,7 +156,7 @@ CORPUS = [
     (
         "unknown-top-key",
         put("serch_space", {}),
-        "serch_space: unknown key; did you mean 'search_space'? (allowed: name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, storage_path)",
+        "serch_space: unknown key; did you mean 'search_space'? (allowed: name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, storage_path)",
     ),
     ("mode-typo", put("mode", "minimize"), "mode: must be 'min' or 'max', got 'minimize'"),
     ("num-samples-zero", put("num_samples", 0), "num_samples: must be greater than 0, got 0"),
@@ -735,7 +735,7 @@ CORPUS = [
         "scaling-typo",
         put("scalng", {"num_workers": 2}),
         "scalng: unknown key; did you mean 'scaling'? (allowed: name, trainable, metric, mode, num_samples, "
-        "search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, storage_path)",
+        "search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, storage_path)",
     ),
     (
         "num-workers-string",

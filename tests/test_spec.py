@@ -32,7 +32,7 @@ BASE: dict[str, Any] = {
 
 ALLOWED_TOP = (
     "name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, "
-    "resources, failure, checkpoint, aggregate, storage_path"
+    "resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, storage_path"
 )
 
 
@@ -81,6 +81,10 @@ def test_minimal_dict_spec_gets_every_default() -> None:
         "failure": {"worker_retries": 1, "trial_retries": 0, "controller_retries": 2, "worker_start_timeout_s": 60.0},
         "checkpoint": {"num_to_keep": 2},
         "aggregate": {"default": "mean", "metrics": {}},
+        "datasets": {},
+        "data": {"split": ["train"], "materialize": "once", "cpus": None},
+        "tracking": {"tensorboard": False},
+        "budget": {"max_wall_time": None, "max_failed_trials": None, "target": {}, "max_resource_hours": {}},
         "storage_path": str(Path("hpsearch-results").resolve()),
     }
     assert spec.source is None

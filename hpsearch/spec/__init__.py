@@ -24,7 +24,10 @@ from hpsearch.spec._imports import load_callable, resolve_reference
 from hpsearch.spec._storage import check_storage, path_problems
 from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 from hpsearch.spec._yaml import YamlError, parse_scalar, read_yaml
+from hpsearch.spec.budget import Budget, parse_budget
+from hpsearch.spec.datasets import DataSettings, parse_data, parse_datasets
 from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, PluginChoice
+from hpsearch.spec.tracking import Tracking, parse_tracking
 
 __all__ = [
     "Spec",
@@ -33,6 +36,9 @@ __all__ = [
     "Failure",
     "CheckpointSettings",
     "Aggregate",
+    "DataSettings",
+    "Tracking",
+    "Budget",
     "load_spec",
     "apply_overrides",
     "check_storage",
@@ -130,6 +136,10 @@ class _TopLevel(StrictModel):
     failure: Any = None
     checkpoint: Any = None
     aggregate: Any = None
+    datasets: Any = None
+    data: Any = None
+    tracking: Any = None
+    budget: Any = None
     storage_path: str = Field(default="./hpsearch-results", min_length=1)
 
 
@@ -156,6 +166,10 @@ class Spec:
     aggregate: Aggregate
     storage_path: Path
     source: Path | None = field(default=None, compare=False)
+    datasets: dict[str, str] = field(default_factory=dict)  # name -> "module:function" returning a ray.data.Dataset
+    data: DataSettings = field(default_factory=DataSettings)
+    tracking: Tracking = field(default_factory=Tracking)
+    budget: Budget = field(default_factory=Budget)
 
     @property
     def experiment_dir(self) -> Path:
@@ -186,6 +200,10 @@ class Spec:
             "failure": self.failure.model_dump(),
             "checkpoint": self.checkpoint.model_dump(),
             "aggregate": self.aggregate.model_dump(),
+            "datasets": dict(self.datasets),
+            "data": self.data.model_dump(),
+            "tracking": self.tracking.model_dump(exclude_none=True),
+            "budget": self.budget.model_dump(),
             "storage_path": str(self.storage_path),
         }
 
@@ -321,6 +339,18 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
                 )
             )
 
+    datasets, found = parse_datasets(get("datasets"), base_dir, check=check_trainable)
+    problems += found
+    data, found = parse_data(get("data"), datasets, datasets_given=get("datasets") is not None)
+    problems += found
+    tracking, found = parse_tracking(get("tracking"))
+    problems += found
+    metric, mode = get("metric"), get("mode")
+    budget, found = parse_budget(
+        get("budget"), metric=metric if isinstance(metric, str) else None, mode=mode if mode in ("min", "max") else None
+    )
+    problems += found
+
     trainable = get("trainable")
     if isinstance(trainable, str) and check_trainable:
         try:
@@ -343,6 +373,7 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
     if problems:
         raise SpecError(problems, source=str(origin) if origin else None)
     assert top is not None and searcher is not None and scheduler is not None and storage_dir is not None
+    assert data is not None and tracking is not None and budget is not None
     return Spec(
         name=top.name,
         trainable=resolve_reference(top.trainable, base_dir),
@@ -359,6 +390,10 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         aggregate=sections["aggregate"],
         storage_path=storage_dir,
         source=origin,
+        datasets=datasets,
+        data=data,
+        tracking=tracking,
+        budget=budget,
     )
 
 
