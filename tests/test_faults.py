@@ -140,12 +140,33 @@ def test_a_killed_worker_restarts_from_its_checkpoint_and_reports_every_epoch_on
     assert int((pid_dir / "rank1.pid").read_text()) != killed[0]  # rank 1 is a new process
 
 
-def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial(tmp_path):
+def _alive(proc) -> bool:
+    """Whether a psutil process still runs (is_running() also checks the start time: a reused PID is not it)."""
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial_and_ends_what_the_kill_left(tmp_path):
+    """SIGKILL of `hpsearch run` mid-search, then `hpsearch resume`: finished trials are kept (not run
+    again), the resumed run counts the whole search, and the processes the killed run's embedded Ray
+    left running (Ray 2.60: its two agents) are ended by the resume before it starts its own Ray,
+    whose processes, ended normally, leave nothing."""
+    import contextlib
+
+    import psutil
+
+    from hpsearch.runtime import session
+
     spec = _spec(tmp_path, "killed-search")
     exp_dir = tmp_path / "results" / "killed-search"
     run = subprocess.Popen(
         [sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    processes: list[psutil.Process] = []
     try:
         # Wait until Tune's saved experiment state knows a trial ended (hpsearch saves it every 1 s;
         # a trial that ends within that second of a kill may run again, as the README says).
@@ -153,42 +174,76 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial(tmp_path):
         before = _outcomes(exp_dir)
         persisted = _persisted_ended(exp_dir)
         finished_before = {t: _history(exp_dir, t) for t, s in before.items() if s == "finished" and t in persisted}
-        processes = _descendants(run.pid)
+        processes = _descendants(run.pid)  # every process of the run's Ray, mid-search
+        recorded = session.read(exp_dir)
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
     finally:
         if run.poll() is None:
             run.kill()
-    leftovers = _end_leftovers(processes)
-    print(f"trials ended before the kill: {len(before)}; Ray processes left by the killed run: {leftovers}")
+    try:
+        assert recorded is not None and recorded.driver.pid == run.pid
+        time.sleep(5)  # Ray's own processes die with the driver within a second or so; its agents never do
+        left = [p for p in processes if _alive(p)]
+        # Those hpsearch must end: the recorded ones. A worker that was starting at the kill is not recorded
+        # (it came after ray.init) and ends by itself, once it cannot reach its raylet.
+        recorded_pids = {p.pid for p in recorded.processes}
+        to_end = [p for p in left if p.pid in recorded_pids]
+        named = ", ".join(f"{p.name()} {p.pid}" for p in to_end)
+        print(
+            f"trials ended before the kill: {len(before)}; {len(processes)} processes under the killed run; "
+            f"still running 5 s after the SIGKILL: {left}"
+        )
 
-    resumed = subprocess.run(
-        [sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True, text=True, timeout=400
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
-    assert len(summary["trials"]) == 4  # what the spec asked for
-    assert summary["counts"] == {"finished": 4, "stopped": 0, "errored": 0}
-    assert finished_before, "no trial had ended before the kill"
-    for trial_id, history in finished_before.items():
-        assert _history(exp_dir, trial_id) == history, f"{trial_id} ran again after resume"
-    print(f"after resume: {summary['counts']}")
+        resumed = subprocess.run(
+            [sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True, text=True, timeout=400
+        )
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert [p for p in processes if _alive(p)] == []  # nothing of the killed run is left
+        line = f"hpsearch: ended {len(to_end)} process(es) left by the killed run of {recorded.session_name} ({named})"
+        assert (line in resumed.stderr) == bool(to_end), resumed.stderr[-3000:]
 
-    # The resumed run counts the whole search: its first status line, at once, the trials that had
-    # ended; then each trial that runs again counts once, when it ends.
-    statuses = [line.split("] ", 1)[1] for line in resumed.stderr.splitlines() if "] status   " in line]
-    first = re.fullmatch(
-        r"status   (\d)/4 done \(0 stopped early, 0 errored; (\d) ended before the resume\), 0 running, "
-        r"\d pending \| best loss=\S+ \(\w+\)",
-        statuses[0],
-    )
-    assert first and first[1] == first[2], resumed.stderr[-3000:]
-    restored = int(first[1])
-    assert restored >= len(finished_before)
-    ran_again = [line for line in resumed.stderr.splitlines() if "] finished " in line]
-    assert restored + len(ran_again) == 4, resumed.stderr[-3000:]  # each trial counted once
-    done = [int(line.split()[1].split("/")[0]) for line in statuses]
-    assert done == sorted(done) and done[-1] <= 4
+        summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
+        assert len(summary["trials"]) == 4  # what the spec asked for
+        assert summary["counts"] == {"finished": 4, "stopped": 0, "errored": 0}
+        assert finished_before, "no trial had ended before the kill"
+        for trial_id, history in finished_before.items():
+            assert _history(exp_dir, trial_id) == history, f"{trial_id} ran again after resume"
+        print(f"after resume: {summary['counts']}")
+
+        # The resumed run counts the whole search: its first status line, at once, the trials that had
+        # ended; then each trial that runs again counts once, when it ends.
+        statuses = [line.split("] ", 1)[1] for line in resumed.stderr.splitlines() if "] status   " in line]
+        first = re.fullmatch(
+            r"status   (\d)/4 done \(0 stopped early, 0 errored; (\d) ended before the resume\), 0 running, "
+            r"\d pending \| best loss=\S+ \(\w+\)",
+            statuses[0],
+        )
+        assert first and first[1] == first[2], resumed.stderr[-3000:]
+        restored = int(first[1])
+        assert restored >= len(finished_before)
+        ran_again = [line for line in resumed.stderr.splitlines() if "] finished " in line]
+        assert restored + len(ran_again) == 4, resumed.stderr[-3000:]  # each trial counted once
+        done = [int(line.split()[1].split("/")[0]) for line in statuses]
+        assert done == sorted(done) and done[-1] <= 4
+
+        own = session.read(exp_dir)  # the resume's own Ray, recorded when it started
+        assert own is not None and own.session_name != recorded.session_name and own.processes
+
+        def own_left() -> list[session.SessionProcess]:
+            running = []
+            for recorded_process in own.processes:
+                with contextlib.suppress(psutil.Error):
+                    proc = psutil.Process(recorded_process.pid)
+                    if abs(proc.create_time() - recorded_process.create_time) < 0.05 and _alive(proc):
+                        running.append(recorded_process)
+            return running
+
+        _wait_for(lambda: not own_left(), 15, "the processes of the resume's own Ray to end after it exited")
+    finally:
+        for proc in processes:  # whatever the outcome, no process of this test outlives it
+            if _alive(proc):
+                proc.kill()
 
 
 def test_ctrl_c_stops_within_seconds_leaves_nothing_running_and_can_be_resumed(tmp_path):
@@ -218,73 +273,3 @@ def test_ctrl_c_stops_within_seconds_leaves_nothing_running_and_can_be_resumed(t
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
     assert summary["counts"]["finished"] == 3 and not summary["interrupted"]
-
-
-def test_sigkill_then_resume_ends_every_process_the_killed_run_left_behind(tmp_path):
-    """A SIGKILLed run's embedded Ray leaves processes running (Ray 2.60: its two agents); the resume
-    ends them before it starts its own Ray, and its own Ray, ended normally, leaves nothing."""
-    import contextlib
-
-    import psutil
-
-    from hpsearch.runtime import session
-
-    def alive(proc: psutil.Process) -> bool:  # is_running() also checks the start time: a reused PID is not it
-        try:
-            return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
-
-    space = {"x": {"type": "float", "low": 0.0, "high": 1.0}, "epochs": 2, "sleep_s": 1.0}
-    spec = _spec(tmp_path, "left-behind", num_samples=1, search_space=space)
-    exp_dir = tmp_path / "results" / "left-behind"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    first: list[psutil.Process] = []
-    try:
-        _wait_for(lambda: any((exp_dir / TRAIN_RUNS_DIR).glob(f"*/{HISTORY_FILE}")), 240, "a first report")
-        first = _descendants(run.pid)  # every process of the run's Ray, mid-trial
-        recorded = session.read(exp_dir)
-        run.send_signal(signal.SIGKILL)
-        run.wait(timeout=30)
-    finally:
-        if run.poll() is None:
-            run.kill()
-    try:
-        assert recorded is not None and recorded.driver.pid == run.pid
-        time.sleep(5)  # Ray's own processes die with the driver within a second or so; its agents never do
-        left = [p for p in first if alive(p)]
-        # Those hpsearch must end: the recorded ones. A worker that was starting at the kill is not recorded
-        # (it came after ray.init) and ends by itself, once it cannot reach its raylet.
-        recorded_pids = {p.pid for p in recorded.processes}
-        to_end = [p for p in left if p.pid in recorded_pids]
-        named = ", ".join(f"{p.name()} {p.pid}" for p in to_end)
-        print(f"{len(first)} processes under the killed run; still running 5 s after the SIGKILL: {left}")
-
-        resumed = subprocess.run(
-            [sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True, text=True, timeout=400
-        )
-        assert resumed.returncode == 0, resumed.stderr[-3000:]
-        assert [p for p in first if alive(p)] == []  # nothing of the killed run is left
-        line = f"hpsearch: ended {len(to_end)} process(es) left by the killed run of {recorded.session_name} ({named})"
-        assert (line in resumed.stderr) == bool(to_end), resumed.stderr[-3000:]
-        print(f"after resume: {sum(alive(p) for p in first)} of them running")
-
-        own = session.read(exp_dir)  # the resume's own Ray, recorded when it started
-        assert own is not None and own.session_name != recorded.session_name and own.processes
-
-        def own_left() -> list[session.SessionProcess]:
-            running = []
-            for recorded_process in own.processes:
-                with contextlib.suppress(psutil.Error):
-                    proc = psutil.Process(recorded_process.pid)
-                    if abs(proc.create_time() - recorded_process.create_time) < 0.05 and alive(proc):
-                        running.append(recorded_process)
-            return running
-
-        _wait_for(lambda: not own_left(), 15, "the processes of the resume's own Ray to end after it exited")
-    finally:
-        for proc in first:  # whatever the outcome, no process of this test outlives it
-            if alive(proc):
-                proc.kill()
