@@ -1,8 +1,10 @@
 """The ``hpsearch`` command: a thin command table over the public API.
 
-Exit codes: 0 when at least one trial finished without error, 1 when none did (or
-an unexpected failure), 2 for a bad spec or bad usage, 130 when a search was
-interrupted before every trial ended. A user mistake prints one ``Error:`` block
+Exit codes: 0 when at least one trial finished without error (or was stopped early, by
+the scheduler or a budget), 1 when none did (or an unexpected failure), 2 for a bad spec
+or bad usage (also: ``resume --set`` of a key other than ``budget.*``, or a resume whose
+budget is already spent), 130 when a search was interrupted before every trial ended. A
+search a budget ended is not interrupted: it exits 0 or 1 by the same rule. A user mistake prints one ``Error:`` block
 and no traceback (``--debug`` shows it).
 """
 
@@ -63,11 +65,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from hpsearch.experiment.files import experiment_spec
     from hpsearch.runtime.tuner import resume_with_summary
 
-    spec = experiment_spec(args.experiment)
     _, summary = resume_with_summary(
-        args.experiment, address=args.address, retry_errored=args.retry_errored, verbose=args.verbose
+        args.experiment,
+        address=args.address,
+        retry_errored=args.retry_errored,
+        verbose=args.verbose,
+        overrides=args.set or (),
     )
-    return _report_search(spec, summary)
+    return _report_search(experiment_spec(args.experiment), summary)  # the spec as run now: its raised budget
 
 
 def _report_search(spec: Spec, summary: SearchSummary) -> int:
@@ -99,6 +104,13 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
         print(f"Interrupted before every trial ended; continue with: hpsearch resume {spec.experiment_dir}")
     n = len(summary.trials)
     print(f"Wall time: {summary.wall_time_s:.1f} s ({n} trial{'s' if n != 1 else ''}: {counts})")
+    hours = summary.resource_hours
+    if hours:
+        held = ", ".join(f"{h:.4g} {r}-hours" for r, h in hours.items())
+        print(f"Resource-hours: {held} (every trial, from its driver's start to its end)")
+    if summary.ended_by:
+        print(f"Ended by its budget: {summary.ended_reason}")
+        print(f"Continue it with a raised budget: {summary.resume_hint}")
     if summary.interrupted:
         return EXIT_INTERRUPTED
     ok = summary.count(FINISHED) + summary.count(STOPPED)
@@ -245,6 +257,13 @@ def _parser() -> argparse.ArgumentParser:
     resume_p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the experiment folder (<storage_path>/<name>)")
     resume_p.add_argument(
         "--retry-errored", action="store_true", help="run errored trials again, from their last checkpoint"
+    )
+    resume_p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="raise a budget for the rest of the search, e.g. --set budget.max_wall_time=4h "
+        "(only budget.* keys; repeatable)",
     )
     resume_p.add_argument("--address", help="an existing Ray cluster; default: embedded local Ray")
     resume_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)

@@ -46,6 +46,8 @@ T0 = 1_796_031_965  # the start of the search, in UNIX seconds
 STARTUP_S = 20.0  # a nested trial's start-up before its first report
 STEP_S = 0.5  # seconds per reported epoch
 WALL_TIME_S = 123.4  # the search's wall time, as the summary records it
+#: One trial's resources under spec_dict(): a 0.1-CPU driver and 2 workers of 0.45 CPU.
+RESOURCES = {"CPU": 1.0}
 #: Tune's CSV copy of result.json: Tune writes it and hpsearch never reads it, so layout has no name for it.
 TUNE_PROGRESS_FILE = "progress.csv"
 _STAMP = "2026-11-30_09-46-05"
@@ -72,6 +74,8 @@ class FakeTrial:
     checkpoint: bool = True  # False: no report carried a checkpoint
     restarted: int = 0  # the first `restarted` reports came before a restart: only the history file holds them
     after_stop: int = 0  # the last `after_stop` reports reached the history after the stop: not in result.json
+    ended_by: str | None = None  # the budget that stopped it (status "stopped"): it was running when the search ended
+    resources: dict[str, float] | None = None  # what it held (write_experiment(usage=True)); default RESOURCES
 
 
 SPACE = {
@@ -148,6 +152,9 @@ def write_experiment(
     history: bool = True,
     interrupted: bool | None = None,
     wall_time_s: float = WALL_TIME_S,
+    usage: bool = False,
+    ended_by: str | None = None,
+    ended_reason: str = "",
 ) -> Path:
     """Write an experiment folder at ``exp``; paths inside files name ``recorded_dir`` (default ``exp``).
 
@@ -159,6 +166,10 @@ def write_experiment(
         state: Write Tune's ``experiment_state-*.json``.
         keep: How many of each trial's last checkpoints are still on disk.
         history: Write each nested run's history file (a real search always does).
+        usage: Write ``hpsearch_usage.jsonl`` as a search does: one search run from ``T0`` for
+            ``wall_time_s``, and one run per started trial from its start to its end (a running
+            trial's run has no end), holding its ``resources``.
+        ended_by: The budget that ended the search (the summary's ``ended_by``), ``ended_reason`` in words.
     """
     exp.mkdir(parents=True, exist_ok=True)
     recorded = recorded_dir or str(exp)
@@ -176,6 +187,15 @@ def write_experiment(
             _write_tune_trial(folder, trial, rows, progress_csv)
             _write_run(exp, trial, reports, keep, history)
         last = rows[-1] if rows else {}
+        ended_at = T0 + (trial.start or 0) + STARTUP_S + STEP_S * len(reports)
+        if usage and trial.status != PENDING:
+            held = trial.resources if trial.resources is not None else RESOURCES
+            started = T0 + (trial.start or 0)
+            files.record_trial_run(exp, trial.trial_id, started_at=started, resources=held)
+            if trial.status != RUNNING:
+                files.record_trial_run(
+                    exp, trial.trial_id, started_at=started, resources=held, ended_at=ended_at, end=trial.status
+                )
         if outcomes and trial.status not in (RUNNING, PENDING):
             files.append_outcome(
                 exp,
@@ -184,8 +204,9 @@ def write_experiment(
                     status=trial.status,  # type: ignore[arg-type]
                     reports=len(rows),
                     last_epoch=_last_epoch(last),
-                    ended_at=T0 + (trial.start or 0) + STARTUP_S + STEP_S * len(reports),
+                    ended_at=ended_at,
                     error=trial.error if trial.status == ERRORED else "",
+                    ended_by=trial.ended_by,
                 ),
             )
         state_entries.append(
@@ -205,19 +226,32 @@ def write_experiment(
     if state:
         data = {"trial_data": state_entries, "runner_data": {}, "stats": {"start_time": T0}}
         (exp / TUNE_STATE_GLOB.replace("*", _STAMP)).write_text(json.dumps(data), encoding="utf-8")
+    if usage:
+        files.record_search_run(exp, started_at=T0)
+        if summary:
+            files.record_search_run(exp, started_at=T0, ended_at=T0 + wall_time_s, ended_by=ended_by)
     if summary:
         if interrupted is None:
-            interrupted = any(t.status in (RUNNING, PENDING) for t in trials)
-        _write_summary(exp, spec_data, wall_time_s, interrupted)
+            interrupted = ended_by is None and any(t.status in (RUNNING, PENDING) for t in trials)
+        _write_summary(exp, spec_data, wall_time_s, interrupted, ended_by, ended_reason)
     return exp
 
 
-def _write_summary(exp: Path, spec: dict[str, Any] | None, wall_time_s: float, interrupted: bool) -> None:
+def _write_summary(
+    exp: Path,
+    spec: dict[str, Any] | None,
+    wall_time_s: float,
+    interrupted: bool,
+    ended_by: str | None = None,
+    ended_reason: str = "",
+) -> None:
     """What a search ends with: read the folder back, summarise it, write ``hpsearch_summary.json``."""
     from hpsearch.analysis import load_results, summarize, summarize_experiment
 
     if spec:
-        summarize_experiment(exp, wall_time_s=wall_time_s, interrupted=interrupted)
+        summarize_experiment(
+            exp, wall_time_s=wall_time_s, interrupted=interrupted, ended_by=ended_by, ended_reason=ended_reason
+        )
     else:  # a folder without a spec cannot be read back without being told the metric
         results = load_results(exp, metric="val_loss", mode="min")
         files.write_summary(exp, summarize(results, wall_time_s=wall_time_s, interrupted=interrupted).as_dict())

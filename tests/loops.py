@@ -52,3 +52,38 @@ def killable(config: dict) -> None:
     for epoch in range(start, config["epochs"] + 1):
         time.sleep(config.get("sleep_s", 0.0))
         hp.report({"loss": 1.0 / epoch, "started_at": start}, epoch=epoch, model=model, optimizer=optimizer)
+
+
+def budget_loop(config: dict) -> None:
+    """Reports ``loss`` and ``score`` (= the epoch) each epoch, each with a checkpoint from rank 0.
+
+    Continues from its latest checkpoint (``resumed_from``: the first epoch of this run);
+    raises on ``x == "bad"``, before any report.
+    """
+    import json
+    import os
+    import tempfile
+
+    if config["x"] == "bad":
+        raise ValueError(f"x={config['x']!r} is not a usable value")
+    start = 1
+    found = ray.train.get_checkpoint()
+    if found is not None:
+        with found.as_directory() as folder, open(os.path.join(folder, "state.json")) as f:
+            start = json.load(f)["epoch"] + 1
+    rank = ray.train.get_context().get_world_rank()
+    for epoch in range(start, config["epochs"] + 1):
+        time.sleep(config.get("sleep_s", 0.0))
+        metrics = {
+            "loss": float(config["x"]) + 1.0 / epoch,
+            "score": float(epoch),
+            "epoch": epoch,
+            "resumed_from": start,
+        }
+        if rank != 0:
+            ray.train.report(metrics)
+            continue
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "state.json"), "w") as f:
+                json.dump({"epoch": epoch}, f)
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))

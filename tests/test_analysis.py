@@ -50,7 +50,8 @@ def test_trials_table_columns_fixed_then_every_config_value_flattened(results: a
     columns = list(results.trials.columns)
     config = ["lr", "hidden", "layers", "dropout", "epochs", "opt.momentum"]
     fixed = list(an.TRIAL_COLUMNS)
-    assert columns == fixed[: fixed.index("wall_time_s") + 1] + config + fixed[fixed.index("wall_time_s") + 1 :]
+    expected = fixed[: fixed.index("wall_time_s") + 1] + config + fixed[fixed.index("wall_time_s") + 1 :]
+    assert columns == expected + ["resource_hours.CPU"]  # a resource-hours column per resource, CPU always
     assert results.trials.loc[2, ["lr", "hidden", "opt.momentum"]].tolist() == [0.05, 128, 0.9]
     assert results.params == ["lr", "hidden", "layers", "dropout"]  # constants are not searched
 

@@ -798,6 +798,57 @@ CORPUS = [
         put("aggregate.default", "average"),
         "aggregate.default: must be 'mean', 'min', 'max', 'sum' or 'rank0', got 'average'",
     ),
+    # --- datasets and data (Ray Data)
+    (
+        "dataset-factory-missing",
+        put("datasets", {"train": "loops.py:train_set"}),
+        "datasets.train: 'loops.py' has no attribute 'train_set' (callables there: Loop, async_loop, generator_loop, keyword_only, no_config, not_a_loop, train_loop)",
+    ),
+    (
+        "dataset-factory-class",
+        put("datasets", {"train": "loops.py:Loop"}),
+        "datasets.train: 'loops.py:Loop' is a class; a dataset factory is a function returning a ray.data.Dataset",
+    ),
+    (
+        "dataset-factory-async",
+        put("datasets", {"train": "loops.py:async_loop"}),
+        "datasets.train: 'loops.py:async_loop' is an async function; a dataset factory is a plain function returning a ray.data.Dataset",
+    ),
+    (
+        "dataset-factory-two-args",
+        put("datasets", {"train": "loops.py:not_a_loop"}),
+        "datasets.train: 'loops.py:not_a_loop' must be called as factory() or factory(config), but its signature is not_a_loop(config, extra)",
+    ),
+    (
+        "dataset-factory-config-with-once",
+        put("datasets", {"train": "loops.py:train_loop"}),
+        "datasets.train: train_loop(config) takes the trial's config, but data.materialize is 'once' (built once for every trial, it gets no config): give it no required argument, or set data.materialize: per_trial",
+    ),
+    (
+        "dataset-name-with-space",
+        put("datasets", {"my data": "loops.py:no_config"}),
+        "datasets.my data: a dataset name must be letters, digits, '_', '.', '-' (not first), got 'my data'",
+    ),
+    (
+        "datasets-a-list",
+        put("datasets", ["loops.py:no_config"]),
+        "datasets: must be a mapping of dataset names to 'module:function' factories, got ['loops.py:no_config']",
+    ),
+    (
+        "data-split-unknown",
+        both(put("datasets", {"train": "loops.py:no_config"}), put("data", {"split": ["valid"]})),
+        "data.split[0]: names no dataset: 'valid' (datasets: train)",
+    ),
+    (
+        "data-materialize-typo",
+        both(put("datasets", {"train": "loops.py:no_config"}), put("data", {"materialize": "per-trial"})),
+        "data.materialize: must be 'once' or 'per_trial', got 'per-trial'; did you mean 'per_trial'?",
+    ),
+    (
+        "data-without-datasets",
+        put("data", {"cpus": 2}),
+        "data: has no effect without a datasets section (name the datasets to feed)",
+    ),
 ]
 
 

@@ -128,3 +128,25 @@ def test_a_trial_without_a_finite_best_is_failed_with_the_reason(tmp_path: Path)
     assert "fail_reason" not in attrs[0]
     assert study.trials[5].intermediate_values == {2: 0.5}  # NaN and inf are not intermediate values
     assert study.best_trial.user_attrs["trial_id"] == "eeee0003"  # hpsearch's best trial
+
+
+def test_the_export_replaces_the_live_study_of_the_same_folder_only(exp: Path, tmp_path: Path) -> None:
+    """`tracking.optuna` writes the study live; exporting the folder afterwards replaces it, and nothing else."""
+    from hpsearch.analysis._optuna import LIVE_ATTR, study_attrs
+
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+
+    def live_study(name: str, folder: Path) -> None:
+        study = optuna.create_study(storage=url, study_name=name)
+        for key, value in {**study_attrs(folder.resolve(), "val_loss", "min"), LIVE_ATTR: True}.items():
+            study.set_user_attr(key, value)
+        study.add_trial(optuna.trial.create_trial(state=TrialState.RUNNING))
+
+    live_study("fake", exp)
+    study = to_optuna_study(exp, storage=url)  # no overwrite needed: it is this search's live study
+    assert len(study.trials) == 5 and LIVE_ATTR not in study.user_attrs
+    with pytest.raises(ExportError, match="study 'fake' already exists"):  # an exported study: refused as before
+        to_optuna_study(exp, storage=url)
+    live_study("other", tmp_path / "elsewhere")
+    with pytest.raises(ExportError, match="study 'other' already exists"):  # another folder's live study
+        to_optuna_study(exp, storage=url, study_name="other")

@@ -103,6 +103,7 @@ def _normalise(text: str, exp: Path) -> list[str]:
     text = re.sub(r"(?<![0-9a-z])[0-9a-f]{5}_(\d{5})(?!\d)", r"xxxxx_\1", text)  # same width: tables stay aligned
     text = re.sub(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", "<STAMP>", text)
     text = re.sub(r"Wall time: \d+\.\d s", "Wall time: <S> s", text)
+    text = re.sub(r"^Resource-hours: [0-9.e-]+ CPU-hours", "Resource-hours: <H> CPU-hours", text, flags=re.MULTILINE)
     return text.splitlines()
 
 
@@ -130,6 +131,7 @@ CLOSING = [
     "Experiment folder: <EXP>",
     "Ray's logs: <RAY_LOGS>",
     "Wall time: <S> s (2 trials: 1 finished, 0 stopped, 1 errored)",
+    "Resource-hours: <H> CPU-hours (every trial, from its driver's start to its end)",
 ]
 STATUS = re.compile(
     r"\[mm:ss\] status   [0-2]/2 done \(0 stopped early, [01] errored\), [0-2] running, [0-2] pending"

@@ -5,6 +5,8 @@ What is read, in order of trust:
 - ``hpsearch_spec.yaml`` and ``hpsearch_plan.json``: the spec and the resource plan.
 - Each Tune trial folder: ``params.json`` (the config) and ``result.json`` (one JSON
   object per report). A half-written last line, as in a running search, is skipped.
+- Each trial's driver time and resource-hours from ``hpsearch_usage.jsonl`` (a folder
+  written before hpsearch recorded them reads NaN).
 - A trial's status from ``hpsearch_trials.jsonl`` (one line per trial end, written
   as trials end), else from ``hpsearch_summary.json`` (written when the search
   ends), else inferred from Tune's own files: ``error.txt`` means errored; Tune's
@@ -61,6 +63,8 @@ __all__ = [
     "STATUSES",
     "TRIAL_COLUMNS",
     "HISTORY_COLUMNS",
+    "RESOURCE_HOURS_PREFIX",
+    "is_config_column",
 ]
 
 #: The fixed columns of :attr:`Results.trials`; the config columns (one per flattened
@@ -82,7 +86,11 @@ TRIAL_COLUMNS = (
     "trial_dir",
     "run_dir",
     "best_checkpoint",
+    "driver_time_s",
 )
+#: The prefix of the trials table's resource-hours columns, one per resource (``resource_hours.CPU``); they
+#: come last, after :data:`TRIAL_COLUMNS`.
+RESOURCE_HOURS_PREFIX = "resource_hours."
 #: The fixed columns of :attr:`Results.history`; every reported metric follows ``reported_at``.
 HISTORY_COLUMNS = ("trial_id", "iteration", "training_iteration", "wall_time_s", "reported_at", "checkpoint")
 
@@ -123,10 +131,16 @@ class Results:
             ``wall_time_s``, one
             column per config value (nested keys joined with dots: ``model.width``),
             ``error``, ``started_at`` / ``ended_at`` (UTC), ``trial_dir`` (Tune's trial
-            folder), ``run_dir`` (the nested Train run) and ``best_checkpoint`` (the
+            folder), ``run_dir`` (the nested Train run), ``best_checkpoint`` (the
             checkpoint still on disk with the best value of ``metric``; Ray Train keeps
             the most recent ``checkpoint.num_to_keep``, so it is not always the best
-            report's own).
+            report's own), ``driver_time_s`` (seconds from its driver's start to its end,
+            summed over its runs: retries and resumes; start-up and teardown included) and,
+            last, one ``resource_hours.<resource>`` column per resource the trials held
+            (``resource_hours.CPU``, ``resource_hours.GPU``, custom ones): the trial's
+            resources (driver and worker bundles) times its driver time, in hours. A running
+            trial counts until its last report; a folder written before hpsearch recorded
+            them reads NaN.
         history: One row per report: ``trial_id``, ``iteration``, ``training_iteration``
             (Tune's counter), ``wall_time_s`` (the trial's time so far), every reported
             metric, and ``checkpoint`` (the path, where the report carried one).
@@ -141,6 +155,10 @@ class Results:
         params: The config columns that were searched (not constants), in spec order.
         wall_time_s: The search's wall time, from the summary (else estimated from the trials).
         ended: Whether the search ended (its summary was written, and not on an interruption).
+        ended_by: The budget that ended the search (``max_wall_time``, ``max_failed_trials``,
+            ``target``, ``max_resource_hours``), or ``None``; ``ended_reason`` says it in words.
+        resource_hours: Per resource, the hours held over every trial (the sum of the
+            ``resource_hours.*`` columns).
     """
 
     experiment_dir: Path
@@ -155,6 +173,9 @@ class Results:
     params: list[str] = field(default_factory=list)
     wall_time_s: float | None = None
     ended: bool = False
+    ended_by: str | None = None
+    ended_reason: str = ""
+    resource_hours: dict[str, float] = field(default_factory=dict)
 
     @property
     def best(self) -> pd.Series | None:
@@ -284,11 +305,15 @@ def load_results(
     trials = _trials(rows, history, exp)
     order = {t: i for i, t in enumerate(trials["trial_id"])}
     history = history.sort_values("trial_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
-    _add_outcomes(trials, files.read_outcome_records(exp), summary, state, ended, _budget(spec))
+    outcomes = files.read_outcome_records(exp)
+    usage = files.read_usage(exp)
+    _add_outcomes(trials, outcomes, summary, state, ended, _budget(spec))
+    _running_again(trials, outcomes, usage)
     _rank(trials, history, metric, mode)
+    trials = _add_usage(trials, history, usage)
     history = history.drop(columns=_HAS_METRIC)
     if not params:  # no spec: the config columns whose values differ
-        params = [c for c in trials.columns if c not in TRIAL_COLUMNS and trials[c].astype(str).nunique() > 1]
+        params = [c for c in trials.columns if is_config_column(c) and trials[c].astype(str).nunique() > 1]
     return Results(
         experiment_dir=exp,
         name=(spec or summary or {}).get("name") or exp.name,
@@ -302,7 +327,58 @@ def load_results(
         params=params,
         wall_time_s=_wall_time(summary, trials),
         ended=ended,
+        ended_by=(summary or {}).get("ended_by") or None,
+        ended_reason=str((summary or {}).get("ended_reason") or ""),
+        resource_hours={
+            c[len(RESOURCE_HOURS_PREFIX) :]: float(trials[c].sum())
+            for c in trials.columns
+            if c.startswith(RESOURCE_HOURS_PREFIX) and trials[c].notna().any()  # nothing recorded: left out
+        },
     )
+
+
+def is_config_column(column: str) -> bool:
+    """Whether a column of :attr:`Results.trials` is a config value (not a fixed or resource-hours column)."""
+    return column not in TRIAL_COLUMNS and not column.startswith(RESOURCE_HOURS_PREFIX)
+
+
+def _running_again(trials: pd.DataFrame, outcomes: Mapping[str, dict[str, Any]], usage: files.Usage) -> None:
+    """A trial a budget stopped runs again on ``resume``: running while a run of it started since has no end."""
+    import pandas as pd
+
+    for i, trial_id in trials["trial_id"].items():
+        record = outcomes.get(trial_id) or {}
+        stopped_at = record.get("ended_at")
+        if not record.get("ended_by") or not isinstance(stopped_at, (int, float)):
+            continue
+        runs = usage.trials.get(trial_id, [])
+        if runs and runs[-1].ended_at is None and runs[-1].started_at > stopped_at:
+            trials.loc[i, "status"] = RUNNING
+            trials.loc[i, "ended_at"] = pd.NaT
+
+
+def _add_usage(trials: pd.DataFrame, history: pd.DataFrame, usage: files.Usage) -> pd.DataFrame:
+    """Each trial's driver time and resource-hours (NaN where nothing was recorded); CPU always has a column.
+
+    A run with no end recorded (a running trial, or a killed search's) counts until the trial's last report.
+    """
+    import pandas as pd
+
+    last_report = history.groupby("trial_id")["reported_at"].max() if len(history) else pd.Series(dtype="object")
+    ends = [None if pd.isna(last_report.get(t)) else last_report[t].timestamp() for t in trials["trial_id"]]
+    seconds, hours = [], []
+    for trial_id, last in zip(trials["trial_id"], ends):
+        seconds.append(usage.trial_seconds(trial_id, open_until=last))
+        hours.append(usage.trial_resource_hours(trial_id, open_until=last))
+    trials["driver_time_s"] = pd.Series(seconds, index=trials.index, dtype="float64")
+    resources = sorted({r for h in hours for r in h} | {"CPU"}, key=lambda r: (r != "CPU", r != "GPU", r))
+    columns = {
+        f"{RESOURCE_HOURS_PREFIX}{r}": pd.Series(
+            [h.get(r, 0.0) if h else None for h in hours], index=trials.index, dtype="float64"
+        )
+        for r in resources
+    }
+    return pd.concat([trials, pd.DataFrame(columns, index=trials.index)], axis=1)
 
 
 def python_value(value: Any) -> Any:
@@ -544,6 +620,7 @@ def _trials(rows: list[dict[str, Any]], history: pd.DataFrame, exp: Path) -> pd.
     runs = [exp / TRAIN_RUNS_DIR / t for t in out["trial_id"]]
     out["run_dir"] = pd.Series([str(r) if r.is_dir() else None for r in runs], index=out.index, dtype="object")
     out["best_checkpoint"] = out["best_checkpoint"].astype("object").where(out["best_checkpoint"].notna(), None)
+    out["driver_time_s"] = float("nan")  # filled by _add_usage
     out = pd.concat([out[list(TRIAL_COLUMNS)], configs], axis=1)
     fixed = list(TRIAL_COLUMNS)
     ordered = fixed[: fixed.index("wall_time_s") + 1] + list(configs.columns) + fixed[fixed.index("wall_time_s") + 1 :]

@@ -30,41 +30,135 @@ from hpsearch.experiment.ranking import metric_value
 from hpsearch.formatting import number
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping, Sequence
+
     import optuna
 
     from hpsearch.analysis._load import Results
+    from hpsearch.analysis._params import ParamAxis
+    from hpsearch.spec.space import Param
 
-__all__ = ["STATES", "optuna_distributions", "frozen_trials", "in_memory_study", "direction"]
+__all__ = [
+    "STATES",
+    "LIVE_ATTR",
+    "optuna_distributions",
+    "space_distributions",
+    "trial_params",
+    "trial_outcome",
+    "intermediate_value",
+    "study_attrs",
+    "frozen_trials",
+    "in_memory_study",
+    "direction",
+    "study_direction",
+]
 
 #: hpsearch status -> Optuna trial state.
 STATES = {FINISHED: "COMPLETE", STOPPED: "PRUNED", ERRORED: "FAIL", RUNNING: "RUNNING", PENDING: "WAITING"}
+_STATE_NAMES: dict[str, str] = {str(k): v for k, v in STATES.items()}  # by any status text
+
+
+def study_direction(mode: str) -> Literal["minimize", "maximize"]:
+    """Optuna's study direction for a search's mode (``"min"`` or ``"max"``)."""
+    return "minimize" if mode == "min" else "maximize"
 
 
 def direction(results: Results) -> Literal["minimize", "maximize"]:
     """Optuna's study direction for the search's mode."""
-    return "minimize" if results.mode == "min" else "maximize"
+    return study_direction(results.mode)
+
+
+#: The study user attribute the live ``optuna`` tracker adds: an export of the same folder replaces such a study.
+LIVE_ATTR = "hpsearch_written_live"
+
+
+def study_attrs(experiment_dir: Any, metric: str, mode: str) -> dict[str, str]:
+    """The study's user attributes: which experiment folder it holds, and the metric. The export and the
+    live ``optuna`` tracker write the same ones; the folder is how either knows a study is this search's."""
+    return {"hpsearch_experiment_dir": str(experiment_dir), "metric": metric, "mode": mode}
 
 
 def optuna_distributions(results: Results) -> dict[str, Any]:
     """Parameter -> Optuna distribution, for every searched parameter (from the spec where it has one)."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
     from hpsearch.analysis._params import param_axis
 
     out: dict[str, Any] = {}
     for name in results.params:
-        axis = param_axis(results, name)
-        if axis.kind == "categorical":
-            if axis.categories:
-                out[name] = CategoricalDistribution([_choice(c) for c in axis.categories])
-        elif axis.low is not None and axis.high is not None and axis.low < axis.high:
-            spec = results.space.get(name)
-            step = getattr(spec, "step", None)
-            if axis.kind == "int":
-                out[name] = IntDistribution(int(axis.low), int(axis.high), log=axis.log, step=int(step or 1))
-            else:
-                out[name] = FloatDistribution(axis.low, axis.high, log=axis.log, step=step)
+        dist = _distribution(param_axis(results, name), results.space.get(name))
+        if dist is not None:
+            out[name] = dist
     return out
+
+
+def space_distributions(space: Mapping[str, Param], params: Sequence[str]) -> dict[str, Any]:
+    """Parameter -> Optuna distribution from the spec's search space alone (the live ``optuna`` tracker's
+    view, before any trial has a value): the same distributions :func:`optuna_distributions` gives a
+    search with a spec."""
+    from hpsearch.analysis._params import ParamAxis, _hashable
+    from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
+
+    out: dict[str, Any] = {}
+    for name in params:
+        param = space.get(name)
+        axis: ParamAxis | None = None
+        if isinstance(param, (FloatParam, IntParam)):
+            axis = ParamAxis(name, param.type, bool(param.log), float(param.low), float(param.high))
+        elif isinstance(param, (ChoiceParam, GridParam)):
+            axis = ParamAxis(name, "categorical", categories=tuple(dict.fromkeys(_hashable(v) for v in param.values)))
+        dist = None if axis is None else _distribution(axis, param)
+        if dist is not None:
+            out[name] = dist
+    return out
+
+
+def _distribution(axis: ParamAxis, param: Any) -> Any:
+    """One parameter's Optuna distribution, or ``None`` when it has none (no categories, empty range)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if axis.kind == "categorical":
+        return CategoricalDistribution([_choice(c) for c in axis.categories]) if axis.categories else None
+    if axis.low is None or axis.high is None or not axis.low < axis.high:
+        return None
+    step = getattr(param, "step", None)
+    if axis.kind == "int":
+        return IntDistribution(int(axis.low), int(axis.high), log=axis.log, step=int(step or 1))
+    return FloatDistribution(axis.low, axis.high, log=axis.log, step=step)
+
+
+def trial_params(distributions: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A trial's ``(params, distributions)`` as Optuna takes them: each searched value of the flat
+    ``config`` that fits its distribution (a value outside it is left out rather than refused)."""
+    params, dists = {}, {}
+    for name, dist in distributions.items():
+        choice = _choice(_plain(config.get(name)))
+        if _fits(dist, choice):
+            params[name], dists[name] = choice, dist
+    return params, dists
+
+
+def trial_outcome(
+    status: str, best: float | None, metric: str, *, stopped_as_complete: bool = False
+) -> tuple[str, float | None, str | None]:
+    """A trial's Optuna ``(state name, value, fail_reason)`` from its hpsearch status and best value
+    (the ranking's, ``None`` when it reported no number): the module's rules, for the export and
+    the live tracker alike."""
+    state = "COMPLETE" if status == STOPPED and stopped_as_complete else _STATE_NAMES.get(status, "FAIL")
+    value = best if best is not None and math.isfinite(best) else None
+    reason = None
+    if state == "COMPLETE" and value is None:
+        state = "FAIL"  # Optuna takes no NaN, no ±inf and no missing value for a complete trial
+        reason = (
+            f"it reported no number for {metric}"
+            if best is None
+            else f"its best {metric} ({number(best)}) is not a finite number"
+        )
+    return state, (value if state == "COMPLETE" else None), reason
+
+
+def intermediate_value(raw: Any) -> float | None:
+    """A report's value of the metric as an Optuna intermediate value: finite numbers only."""
+    value = metric_value(raw)
+    return value if value is not None and math.isfinite(value) else None
 
 
 def frozen_trials(results: Results, *, stopped_as_complete: bool = False) -> list[Any]:
@@ -78,22 +172,15 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False) -> lis
     now = dt.datetime.now()
     for index, (row, has_value) in enumerate(zip(results.trials.to_dict("records"), results.has_value, strict=True)):
         status = row["status"]
-        state = TrialState["COMPLETE" if status == STOPPED and stopped_as_complete else STATES.get(status, "FAIL")]
         best = float(row["best"]) if has_value else None  # NaN and ±inf as they are ("best" reads NaN without one)
-        value = best if best is not None and math.isfinite(best) else None
+        state_name, value, fail_reason = trial_outcome(
+            status, best, results.metric, stopped_as_complete=stopped_as_complete
+        )
+        state = TrialState[state_name]
         attrs: dict[str, Any] = {"trial_id": row["trial_id"], "status": status}
-        if state == TrialState.COMPLETE and value is None:
-            state = TrialState.FAIL  # Optuna takes no NaN, no ±inf and no missing value for a complete trial
-            attrs["fail_reason"] = (
-                f"it reported no number for {results.metric}"
-                if best is None
-                else f"its best {results.metric} ({number(best)}) is not a finite number"
-            )
-        params, dists = {}, {}
-        for name, dist in distributions.items():
-            choice = _choice(_plain(row.get(name)))
-            if _fits(dist, choice):
-                params[name], dists[name] = choice, dist
+        if fail_reason is not None:
+            attrs["fail_reason"] = fail_reason
+        params, dists = trial_params(distributions, {str(k): v for k, v in row.items()})
         start, end = _when(row["started_at"]), _when(row["ended_at"])
         attrs.update(
             {
@@ -114,7 +201,7 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False) -> lis
             FrozenTrial(
                 number=index,
                 state=state,
-                value=value if state == TrialState.COMPLETE else None,
+                value=value,
                 datetime_start=None if state == TrialState.WAITING else (start or end or now),
                 datetime_complete=(end or start or now) if state.is_finished() else None,
                 params=params,
@@ -151,8 +238,8 @@ def _intermediate_values(results: Results) -> dict[str, dict[int, float]]:
         return {}
     out: dict[str, dict[int, float]] = {}
     for trial_id, step, raw in zip(history["trial_id"], history["iteration"], history[results.metric], strict=True):
-        value = metric_value(raw)
-        if value is not None and math.isfinite(value) and not pd.isna(step):
+        value = intermediate_value(raw)
+        if value is not None and not pd.isna(step):
             out.setdefault(trial_id, {})[int(step)] = value
     return out
 

@@ -15,7 +15,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, Results, load_results, python_value
+from hpsearch.analysis._load import (
+    HISTORY_COLUMNS,
+    RESOURCE_HOURS_PREFIX,
+    Results,
+    is_config_column,
+    load_results,
+    python_value,
+)
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import ENDED, ERRORED, TUNE_ERROR_FILE, TUNE_PARAMS_FILE, flatten_config
 from hpsearch.experiment.ranking import rank_trials
@@ -44,6 +51,9 @@ class TrialOutcome:
     best_iteration: int | None = None
     last_iteration: int | None = None  # the epoch (else Tune's iteration) of the last report
     rank: int | None = None  # 1 = best; None: errored or no value
+    ended_by: str | None = None  # the budget that stopped it (it was running when a budget ended the search)
+    driver_time_s: float | None = None  # from its driver's start to its end, over its runs
+    resource_hours: dict[str, float] = field(default_factory=dict)  # its resources times its driver time
 
 
 @dataclass
@@ -57,6 +67,22 @@ class SearchSummary:
     trials: list[TrialOutcome] = field(default_factory=list)
     #: True when the search stopped before every trial ended (Ctrl-C): resume it.
     interrupted: bool = False
+    #: The budget that ended the search (``max_wall_time``, ...), or ``None``; ``ended_reason`` in words,
+    #: and ``resume_hint`` the command that continues it with that budget raised.
+    ended_by: str | None = None
+    ended_reason: str = ""
+    resume_hint: str = ""
+    #: The search's wall time over its run and every resume (``wall_time_s`` is this run's).
+    total_wall_time_s: float | None = None
+
+    @property
+    def resource_hours(self) -> dict[str, float]:
+        """Per resource, the hours held over every trial."""
+        out: dict[str, float] = {}
+        for trial in self.trials:
+            for resource, hours in trial.resource_hours.items():
+                out[resource] = out.get(resource, 0.0) + hours
+        return out
 
     def count(self, status: str) -> int:
         return sum(1 for t in self.trials if t.status == status)
@@ -87,6 +113,11 @@ class SearchSummary:
             "mode": self.mode,
             "wall_time_s": round(self.wall_time_s, 2),
             "interrupted": self.interrupted,
+            "ended_by": self.ended_by,
+            "ended_reason": self.ended_reason,
+            "resume_hint": self.resume_hint,
+            "total_wall_time_s": None if self.total_wall_time_s is None else round(self.total_wall_time_s, 2),
+            "resource_hours": self.resource_hours,
             "counts": {s: self.count(s) for s in ENDED},
             "best_trial_id": best.trial_id if best else None,
             "trials": [asdict(t) for t in self.trials],
@@ -103,25 +134,42 @@ def _traceback(trial_dir: Any) -> str:
     return error_excerpt(text)
 
 
-def summarize(results: Results, *, wall_time_s: float | None = None, interrupted: bool = False) -> SearchSummary:
+def summarize(
+    results: Results,
+    *,
+    wall_time_s: float | None = None,
+    interrupted: bool = False,
+    ended_by: str | None = None,
+    ended_reason: str = "",
+    resume_hint: str = "",
+) -> SearchSummary:
     """The :class:`SearchSummary` of a search read with :func:`load_results`.
 
     Args:
         results: The search, as read back from its folder.
         wall_time_s: The search's wall time; default the one ``results`` holds (or 0).
         interrupted: Whether the search stopped before every trial ended.
+        ended_by: The budget that ended the search, if one did (default: the one ``results`` holds);
+            ``ended_reason`` says it in words, ``resume_hint`` how to continue.
     """
     history = results.history
     metric_columns = [c for c in history.columns if c not in _NOT_METRICS]
     last_reports = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
-    config_columns = [c for c in results.trials.columns if c not in TRIAL_COLUMNS]
+    config_columns = [c for c in results.trials.columns if is_config_column(c)]
+    resource_columns = [c for c in results.trials.columns if c.startswith(RESOURCE_HOURS_PREFIX)]
+    usage = files.read_usage(results.experiment_dir)
     summary = SearchSummary(
         name=results.name,
         metric=results.metric,
         mode=results.mode,
         wall_time_s=float(wall_time_s if wall_time_s is not None else results.wall_time_s or 0.0),
         interrupted=interrupted,
+        ended_by=ended_by if ended_by is not None else results.ended_by,
+        ended_reason=ended_reason or (results.ended_reason if ended_by is None else ""),
+        resume_hint=resume_hint,
+        total_wall_time_s=usage.wall_time_s() if usage.searches else None,
     )
+    outcomes = files.read_outcome_records(results.experiment_dir)
     records: list[dict[str, Any]] = results.trials.to_dict("records")  # type: ignore[assignment]  # keys are column names
     for row, has_value in zip(records, results.has_value):
         trial_id = str(row["trial_id"])
@@ -144,16 +192,39 @@ def summarize(results: Results, *, wall_time_s: float | None = None, interrupted
                 best_iteration=python_value(row["best_iteration"]),
                 last_iteration=python_value(row["last_iteration"]),
                 rank=python_value(row["rank"]),
+                ended_by=(outcomes.get(trial_id) or {}).get("ended_by") or None,
+                driver_time_s=_number(row["driver_time_s"]),
+                resource_hours={
+                    c[len(RESOURCE_HOURS_PREFIX) :]: float(row[c])
+                    for c in resource_columns
+                    if _number(row[c]) is not None
+                },
             )
         )
     return summary
 
 
+def _number(value: Any) -> float | None:
+    """A float cell, ``None`` where it is NaN (nothing was recorded)."""
+    value = python_value(value)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
 def summarize_experiment(
-    experiment_dir: str | os.PathLike[str], *, wall_time_s: float, interrupted: bool
+    experiment_dir: str | os.PathLike[str],
+    *,
+    wall_time_s: float,
+    interrupted: bool,
+    ended_by: str | None = None,
+    ended_reason: str = "",
+    resume_hint: str = "",
 ) -> SearchSummary:
-    """Read a search's folder back, summarise it, and write ``hpsearch_summary.json``: what a run ends with."""
+    """Read a search's folder back, summarise it, and write ``hpsearch_summary.json``: what a run ends with.
+
+    ``ended_by``: the budget that ended this run of the search (``None``: none did, also after a resume).
+    """
     summary = summarize(load_results(experiment_dir), wall_time_s=wall_time_s, interrupted=interrupted)
+    summary.ended_by, summary.ended_reason, summary.resume_hint = ended_by, ended_reason, resume_hint
     files.write_summary(experiment_dir, summary.as_dict())
     return summary
 

@@ -13,10 +13,11 @@ is a normal thing to read.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from hpsearch.experiment.layout import (
     STATUSES,
     SUMMARY_FILE,
     TRAIN_RUNS_DIR,
+    USAGE_FILE,
     TrialStatus,
 )
 
@@ -59,6 +61,11 @@ __all__ = [
     "read_controller",
     "append_ray_logs",
     "read_ray_logs",
+    "Run",
+    "Usage",
+    "record_trial_run",
+    "record_search_run",
+    "read_usage",
     "read_json",
     "read_json_lines",
 ]
@@ -77,6 +84,9 @@ class Outcome:
         last_epoch: The epoch (else Tune's iteration) of the trial's last report, or ``None``.
         ended_at: When it ended, in UNIX seconds.
         error: The line that says what went wrong (errored trials), else ``""``.
+        ended_by: The budget that stopped it (``max_wall_time``, ...; see :mod:`hpsearch.spec.budget`), else
+            ``None``. Such a trial was running when a budget ended the search: it is ``stopped``, its checkpoints
+            kept, and ``hpsearch resume`` continues it from its latest checkpoint.
     """
 
     trial_id: str
@@ -85,6 +95,7 @@ class Outcome:
     last_epoch: float | None = None  # an int when whole (fractional epochs stay as reported)
     ended_at: float | None = None
     error: str = ""
+    ended_by: str | None = None
 
     def as_record(self) -> dict[str, Any]:
         record = asdict(self)
@@ -184,18 +195,22 @@ def read_spec(experiment_dir: PathLike) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def experiment_spec(experiment_dir: PathLike) -> Spec:
+def experiment_spec(experiment_dir: PathLike, *, overrides: Sequence[str] = ()) -> Spec:
     """The spec an experiment folder was run with, placed where the folder is now (it may have moved).
+
+    ``overrides`` (``"budget.max_wall_time=4h"``) are applied first, as ``--set`` does.
 
     Raises:
         ExperimentNotFoundError: The folder holds no spec as run.
+        SpecError: An override makes the spec invalid.
     """
     from hpsearch.spec import load_spec
 
     exp_dir = Path(experiment_dir).expanduser().resolve()
     if not is_experiment(exp_dir):
         raise ExperimentNotFoundError(f"{exp_dir} is not an hpsearch experiment folder (no {SPEC_FILE} in it)")
-    return load_spec(exp_dir / SPEC_FILE, overrides=[f"name={exp_dir.name}", f"storage_path={exp_dir.parent}"])
+    placed = [f"name={exp_dir.name}", f"storage_path={exp_dir.parent}"]
+    return load_spec(exp_dir / SPEC_FILE, overrides=[*overrides, *placed])
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -322,3 +337,159 @@ def read_ray_logs(experiment_dir: PathLike) -> list[RayLogs]:
             )
         )
     return out
+
+
+# ----------------------------------------------------------------------------- usage (budgets, resource-hours)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a trial's driver, or of the search (``run``, a ``resume``): a line of ``hpsearch_usage.jsonl``.
+
+    Attributes:
+        started_at: When it started, in UNIX seconds (a trial: when Tune started its driver).
+        ended_at: When it ended, or ``None`` (still running, or killed).
+        resources: A trial's resources while it ran (its driver and worker bundles); ``{}`` for the search.
+        end: How a trial's run ended (``finished``, ``stopped``, ``errored``, ``retried``: Tune runs it again;
+            ``budget``: a budget ended the search; ``interrupted``); for the search, the budget that ended it.
+    """
+
+    started_at: float
+    ended_at: float | None = None
+    resources: Mapping[str, float] = field(default_factory=dict)
+    end: str | None = None
+
+    def seconds(self, open_until: float | None = None) -> float:
+        """How long it ran; a run with no end counts until ``open_until`` (0 without)."""
+        end = self.ended_at if self.ended_at is not None else open_until
+        return max(0.0, end - self.started_at) if end is not None else 0.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What ``hpsearch_usage.jsonl`` says: every run of each trial's driver and of the search.
+
+    A trial's resource-hours are, per resource, the sum over its runs of the resources it held
+    times the time from its driver's start to that run's end (start-up and teardown inside the
+    driver included). A run with no end recorded (the search is running, or was killed) counts
+    until the later of the end of the search run it started in (a killed one: the last thing it
+    recorded) and ``open_until`` (``load_results`` passes the trial's last report).
+    """
+
+    trials: Mapping[str, list[Run]] = field(default_factory=dict)
+    searches: list[Run] = field(default_factory=list)
+
+    def _search_end(self, i: int) -> float:
+        """When search run ``i`` ended; one with no end (killed): the last thing recorded while it ran."""
+        search = self.searches[i]
+        if search.ended_at is not None:
+            return search.ended_at
+        stop = self.searches[i + 1].started_at if i + 1 < len(self.searches) else math.inf
+        seen = [
+            t
+            for runs in self.trials.values()
+            for r in runs
+            for t in (r.started_at, r.ended_at)
+            if t is not None and search.started_at <= t < stop
+        ]
+        return max(seen, default=search.started_at)
+
+    def run_end(self, run: Run, open_until: float | None = None) -> float | None:
+        """When a trial's run stopped counting: its end; with none, the later of ``open_until`` and
+        the end of the search run it started in."""
+        if run.ended_at is not None:
+            return run.ended_at
+        within = [i for i, s in enumerate(self.searches) if s.started_at <= run.started_at]
+        candidates = [t for t in (self._search_end(within[-1]) if within else None, open_until) if t is not None]
+        return max(candidates) if candidates else None
+
+    def trial_seconds(self, trial_id: str, open_until: float | None = None) -> float | None:
+        """Seconds the trial's driver ran, over every run of it; ``None`` when nothing was recorded."""
+        runs = self.trials.get(trial_id)
+        if not runs:
+            return None
+        return sum(r.seconds(self.run_end(r, open_until)) for r in runs)
+
+    def trial_resource_hours(self, trial_id: str, open_until: float | None = None) -> dict[str, float]:
+        """Per resource, the hours the trial held it (``{}`` when nothing was recorded)."""
+        out: dict[str, float] = {}
+        for run in self.trials.get(trial_id, []):
+            hours = run.seconds(self.run_end(run, open_until)) / 3600.0
+            for resource, amount in run.resources.items():
+                out[resource] = out.get(resource, 0.0) + float(amount) * hours
+        return out
+
+    def resource_hours(self) -> dict[str, float]:
+        """Per resource, the hours held over every trial."""
+        out: dict[str, float] = {}
+        for trial_id in self.trials:
+            for resource, hours in self.trial_resource_hours(trial_id).items():
+                out[resource] = out.get(resource, 0.0) + hours
+        return out
+
+    def wall_time_s(self) -> float:
+        """The search's wall time over its runs (a run with no end counts until the last thing it recorded)."""
+        return sum(self._search_end(i) - s.started_at for i, s in enumerate(self.searches))
+
+
+def record_trial_run(
+    experiment_dir: PathLike,
+    trial_id: str,
+    *,
+    started_at: float,
+    resources: Mapping[str, float],
+    ended_at: float | None = None,
+    end: str | None = None,
+) -> None:
+    """Record a run of a trial's driver: at its start (no ``ended_at``), then at its end (the same
+    ``started_at``: the line replaces the first). Raises ``OSError`` if it cannot be written."""
+    record = {
+        "kind": "trial",
+        "trial_id": trial_id,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "resources": {k: float(v) for k, v in resources.items()},
+        "end": end,
+    }
+    _append_line(Path(experiment_dir) / USAGE_FILE, record)
+
+
+def record_search_run(
+    experiment_dir: PathLike, *, started_at: float, ended_at: float | None = None, ended_by: str | None = None
+) -> None:
+    """Record a run of the search (``run``, a ``resume``): at its start, then at its end (the same ``started_at``)."""
+    record = {"kind": "search", "started_at": started_at, "ended_at": ended_at, "end": ended_by}
+    _append_line(Path(experiment_dir) / USAGE_FILE, record)
+
+
+def read_usage(experiment_dir: PathLike) -> Usage:
+    """Every run recorded in ``hpsearch_usage.jsonl`` (an empty :class:`Usage` for a folder without it)."""
+    trials: dict[str, dict[float, Run]] = {}
+    searches: dict[float, Run] = {}
+    for record in read_json_lines(Path(experiment_dir) / USAGE_FILE):
+        started = _seconds(record.get("started_at"))
+        if started is None:
+            continue
+        resources = record.get("resources")
+        run = Run(
+            started_at=started,
+            ended_at=_seconds(record.get("ended_at")),
+            resources={str(k): float(v) for k, v in resources.items() if _seconds(v) is not None}
+            if isinstance(resources, dict)
+            else {},
+            end=str(record["end"]) if record.get("end") else None,
+        )
+        if record.get("kind") == "search":
+            searches[started] = run
+        elif record.get("trial_id"):
+            trials.setdefault(str(record["trial_id"]), {})[started] = run
+    return Usage(
+        trials={t: sorted(runs.values(), key=lambda r: r.started_at) for t, runs in trials.items()},
+        searches=sorted(searches.values(), key=lambda r: r.started_at),
+    )
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)

@@ -6,6 +6,7 @@ One search is one folder, ``<storage_path>/<name>/``::
     hpsearch_plan.json          the resource plan it ran with               (PLAN_FILE)
     hpsearch_trials.jsonl       one line per trial end, appended as trials end (OUTCOMES_FILE)
     hpsearch_summary.json       the outcome, written when the search ends   (SUMMARY_FILE)
+    hpsearch_usage.jsonl        when each trial's driver and each search run started and ended (USAGE_FILE)
     hpsearch_ray_logs.jsonl     where Ray kept its logs, a line per run and resume (RAY_LOGS_FILE)
     hpsearch_ray_session.json   the processes of the embedded Ray it runs in (RAY_SESSION_FILE)
     hpsearch_report.html|.md    ``hpsearch report``'s default output        (REPORT_NAME)
@@ -28,6 +29,7 @@ __all__ = [
     "PLAN_FILE",
     "OUTCOMES_FILE",
     "SUMMARY_FILE",
+    "USAGE_FILE",
     "RAY_LOGS_FILE",
     "RAY_SESSION_FILE",
     "REPORT_NAME",
@@ -61,6 +63,11 @@ PLAN_FILE: Final = "hpsearch_plan.json"
 OUTCOMES_FILE: Final = "hpsearch_trials.jsonl"
 #: The search's outcome (counts, best trial, per-trial values, wall time), written when it ends.
 SUMMARY_FILE: Final = "hpsearch_summary.json"
+#: What the search used, for its budget and its resource-hours (see :class:`hpsearch.experiment.files.Usage`):
+#: a line when a trial's driver starts and one when that run of it ends (with the resources it holds), and a
+#: line when a run of the search (``run``, each ``resume``) starts and one when it ends (with the budget that
+#: ended it, if one did).
+USAGE_FILE: Final = "hpsearch_usage.jsonl"
 #: One JSON line per Ray session the search ran in (the run, then each resume): where that
 #: session kept its logs (see :class:`hpsearch.experiment.files.RayLogs`). Ray's own log lines
 #: stay off the terminal unless ``--verbose``; this file says where they are.

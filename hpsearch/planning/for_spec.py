@@ -7,12 +7,20 @@ from collections.abc import Sequence
 from hpsearch.planning.planner import GB, Node, Plan, TrialDemand, plan_trials
 from hpsearch.spec import Spec
 
-__all__ = ["plan_for", "demand_for"]
+__all__ = ["plan_for", "demand_for", "reserve_for"]
 
 
 def plan_for(spec: Spec, nodes: Sequence[Node]) -> Plan:
-    """Plan the spec's trials on a cluster given as plain data."""
-    return plan_trials(nodes, demand_for(spec), requested=spec.resources.max_concurrent_trials)
+    """Plan the spec's trials on a cluster given as plain data, ``data.cpus`` kept free on the head node."""
+    return plan_trials(
+        nodes, demand_for(spec), requested=spec.resources.max_concurrent_trials, reserve=reserve_for(spec)
+    )
+
+
+def reserve_for(spec: Spec) -> dict[str, float]:
+    """What the planner keeps free for the spec's Ray Data tasks: ``{CPU: data.cpus}`` (nothing without datasets)."""
+    cpus = spec.data.reserved_cpus(bool(spec.datasets))
+    return {"CPU": cpus} if cpus > 0 else {}
 
 
 def demand_for(spec: Spec) -> TrialDemand:

@@ -17,6 +17,13 @@ The number of trials is the largest that satisfies both, found by bisection.
 Memory counts too, as an estimate per driver and per worker, against each node's
 ``memory`` (nodes that report none are not limited by it).
 
+A ``reserve`` (the spec's ``data.cpus``: CPUs Ray Data's tasks need, which no placement
+group holds) is kept free on the head node before any trial is packed. The head node is
+where the search process runs, where ``materialize: once`` builds the datasets and where
+every trial's Train controller, and so its ``DatasetManager`` and split coordinator, lives;
+Ray Data's tasks may run on any node, so a reserve anywhere would do, and the head is the
+one node a plan always has. :func:`data_cpus_per_trial` is each trial's share of it.
+
 Amounts are compared in Ray's fixed-point units (1/10000 of a resource), so
 ``0.1 + 0.2`` CPUs fit in ``0.3``.
 """
@@ -30,7 +37,18 @@ from typing import Any, Literal
 
 from hpsearch.errors import PlanError
 
-__all__ = ["Node", "TrialDemand", "TrialPlacement", "NodeUsage", "Plan", "plan_trials", "MEMORY", "GB"]
+__all__ = [
+    "Node",
+    "TrialDemand",
+    "TrialPlacement",
+    "NodeUsage",
+    "Plan",
+    "plan_trials",
+    "data_cpus_per_trial",
+    "MEMORY",
+    "GB",
+    "DATA_TASK_CPUS",
+]
 
 _UNIT = 10_000
 _INF = 1 << 62
@@ -43,6 +61,8 @@ _NOT_PLANNED = {"object_store_memory"}
 #: Resources Ray allocates per device: a fraction below 1 must fit on one device, so four
 #: workers of GPU 0.3 fit three to a GPU, not 3.33; amounts above 1 must be whole.
 UNIT_INSTANCE = frozenset({"GPU", "TPU", "neuron_cores", "NPU", "HPU", "RBLN", "FURIOSA", "TTNPU", "MBLT"})
+#: The CPUs a Ray Data task asks for unless told otherwise (``map_batches``, the read tasks).
+DATA_TASK_CPUS = 1.0
 Strategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 DriverNode = Literal["head", "any"]
 
@@ -125,6 +145,7 @@ class NodeUsage:
     drivers: int
     workers: int
     is_head: bool = False
+    reserved: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -138,6 +159,12 @@ class Plan:
     placements: Sequence[TrialPlacement] = ()
     usage: Sequence[NodeUsage] = ()
     warnings: Sequence[str] = ()
+    reserved: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def data_cpus_per_trial(self) -> float | None:
+        """Each trial's Ray Data CPU limit, from the CPUs kept free (``None``: nothing kept free)."""
+        return data_cpus_per_trial(self.reserved.get("CPU", 0.0), self.max_concurrent_trials)
 
     @property
     def per_trial(self) -> dict[str, float]:
@@ -163,9 +190,9 @@ class Plan:
         return {k: (used[k] / v if v else 0.0) for k, v in self.totals().items()}
 
     def idle(self) -> dict[str, float]:
-        """What the planned trials leave unused, per resource."""
+        """What the planned trials leave unused (and is not kept free), per resource."""
         used = self.used()
-        return {k: max(0.0, v - used[k]) for k, v in self.totals().items()}
+        return {k: max(0.0, v - used[k] - self.reserved.get(k, 0.0)) for k, v in self.totals().items()}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -188,10 +215,17 @@ class Plan:
                     "used": dict(u.used),
                     "drivers": u.drivers,
                     "workers": u.workers,
+                    **({"reserved": dict(u.reserved)} if u.reserved else {}),
                 }
                 for u in self.usage
             ],
             "trials": [{"driver": p.driver_node, "workers": list(p.worker_nodes)} for p in self.placements],
+            # Only with a reserve (a spec with datasets): plans without one read as before.
+            **(
+                {"reserved": dict(self.reserved), "data_cpus_per_trial": self.data_cpus_per_trial}
+                if self.reserved
+                else {}
+            ),
         }
 
 
@@ -391,11 +425,54 @@ class _Problem:
         return None
 
 
+def data_cpus_per_trial(reserved_cpus: float, concurrency: int) -> float | None:
+    """The CPU limit of each trial's Ray Data executor: its share of the CPUs kept free.
+
+    ``reserved_cpus / concurrency``, raised to one data task's CPUs (:data:`DATA_TASK_CPUS`)
+    but never above ``reserved_cpus``: Ray Data never starts a task bigger than its limit
+    (``can_submit_new_task`` in ``ray.data._internal.execution.resource_manager``), so a
+    share of 0.5 CPU would hang every 1-CPU task, while at 1 CPU each the trials take turns
+    on the reserve (Ray queues the task that does not fit). ``None`` when nothing is kept
+    free (``data.cpus: 0``): Ray Data is then not limited.
+
+    Example:
+        >>> data_cpus_per_trial(4, 2), data_cpus_per_trial(1, 2), data_cpus_per_trial(0, 2)
+        (2.0, 1.0, None)
+    """
+    if reserved_cpus <= 0:
+        return None
+    share = reserved_cpus / max(1, concurrency)
+    return float(min(reserved_cpus, max(share, DATA_TASK_CPUS)))
+
+
+def _head_index(nodes: Sequence[Node]) -> int:
+    """The head node's index: the node marked ``is_head``, else the first."""
+    return next((i for i, node in enumerate(nodes) if node.is_head), 0)
+
+
+def _keep_free(nodes: Sequence[Node], reserve: Mapping[str, float]) -> list[Node]:
+    """The nodes as the trials may use them: ``reserve`` taken off the head node."""
+    if not reserve or not nodes:
+        return list(nodes)
+    i = _head_index(nodes)
+    head = nodes[i]
+    for key, amount in reserve.items():
+        has = float(head.resources.get(key, 0))
+        if round(has * _UNIT) < round(amount * _UNIT):
+            raise PlanError(
+                f"data.cpus keeps {key}: {amount:g} free on the head node for Ray Data's tasks, but the head node "
+                f"has {key}: {has:g}; lower data.cpus"
+            )
+    left = {k: float(v) - reserve.get(k, 0.0) for k, v in head.resources.items()}
+    return [*nodes[:i], Node(left, head.node_id, head.is_head, head.labels), *nodes[i + 1 :]]
+
+
 def plan_trials(
     nodes: Sequence[Node],
     demand: TrialDemand,
     *,
     requested: int | Literal["auto"] = "auto",
+    reserve: Mapping[str, float] | None = None,
 ) -> Plan:
     """Decide how many trials can run at once and where each would go.
 
@@ -404,6 +481,8 @@ def plan_trials(
             the node marked ``is_head`` (else the first) holds the drivers.
         demand: One trial's driver and worker bundles.
         requested: ``"auto"`` or the user's ``max_concurrent_trials``.
+        reserve: Resources kept free on the head node before trials are packed (the
+            spec's ``data.cpus``, for Ray Data's tasks).
 
     Raises:
         PlanError: No trial can ever be placed (the message says why), or ``requested``
@@ -422,10 +501,12 @@ def plan_trials(
                 f"a worker asks for {key}: {amount:g}, but Ray gives a worker either a fraction of one {key} "
                 f"or whole {key}s"
             )
-    problem = _Problem(nodes, demand)
+    reserved = {k: float(v) for k, v in (reserve or {}).items() if float(v) > 0}
+    problem = _Problem(_keep_free(nodes, reserved), demand)
     capacity, slots_used = problem.capacity()
     if capacity == 0:
-        raise PlanError(_why_infeasible(problem, demand))
+        kept = f" (after keeping {fmt_resources(reserved)} free on the head node for Ray Data: data.cpus)"
+        raise PlanError(_why_infeasible(problem, demand) + (kept if reserved else ""))
     if requested == "auto":
         chosen = capacity
     elif requested > capacity:
@@ -439,12 +520,30 @@ def plan_trials(
     w = slots_used if chosen == capacity else problem.feasible(chosen)
     assert w is not None  # feasibility is monotone and capacity >= chosen
     placements = problem.place(chosen, w)
-    usage = _usage(problem, demand, placements)
+    usage = _usage(problem, demand, placements, nodes, reserved)
     warnings = _warnings(problem, demand, capacity, chosen, usage)
-    return Plan(chosen, capacity, demand, list(nodes), placements, usage, warnings)
+    share = data_cpus_per_trial(reserved.get("CPU", 0.0), chosen)
+    if share is not None and share < DATA_TASK_CPUS:
+        warnings.append(
+            f"data.cpus keeps {share:g} CPU free for Ray Data: a data task asks {DATA_TASK_CPUS:g} CPU unless told "
+            "otherwise and would never start; raise data.cpus to 1 or give the dataset's tasks num_cpus <= "
+            f"{share:g}"
+        )
+    elif share is not None and share * chosen > reserved["CPU"] + 1e-9:
+        warnings.append(
+            f"{chosen} trials at once share the {reserved['CPU']:g} CPU(s) kept free for Ray Data, {share:g} each "
+            "at most: their data tasks take turns"
+        )
+    return Plan(chosen, capacity, demand, list(nodes), placements, usage, warnings, reserved)
 
 
-def _usage(problem: _Problem, demand: TrialDemand, placements: Sequence[TrialPlacement]) -> list[NodeUsage]:
+def _usage(
+    problem: _Problem,
+    demand: TrialDemand,
+    placements: Sequence[TrialPlacement],
+    nodes: Sequence[Node],
+    reserved: Mapping[str, float],
+) -> list[NodeUsage]:
     drivers: dict[str, int] = {}
     workers: dict[str, int] = {}
     for p in placements:
@@ -453,16 +552,14 @@ def _usage(problem: _Problem, demand: TrialDemand, placements: Sequence[TrialPla
             workers[w] = workers.get(w, 0) + 1
     d, b = demand.driver_bundle(), demand.worker_bundle()
     out = []
-    for i, node in enumerate(problem.nodes):
+    head = _head_index(nodes)
+    for i, node in enumerate(nodes):  # the nodes as they are, the reserve shown apart
         node_id = node.node_id or f"node{i}"
         total = {k: float(v) for k, v in node.resources.items() if k not in _NOT_PLANNED and not k.startswith("node:")}
         nd, nw = drivers.get(node_id, 0), workers.get(node_id, 0)
         used = {k: d.get(k, 0.0) * nd + b.get(k, 0.0) * nw for k in total}
-        out.append(
-            NodeUsage(
-                node_id, total, used, nd, nw, node.is_head or (i == 0 and not any(n.is_head for n in problem.nodes))
-            )
-        )
+        kept = dict(reserved) if i == head else {}
+        out.append(NodeUsage(node_id, total, used, nd, nw, i == head, kept))
     return out
 
 

@@ -34,16 +34,25 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
         f"  trials at once  {plan.max_concurrent_trials}"
         + (f" (of {total_trials} in total)" if total_trials is not None else "")
         + (f"; the cluster fits {plan.capacity}" if plan.capacity != plan.max_concurrent_trials else ""),
-        "",
     ]
+    if plan.reserved:
+        share = plan.data_cpus_per_trial
+        lines.append(
+            f"  kept free       {fmt_resources(plan.reserved)} on the head node for Ray Data's tasks (data.cpus)"
+            + (f"; each trial's data executor at most {share:g} CPU" if share is not None else "")
+        )
+    lines += [""]
     keys = [k for k in plan.totals() if plan.totals()[k] > 0]
     keys.sort(key=lambda k: (k != "CPU", k != "GPU", k == MEMORY, k))
-    header = ["nodes", "head", "drivers", "workers", *keys]
+    header = ["nodes", "head", "drivers", "workers", *keys] + (["kept free"] if plan.reserved else [])
     rows: list[list[str]] = []
     groups: dict[tuple[bool, int, int, tuple[str, ...]], int] = {}
     order: list[tuple[bool, int, int, tuple[str, ...]]] = []
     for u in plan.usage:
-        key = (u.is_head, u.drivers, u.workers, tuple(_cell(k, u.used.get(k, 0), u.total.get(k, 0)) for k in keys))
+        cells = tuple(_cell(k, u.used.get(k, 0), u.total.get(k, 0)) for k in keys)
+        if plan.reserved:
+            cells += (fmt_resources(u.reserved)[1:-1] or "-",)
+        key = (u.is_head, u.drivers, u.workers, cells)
         if key not in groups:
             order.append(key)
             groups[key] = 0

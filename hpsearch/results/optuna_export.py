@@ -11,6 +11,11 @@ whose best is not a finite number (NaN, ±inf, or none) is ``FAIL``, with a
 config values) is kept in the trial's ``user_attrs``.
 
 The conversion itself is :mod:`hpsearch.analysis._optuna`; this module adds the storage.
+The spec's ``tracking.optuna`` tracker (:mod:`hpsearch.runtime.tracking`) writes the same
+study while the search runs, with the same conversion; exporting the search to that storage
+afterwards replaces the live study (recognised by its ``hpsearch_experiment_dir`` and
+``hpsearch_written_live`` user attributes) with the exported one, without ``overwrite``: the same trials, states, values
+and intermediate values, plus every user attribute the finished folder can tell.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from hpsearch.analysis._optuna import direction, frozen_trials, optuna_distributions
+from hpsearch.analysis._optuna import LIVE_ATTR, direction, frozen_trials, optuna_distributions, study_attrs
 from hpsearch.errors import ExportError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,7 +49,8 @@ def to_optuna_study(
         storage: An Optuna storage URL (``"sqlite:///search.db"``) to write the study to;
             by default an in-memory study.
         study_name: Default: the search's name.
-        overwrite: Replace a study of the same name in ``storage``.
+        overwrite: Replace a study of the same name in ``storage``. A study this same search wrote
+            there live (the ``tracking.optuna`` study of this experiment folder) is always replaced.
         stopped_as_complete: Mark early-stopped trials ``COMPLETE`` (with their best value)
             instead of ``PRUNED``, e.g. for importance evaluators, which read complete trials only.
 
@@ -65,6 +71,8 @@ def to_optuna_study(
     if not isinstance(results, Results):
         results = load_results(results)
     name = study_name or results.name
+    if storage is not None and not overwrite:
+        overwrite = _is_this_search(storage, name, str(results.experiment_dir))
     if storage is not None and overwrite:
         try:
             optuna.delete_study(study_name=name, storage=storage)
@@ -85,11 +93,25 @@ def to_optuna_study(
         raise ExportError(f"cannot open Optuna storage {storage!r}: {type(err).__name__}: {err}") from None
     finally:
         optuna.logging.set_verbosity(verbosity)
-    for key, value in {
-        "hpsearch_experiment_dir": str(results.experiment_dir),
-        "metric": results.metric,
-        "mode": results.mode,
-    }.items():
+    for key, value in study_attrs(results.experiment_dir, results.metric, results.mode).items():
         study.set_user_attr(key, value)
     study.add_trials(frozen_trials(results, stopped_as_complete=stopped_as_complete))
     return study
+
+
+def _is_this_search(storage: str, name: str, experiment_dir: str) -> bool:
+    """Whether ``storage`` holds study ``name`` written live by this experiment folder's ``optuna`` tracker.
+
+    A study the export wrote is not replaced without ``overwrite``: exporting twice is refused as before.
+    """
+    import optuna
+
+    try:
+        summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    except Exception:  # noqa: BLE001 - a bad URL is reported where the study is created
+        return False
+    for summary in summaries:
+        if summary.study_name == name:
+            attrs = summary.user_attrs
+            return bool(attrs.get(LIVE_ATTR)) and str(attrs.get("hpsearch_experiment_dir")) == experiment_dir
+    return False

@@ -1,7 +1,8 @@
 """A report of one search: a self-contained HTML page, or Markdown with PNGs beside it.
 
-What it holds: the trial counts, the best trial, the wall time and what early
-stopping saved; every plot of :mod:`hpsearch.plots`; the best trials table; the errors;
+What it holds: the trial counts, the best trial, the wall time, the budget that ended
+the search and the resource-hours (in total, and per trial in the table of every trial),
+what early stopping saved; every plot of :mod:`hpsearch.plots`; the best trials table; the errors;
 every trial; the spec and the resource plan. The HTML embeds its plots (base64 PNG) and
 its style, so the one file can be mailed or attached to a ticket.
 
@@ -255,6 +256,11 @@ def _facts(results: Results) -> list[tuple[str, str]]:
             else duration(results.wall_time_s) + ("" if results.ended else " so far"),
         ),
     ]
+    if results.ended_by:
+        facts.append(("Ended by its budget", results.ended_reason or results.ended_by))
+    if results.resource_hours:
+        held = ", ".join(f"{number(h)} {r}-hours" for r, h in results.resource_hours.items())
+        facts.append(("Resource-hours", held))
     if searcher:
         extra = f" ({searcher['sampler']})" if searcher.get("sampler") else ""
         facts.append(("Searcher", f"{searcher.get('type', 'random')}{extra}"))
@@ -301,13 +307,23 @@ def _best_table(results: Results, n: int = 10) -> pd.DataFrame:
 
 def _trials_table(results: Results) -> pd.DataFrame:
     """Every trial; its best and last value of the metric are gaps where it reported no number of it."""
-    cols = ["trial_id", "status", "iterations", "best", "last", "best_iteration", "wall_time_s", *results.params]
+    from hpsearch.analysis._load import RESOURCE_HOURS_PREFIX
+
+    held = [
+        c for c in results.trials.columns if c.startswith(RESOURCE_HOURS_PREFIX) and results.trials[c].notna().any()
+    ]
+    cols = ["trial_id", "status", "iterations", "best", "last", "best_iteration", "wall_time_s", *held, *results.params]
     table = results.trials[[c for c in cols if c in results.trials]]
     shown = _gaps(table)
     for col in ("best", "last"):
         shown[col] = table[col].astype("object").where(results.has_value, None)
     renamed: pd.DataFrame = shown.rename(
-        columns={"best": f"best {results.metric}", "last": f"last {results.metric}", "wall_time_s": "time (s)"}
+        columns={
+            "best": f"best {results.metric}",
+            "last": f"last {results.metric}",
+            "wall_time_s": "time (s)",
+            **{c: f"{c[len(RESOURCE_HOURS_PREFIX) :]}-hours" for c in held},
+        }
     )
     return renamed
 

@@ -212,6 +212,49 @@ LOOPBACK_ONLY = EnvSetting(
     force=True,
 )
 
+MLFLOW_FILE_STORE = EnvSetting(
+    name="MLFLOW_ALLOW_FILE_STORE",
+    value="true",
+    why=(
+        "MLflow 3 refuses a `file:` tracking store unless this is set; a spec whose tracking.mlflow.tracking_uri "
+        "names one (file:./mlruns, or a bare folder) has chosen it. Set in the search's process, where the "
+        "trackers log, when the spec names a file store (kept set: Tune logs all search long). Not Ray's, but "
+        "every variable hpsearch sets lives here."
+    ),
+    measured=(
+        "mlflow-skinny 3.17.2 on this machine, 2026-12-01: creating an experiment in a file:./mlruns store "
+        "raised MlflowException until the variable was set; tests/test_tracking.py runs the file store with it."
+    ),
+)
+
+MLFLOW_PROBE = (
+    EnvSetting(
+        name="MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+        value="0",
+        why="The first contact with an MLflow server (the check before the search) tries once, not with "
+        "MLflow's retries and backoff, so an unreachable tracking_uri is refused in seconds; restored after.",
+        measured=(
+            "mlflow-skinny 3.17.2 on this machine, 2026-12-01: an unreachable http:// tracking URI kept the check "
+            "retrying for minutes with MLflow's defaults; with 0 retries and 10 s it is refused at once "
+            "(tests/test_tracking.py, the unreachable MLflow test)."
+        ),
+        force=True,
+    ),
+    EnvSetting(
+        name="MLFLOW_HTTP_REQUEST_TIMEOUT",
+        value="10",
+        why=(
+            "The same first contact with an MLflow server gives up after 10 s instead of MLflow's 120 s, so the "
+            "check before the search stays short; restored after the check."
+        ),
+        measured=(
+            "As for MLFLOW_HTTP_REQUEST_MAX_RETRIES: mlflow-skinny 3.17.2's default request timeout is 120 s, "
+            "too long for a check that runs before every search that names an MLflow server."
+        ),
+        force=True,
+    ),
+)
+
 #: Set in the search's process before ``ray.init`` (in this order).
 DRIVER_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, TRAIN_V2)
 #: Set before the ``Tuner`` is built.
@@ -222,6 +265,8 @@ FIT_DEFAULTS: tuple[EnvSetting, ...] = (TUNE_STATE_EVERY_S,)
 TRIAL_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, WORKER_GROUP_START_TIMEOUT)
 #: Set around the ``ray.init`` of an embedded local Ray only (:func:`loopback_only`), then restored.
 EMBEDDED_DEFAULTS: tuple[EnvSetting, ...] = (LOOPBACK_ONLY,)
+#: Set in the search's process when the spec's MLflow tracker names a file store (:func:`allow_mlflow_file_store`).
+TRACKING_DEFAULTS: tuple[EnvSetting, ...] = (MLFLOW_FILE_STORE,)
 #: Every setting, once each, by name.
 SETTINGS: Mapping[str, EnvSetting] = {
     s.name: s
@@ -233,6 +278,8 @@ SETTINGS: Mapping[str, EnvSetting] = {
         TUNE_STATE_EVERY_S,
         WORKER_GROUP_START_TIMEOUT,
         LOOPBACK_ONLY,
+        MLFLOW_FILE_STORE,
+        *MLFLOW_PROBE,
     )
 }
 
@@ -300,3 +347,25 @@ def loopback_only(environ: MutableMapping[str, str] | None = None) -> Iterator[N
             env.pop(LOOPBACK_ONLY.name, None)
         else:
             env[LOOPBACK_ONLY.name] = saved_value
+
+
+def allow_mlflow_file_store(environ: MutableMapping[str, str] | None = None) -> None:
+    """In the search's process, when the spec's MLflow tracker names a ``file:`` store (a value already set wins)."""
+    MLFLOW_FILE_STORE.apply(environ=environ)
+
+
+@contextlib.contextmanager
+def mlflow_probe(environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
+    """Around the first contact with an MLflow server: one try of at most 10 s; the variables restored after."""
+    env = os.environ if environ is None else environ
+    saved = {s.name: env.get(s.name) for s in MLFLOW_PROBE}
+    for setting in MLFLOW_PROBE:
+        setting.apply(environ=env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value

@@ -9,7 +9,12 @@ budget (``max_t`` of its ``time_attr``) is a trial that finished its budget, not
 
 Each end is appended to ``hpsearch_trials.jsonl`` with
 :func:`hpsearch.experiment.files.append_outcome` at once, so it survives an interrupted
-search. :class:`~hpsearch.runtime.progress.ProgressPrinter` reads the statuses from here;
+search. The recorder also writes, to ``hpsearch_usage.jsonl``
+(:func:`hpsearch.experiment.files.record_trial_run`), when each run of a trial's driver
+started (Tune's ``on_trial_start``: the driver's actor is up) and ended (Tune's end of the
+trial, or of that attempt when Tune retries it), with the resources the trial holds: its
+resource-hours and the budget's (:mod:`hpsearch.runtime.budget`). A trial whose function
+returns ends after its nested run's teardown, which is therefore counted. :class:`~hpsearch.runtime.progress.ProgressPrinter` reads the statuses from here;
 place the recorder before the printer in the Tuner's callbacks (Tune calls them in order).
 """
 
@@ -23,7 +28,7 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
-from hpsearch.experiment.files import Outcome, append_outcome
+from hpsearch.experiment.files import Outcome, append_outcome, record_trial_run
 from hpsearch.experiment.layout import EPOCH, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, TrialStatus
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.experiment.tracebacks import short_error
@@ -76,17 +81,29 @@ class OutcomeRecorder(Callback):
         self._stopped: set[str] = set()
         self.outcomes: dict[str, TrialStatus] = {}
         self.records: dict[str, Outcome] = {}
+        self._started: dict[str, float] = {}  # trial id -> when its driver's current run started
+        self._resources: dict[str, float] | None = None  # one trial's resources, read once from the spec as run
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks into the experiment state; a stream is not picklable.
         return {**self.__dict__, "stream": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Restored by Tuner.restore in a new run of the search: its reports are counted afresh.
+        # Restored by Tuner.restore in a new run of the search: its reports and runs are counted afresh.
         self.__dict__.update(state)
         self.reports = {}
+        self._started = {}
+        self._resources = None
 
     # -- Tune callback hooks
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        started = time.time()
+        self._started[trial.trial_id] = started
+        self._record_run(trial.trial_id, started, None, None)
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._end_run(trial.trial_id, "retried")  # Tune runs it again: a new run starts at its next start
+
     def on_trial_result(
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
     ) -> None:
@@ -109,8 +126,37 @@ class OutcomeRecorder(Callback):
         value = result.get(attr)
         return isinstance(value, (int, float)) and value >= limit
 
+    def trial_resources(self) -> dict[str, float]:
+        """One trial's resources (driver + worker bundles), from the spec as run in the experiment folder."""
+        if self._resources is None:
+            from hpsearch.runtime.budget import resources_from_folder
+
+            self._resources = resources_from_folder(self.experiment_dir) if self.experiment_dir else {}
+        return self._resources
+
+    def _end_run(self, trial_id: str, end: str) -> None:
+        started = self._started.pop(trial_id, None)
+        if started is not None:
+            self._record_run(trial_id, started, time.time(), end)
+
+    def _record_run(self, trial_id: str, started: float, ended: float | None, end: str | None) -> None:
+        if self.experiment_dir is None:
+            return
+        try:
+            resources = self.trial_resources()
+            record_trial_run(
+                self.experiment_dir, trial_id, started_at=started, ended_at=ended, resources=resources, end=end
+            )
+        except Exception as err:  # noqa: BLE001 - the search matters more than this record
+            print(
+                f"hpsearch: warning: could not record the run of {trial_id}: {err}",
+                file=self.stream or sys.stderr,
+                flush=True,
+            )
+
     def _record(self, trial: Any, status: TrialStatus, error: str = "") -> None:
         """Remember how a trial ended, here and in the experiment folder (one JSON line per trial end)."""
+        self._end_run(trial.trial_id, status)
         outcome = Outcome(
             trial_id=trial.trial_id,
             status=status,

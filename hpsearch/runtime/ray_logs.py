@@ -167,3 +167,21 @@ def _driver_log_path(logs_dir: str | None) -> Path:
 
     folder = Path(logs_dir) if logs_dir else Path(tempfile.gettempdir()) / "ray"
     return folder / DRIVER_LOG.format(pid=os.getpid())
+
+
+def mute_ray_data_terminal() -> None:
+    """Keep Ray Data's console lines off a search's terminal, unless ``--verbose``.
+
+    Ray Data's logger does not propagate to Ray's (which this module
+    mutes), and its warnings reach the terminal while trials run (``Dataset._execute`` warns
+    "does not have any available CPUs" whenever trials hold every CPU, reserve or not). Its
+    console handlers are silenced for the rest of the search; ``ray-data.log`` in Ray's
+    session folder keeps every line.
+    """
+    import ray.data  # noqa: F401 - importing it configures its handlers, which are then changed here
+
+    if _state["verbose"]:
+        return
+    for handler in logging.getLogger("ray.data").handlers:
+        if type(handler).__name__ != "SessionFileHandler":
+            handler.setLevel(logging.CRITICAL + 1)

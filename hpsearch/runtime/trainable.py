@@ -15,6 +15,11 @@ are made plain Python before Ray sees them (NumPy scalars, 0-d tensors; see
 :func:`_plain_reports`) and the loop's return value is dropped. A trial whose report
 lacks the search metric errors at once with :class:`~hpsearch.errors.MetricNotReportedError`
 (one line, naming the metric, a close name and what was reported), never retried.
+
+Ray Data datasets (the spec's ``datasets`` and ``data``; :mod:`hpsearch.runtime.datasets`)
+reach each nested run as ``TorchTrainer(datasets=..., dataset_config=DataConfig(...))``, so
+the loop reads ``ray.train.get_dataset_shard(name)``: materialized once and handed to every
+trial by reference (``tune.with_parameters``), or built by each trial driver.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,11 +39,12 @@ from pydantic import BaseModel
 from hpsearch.errors import MetricNotReportedError
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR
-from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
+from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER, data_cpus_per_trial
 from hpsearch.runtime.aggregate import aggregate_metrics, plain_metrics
 from hpsearch.runtime.env import apply_trial_defaults
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
 from hpsearch.spec._imports import is_file_module
+from hpsearch.spec.datasets import DataSettings
 
 __all__ = ["make_trainable"]
 
@@ -55,6 +62,9 @@ def make_trainable(
     metric: str | None = None,
     mode: str = "min",
     record_controller: bool | None = None,
+    datasets: Mapping[str, Any] | None = None,
+    data: DataSettings | Mapping[str, Any] | None = None,
+    concurrency: int = 1,
 ) -> Any:
     """Build a Tune trainable whose every trial is a nested Ray Train ``TorchTrainer`` run.
 
@@ -78,6 +88,16 @@ def make_trainable(
         record_controller: Have each nested run's controller record itself for
             :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`. Default: unless the Ray
             work-arounds are switched off (``HPSEARCH_RAY_WORKAROUNDS=0``).
+        datasets: Ray Data datasets for the loop's ``ray.train.get_dataset_shard(name)``, as
+            the spec's ``datasets``: name -> a ``ray.data.Dataset``, a factory (called as
+            ``factory()``, or ``factory(config)`` with the trial's config under ``per_trial``)
+            or a ``"module:function"`` reference. With ``materialize: once`` they are built
+            and materialized here (Ray must be connected) and shared with every trial.
+        data: How they reach the trials, as the spec's ``data`` section (``split``,
+            ``materialize``, ``cpus``).
+        concurrency: Trials at once (the plan's ``max_concurrent_trials``): each trial's Ray
+            Data executors get ``1/concurrency`` of ``data.cpus`` and of Ray Data's object store
+            budget (:func:`~hpsearch.planning.planner.data_cpus_per_trial`).
 
     Returns:
         A trainable for ``ray.tune.Tuner``, with the driver's resources attached.
@@ -109,8 +129,9 @@ def make_trainable(
         checkpoint_config.update(checkpoint_score_attribute=metric, checkpoint_score_order=mode)
     worker_loop = _worker_loop(train_loop)
     search_token = uuid.uuid4().hex  # one per Tuner: Tune's retries of a trial share it, a resume does not
+    shared, factories, feed = _datasets(datasets, _as(DataSettings, data), concurrency)
 
-    def hpsearch_trial(config: dict[str, Any]) -> None:
+    def hpsearch_trial(config: dict[str, Any], datasets: Mapping[str, Any] | None = None) -> None:
         _run_nested(
             worker_loop,
             config,
@@ -122,16 +143,61 @@ def make_trainable(
             record_controller,
             metric=metric,
             search_token=search_token,
+            data=_TrialData(dict(datasets or {}), factories, feed) if feed is not None else None,
         )
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
     hpsearch_trial.__qualname__ = hpsearch_trial.__name__
+    trial: Callable[..., None] = hpsearch_trial
+    if shared:  # the datasets' handles go into the object store once; every trial reads the same blocks
+        trial = tune.with_parameters(hpsearch_trial, datasets=shared)
     bundle = {"CPU": driver_cpus}
     if driver_node == "head":
         bundle[HEAD_RESOURCE] = HEAD_SLIVER
     elif driver_node != "any":
         raise ValueError(f"driver_node must be 'head' or 'any', got {driver_node!r}")
-    return tune.with_resources(hpsearch_trial, tune.PlacementGroupFactory([bundle]))
+    return tune.with_resources(trial, tune.PlacementGroupFactory([bundle]))
+
+
+@dataclass(frozen=True)
+class _Feed:
+    """How a trial's datasets are fed: the names split across workers and each executor's caps."""
+
+    split: tuple[str, ...]
+    cpu_limit: float | None
+    concurrency: int
+
+
+@dataclass(frozen=True)
+class _TrialData:
+    """One trial's datasets: those shared by every trial, and the factories it calls itself."""
+
+    shared: dict[str, Any]
+    factories: dict[str, Callable[..., Any]]
+    feed: _Feed
+
+
+def _datasets(
+    datasets: Mapping[str, Any] | None, data: DataSettings, concurrency: int
+) -> tuple[dict[str, Any], dict[str, Callable[..., Any]], _Feed | None]:
+    """Split the datasets into those every trial shares (materialized with ``once``, and any
+    Dataset given as an object) and the factories each trial calls; ``None`` feed: no datasets."""
+    from hpsearch.runtime.datasets import materialize_datasets, resolve_sources, ship_by_value
+
+    sources = resolve_sources(datasets)
+    if not sources:
+        return {}, {}, None
+    unknown = [name for name in data.split if name not in sources]
+    if unknown:
+        raise ValueError(f"data.split names no dataset: {', '.join(unknown)} (datasets: {', '.join(sources)})")
+    if data.materialize == "once":
+        shared, factories = materialize_datasets(sources), {}
+    else:
+        shared = {name: s for name, s in sources.items() if not callable(s)}  # Dataset objects: by reference too
+        factories = {name: s for name, s in sources.items() if callable(s)}
+        ship_by_value(factories)
+    cpu_limit = data_cpus_per_trial(data.reserved_cpus(True), concurrency)
+    return shared, factories, _Feed(tuple(data.split), cpu_limit, max(1, concurrency))
 
 
 _Section = TypeVar("_Section", bound=BaseModel)
@@ -213,6 +279,7 @@ def _run_nested(
     *,
     metric: str | None = None,
     search_token: str = "",
+    data: _TrialData | None = None,
 ) -> None:
     """Body of the trial driver (runs in the Tune trial's actor)."""
     apply_trial_defaults(failure)  # Ray Train passes them on to the controller and workers
@@ -228,6 +295,15 @@ def _run_nested(
         raise earlier
     if runs_dir is None:
         runs_dir = str(Path(context.get_trial_dir()).parent / TRAIN_RUNS_DIR)
+    fed: dict[str, Any] = {}
+    if data is not None:
+        from hpsearch.runtime.datasets import build_for_trial, data_config
+
+        feed = data.feed
+        fed = {
+            "datasets": {**data.shared, **build_for_trial(data.factories, config)},
+            "dataset_config": data_config(feed.split, feed.cpu_limit, feed.concurrency),
+        }
 
     trainer = TorchTrainer(
         train_loop,
@@ -253,6 +329,7 @@ def _run_nested(
             checkpoint_config=train.CheckpointConfig(**checkpoint_config),
             logging_config=train.LoggingConfig(log_level="WARNING"),
         ),
+        **fed,
     )
     try:
         trainer.fit()  # raises the nested run's error, so Tune marks the trial errored

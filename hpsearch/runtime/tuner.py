@@ -25,6 +25,7 @@ from hpsearch.experiment.layout import EPOCH, SPEC_FILE, TRAIN_RUNS_DIR
 from hpsearch.formatting import plural
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
+from hpsearch.runtime.datasets import datasets_for_spec
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
 from hpsearch.runtime.trainable import make_trainable
 from hpsearch.spec import Spec, check_storage, load_spec, total_trials, varying_params
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from hpsearch.analysis import SearchSummary
     from hpsearch.runtime.outcomes import OutcomeRecorder
+    from hpsearch.spec.budget import Reached
 
 __all__ = [
     "build_tuner",
@@ -54,7 +56,13 @@ class _Built:
     recorder: OutcomeRecorder
 
 
-def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan: Plan | None = None) -> _Built:
+def _build(
+    spec: Spec,
+    nodes: Sequence[Node] | None,
+    stream: TextIO | None,
+    plan: Plan | None = None,
+    datasets: Mapping[str, Any] | None = None,
+) -> _Built:
     from ray import tune
 
     from hpsearch.runtime.cluster import cluster_nodes, connect
@@ -66,7 +74,11 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
             nodes = cluster_nodes()
         plan = plan_for(spec, nodes)
     workarounds = workarounds_enabled()  # read once, for the callbacks and the trainable alike
-    trainable = _trainable(spec, record_controller=workarounds)
+    if datasets is None:  # build_tuner: the spec's datasets, built now that Ray is connected
+        datasets = datasets_for_spec(spec)
+    trainable = _trainable(
+        spec, record_controller=workarounds, datasets=datasets, concurrency=plan.max_concurrent_trials
+    )
     searcher = SEARCHERS.build(spec.searcher, SearcherContext(spec.metric, spec.mode, plan.max_concurrent_trials))
     scheduler = SCHEDULERS.build(spec.scheduler, SchedulerContext(spec.metric, spec.mode))
     callbacks = callbacks_for(spec, concurrency=plan.max_concurrent_trials, stream=stream, workarounds=workarounds)
@@ -88,6 +100,7 @@ def _build(spec: Spec, nodes: Sequence[Node] | None, stream: TextIO | None, plan
             verbose=0,
             callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
+            stop=_budget_stopper(spec, stream),
         ),
     )
     recorder = cast("OutcomeRecorder", callbacks[0])  # callbacks_for puts it first, before the printer
@@ -102,7 +115,9 @@ def callbacks_for(
     The :class:`~hpsearch.runtime.outcomes.OutcomeRecorder` first (it decides how each
     trial ended), then the :class:`~hpsearch.runtime.progress.ProgressPrinter` (it prints
     what the recorder decided), then, with ``workarounds``, the
-    :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`. Builds them without starting Ray.
+    :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`, then the trackers of
+    ``spec.tracking`` (:mod:`hpsearch.runtime.tracking`, each checked first). Builds them
+    without starting Ray.
     """
     from hpsearch.runtime.outcomes import OutcomeRecorder
     from hpsearch.runtime.progress import ProgressPrinter
@@ -121,6 +136,11 @@ def callbacks_for(
     callbacks: list[Callback] = [recorder, printer]
     if workarounds:
         callbacks.append(_reaper(spec, stream))
+    if spec.tracking.enabled():  # after the recorder: each tracker tags a run with the status it decided
+        from hpsearch.runtime.tracking import check_tracking, tracking_callbacks
+
+        check_tracking(spec)  # a tracker that cannot be set up: refused here (SpecError), not mid-search
+        callbacks += tracking_callbacks(spec, recorder, stream=stream)
     return callbacks
 
 
@@ -141,7 +161,11 @@ def _reaper(spec: Spec, stream: TextIO | None) -> Callback:
     return OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, worker_bundles=bundles, stream=stream)
 
 
-def _trainable(spec: Spec, *, record_controller: bool) -> Any:
+def _trainable(
+    spec: Spec, *, record_controller: bool, datasets: Mapping[str, Any] | None = None, concurrency: int = 1
+) -> Any:
+    """The spec's trial driver; ``datasets`` from :func:`~hpsearch.runtime.datasets.datasets_for_spec`
+    (materialized with ``once``), ``concurrency`` the plan's trials at once (their share of ``data.cpus``)."""
     return make_trainable(
         spec.load_trainable(),
         scaling=spec.scaling,
@@ -154,6 +178,9 @@ def _trainable(spec: Spec, *, record_controller: bool) -> Any:
         metric=spec.metric,
         mode=spec.mode,
         record_controller=record_controller,
+        datasets=datasets,
+        data=spec.data,
+        concurrency=concurrency,
     )
 
 
@@ -252,12 +279,14 @@ def run_with_summary(
             "--overwrite only ever deletes experiment folders: choose another name or storage_path"
         )
     check_storage(spec)  # a folder the search cannot write: refused before Ray starts, nothing left behind
+    _check_tracking(spec)  # a tracker that cannot be set up: refused before anything is written
     if exp_dir.exists():  # --overwrite: first end what a killed run of this folder left running
         session.end_leftovers(exp_dir, stream=stream)
     connect(address, verbose=verbose)
     nodes = cluster_nodes()
     plan = plan_for(spec, nodes)  # may refuse: before anything is written
     check_shared_storage(spec.storage_path, nodes)
+    datasets = datasets_for_spec(spec)  # materialize: once builds them now: a bad factory is refused before writing
     if exp_dir.exists():
         shutil.rmtree(exp_dir)  # --overwrite, of an hpsearch experiment folder (checked above)
     exp_dir.mkdir(parents=True)
@@ -265,20 +294,41 @@ def run_with_summary(
     files.write_plan(exp_dir, plan.as_dict())
     session.record(exp_dir)  # the embedded Ray's processes, for the next run or resume if this one is killed
     logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
-    built = _build(spec, nodes, stream, plan)  # Tune writes its own state into the folder from here on
+    built = _build(spec, nodes, stream, plan, datasets)  # Tune writes its own state into the folder from here on
     out = stream or sys.stderr
     print(_banner(spec, plan, logs_line), file=out, flush=True)
     return _fit_and_summarize(spec, built.tuner, built.recorder)
 
 
+def _check_tracking(spec: Spec) -> None:
+    """Refuse (SpecError) a tracker of the spec that cannot be set up; remembered, so callbacks_for's check is free."""
+    if spec.tracking.enabled():
+        from hpsearch.runtime.tracking import check_tracking
+
+        check_tracking(spec)
+
+
+def _budget_stopper(spec: Spec, stream: TextIO | None) -> Any:
+    """The Tune stopper that ends the search when its budget is spent (see hpsearch.runtime.budget)."""
+    from hpsearch.runtime.budget import BudgetStopper
+
+    return BudgetStopper(spec.experiment_dir, spec.budget, stream=stream)
+
+
 def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None) -> tuple[ResultGrid, SearchSummary]:
+    from hpsearch.runtime import budget
+
     apply_fit_defaults()
     start = time.monotonic()
-    results = tuner.fit()
+    tracker = budget.begin(spec)  # this run of the search, recorded; the budget the stopper applies
+    try:
+        results = tuner.fit()
+    finally:
+        reached = budget.finish(tracker)  # trials a budget stopped are recorded as stopped by it
     outcomes = {**read_outcomes(spec.experiment_dir), **(recorder.outcomes if recorder is not None else {})}
     wall_time_s = time.monotonic() - start
-    interrupted = _interrupted(spec, results, outcomes)
-    return results, _summarize(spec, wall_time_s, interrupted)
+    interrupted = reached is None and _interrupted(spec, results, outcomes)
+    return results, _summarize(spec, wall_time_s, interrupted, reached)
 
 
 def _interrupted(spec: Spec, results: ResultGrid, outcomes: Mapping[str, str]) -> bool:
@@ -292,12 +342,20 @@ def _result_trial_id(result: Any) -> str:
     return str((result.metrics or {}).get("trial_id") or Path(str(result.path)).name)
 
 
-def _summarize(spec: Spec, wall_time_s: float, interrupted: bool) -> SearchSummary:
+def _summarize(spec: Spec, wall_time_s: float, interrupted: bool, reached: Reached | None = None) -> SearchSummary:
     """Summarise the search from its folder, as :func:`hpsearch.load_results` reads it, and write
-    ``hpsearch_summary.json``: the closing table, the summary file and the results agree."""
+    ``hpsearch_summary.json``: the closing table, the summary file and the results agree.
+    ``reached``: the budget that ended the search, if one did."""
     from hpsearch.analysis import summarize_experiment
 
-    return summarize_experiment(spec.experiment_dir, wall_time_s=wall_time_s, interrupted=interrupted)
+    return summarize_experiment(
+        spec.experiment_dir,
+        wall_time_s=wall_time_s,
+        interrupted=interrupted,
+        ended_by=reached.budget if reached else None,
+        ended_reason=reached.message if reached else "",
+        resume_hint=reached.resume_hint(spec.experiment_dir) if reached else "",
+    )
 
 
 def resume(
@@ -307,19 +365,51 @@ def resume(
     retry_errored: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
+    overrides: Sequence[str] = (),
 ) -> ResultGrid:
     """Continue an interrupted search from its experiment folder alone; return the ``ResultGrid``.
 
     Finished trials are kept and not run again; unfinished ones continue from their last
-    checkpoint (their nested runs are found by name); errored ones are run again, from
-    their last checkpoint, only with ``retry_errored``. The searcher's state is restored.
+    checkpoint (their nested runs are found by name), and so do the trials a budget stopped;
+    errored ones are run again, from their last checkpoint, only with ``retry_errored``. The
+    searcher's state is restored.
+
+    Args:
+        overrides: ``"budget.<key>=<value>"`` strings (``--set``), e.g. ``"budget.max_wall_time=4h"``:
+            a raised budget, written into the spec as run. Only ``budget`` keys can change on resume.
+
+    Raises:
+        SpecError: An override of another key, or the budget is already spent (before Ray starts).
 
     Example:
-        >>> results = resume("hpsearch-results/digits-quick")
+        >>> results = resume("hpsearch-results/digits-quick", overrides=["budget.max_wall_time=4h"])
     """
     return resume_with_summary(
-        experiment_dir, address=address, retry_errored=retry_errored, verbose=verbose, stream=stream
+        experiment_dir,
+        address=address,
+        retry_errored=retry_errored,
+        verbose=verbose,
+        stream=stream,
+        overrides=overrides,
     )[0]
+
+
+def _check_resume_overrides(overrides: Sequence[str]) -> None:
+    """Only the budget may change on resume: any other change would mix trials of two different searches."""
+    from hpsearch.errors import Problem, SpecError
+
+    bad = [o for o in overrides if o.partition("=")[0].strip().split(".")[0] != "budget" or "=" not in o]
+    if bad:
+        raise SpecError(
+            [
+                Problem(
+                    f"--set {o}",
+                    "cannot be changed on resume: only budget keys can (e.g. --set budget.max_wall_time=4h); "
+                    "changing anything else would mix trials of two searches: start a new one with hpsearch run",
+                )
+                for o in bad
+            ]
+        )
 
 
 def resume_with_summary(
@@ -329,6 +419,7 @@ def resume_with_summary(
     retry_errored: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
+    overrides: Sequence[str] = (),
 ) -> tuple[ResultGrid, SearchSummary]:
     """:func:`resume`, also returning the :class:`SearchSummary`.
 
@@ -337,12 +428,16 @@ def resume_with_summary(
     from ray import tune
 
     from hpsearch.runtime import session
+    from hpsearch.runtime.budget import check_not_spent
     from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
     from hpsearch.runtime.ray_workarounds import workarounds_enabled
 
-    spec = experiment_spec(experiment_dir)
+    _check_resume_overrides(overrides)
+    spec = experiment_spec(experiment_dir, overrides=overrides)
     exp_dir = spec.experiment_dir
     check_storage(spec)  # a read-only copy of a search, or one in a Ray job's working dir: refused before Ray
+    check_not_spent(spec)  # a budget already spent: say so at once, with the --set that raises it
+    _check_tracking(spec)
     session.end_leftovers(exp_dir, stream=stream)  # what the killed run left running, before Ray starts again
     connect(address, verbose=verbose)
     session.record(exp_dir)  # the embedded Ray's processes, for the next resume if this one is killed
@@ -354,17 +449,25 @@ def resume_with_summary(
         )
     plan = plan_for(spec, nodes)
     check_shared_storage(spec.storage_path, nodes)
+    if overrides:
+        files.write_spec(exp_dir, spec.to_dict())  # the spec as run now holds the raised budget
     apply_tuner_defaults()  # as when the search started: Tune's own console output stays off
     tuner = tune.Tuner.restore(
         str(exp_dir),
-        trainable=_trainable(spec, record_controller=workarounds_enabled()),
+        trainable=_trainable(  # the datasets are built again: their blocks went with the old Ray
+            spec,
+            record_controller=workarounds_enabled(),
+            datasets=datasets_for_spec(spec),
+            concurrency=plan.max_concurrent_trials,
+        ),
         param_space=to_tune(spec.search_space, searcher=spec.searcher.type),
         resume_unfinished=True,
         resume_errored=retry_errored,
         restart_errored=False,
     )
     out = stream or sys.stderr
-    done = read_outcomes(exp_dir)
+    # trials a budget stopped run again (from their latest checkpoint): they have not ended
+    done = [t for t, r in files.read_outcome_records(exp_dir).items() if not r.get("ended_by")]
     logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
     print(
         f"hpsearch: resuming {spec.name} in {exp_dir}: {len(done)} trial(s) already ended, "

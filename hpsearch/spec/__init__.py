@@ -341,7 +341,7 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
 
     datasets, found = parse_datasets(get("datasets"), base_dir, check=check_trainable)
     problems += found
-    data, found = parse_data(get("data"), datasets, datasets_given=get("datasets") is not None)
+    data, found = parse_data(get("data"), datasets, datasets_given=get("datasets") is not None, check=check_trainable)
     problems += found
     tracking, found = parse_tracking(get("tracking"))
     problems += found

@@ -45,8 +45,8 @@ def is_file_module(name: str) -> bool:
     return name.startswith(_FILE_MODULE_PREFIX) and name in sys.modules
 
 
-def load_callable(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
-    """Import and return the callable named by ``ref``.
+def load_callable(ref: str, base_dir: Path | None = None, *, loop: bool = True) -> Callable[..., Any]:
+    """Import and return the callable named by ``ref`` (with ``loop``: checked to be a train loop).
 
     Raises:
         ValueError: with a message fit to show the user (what failed and why).
@@ -77,7 +77,8 @@ def load_callable(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
         raise ValueError(f"{target!r} has no attribute {func_name!r}{hint}")
     if not callable(obj):
         raise ValueError(f"{ref!r} is not a callable but a {type(obj).__name__}: {obj!r:.60}")
-    _check_per_worker_loop(ref, obj)
+    if loop:
+        _check_per_worker_loop(ref, obj)
     return cast("Callable[..., Any]", obj)
 
 

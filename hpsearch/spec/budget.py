@@ -1,13 +1,29 @@
-"""The spec's ``budget`` section: what ends a search before every trial has run.
+"""The spec's ``budget`` section: what ends a search before every trial has run, and when it has.
 
 A wall-time budget, a number of failed trials, a target value, and resource-hours
-(any Ray resource, each trial counted from its driver's start to its end). Pure.
+(any Ray resource, each trial counted from its driver's start to its end). Each limit
+is reached when the search's use *reaches* it (``>=``), so a search never runs past it:
+
+- ``max_wall_time``: the search's wall time, summed over its run and every resume
+  (the time between them does not count);
+- ``max_failed_trials``: trials whose latest end is ``errored``, each trial once (a
+  trial Tune retries counts only if its retries fail too); ``3`` ends the search at the
+  3rd failed trial, so at most 3 fail;
+- ``target``: any report of any trial whose value is at least (``max``) or at most
+  (``min``) the target;
+- ``max_resource_hours``: per resource, the sum over trials of the trial's resources
+  (its driver and worker bundles) times the time its driver ran.
+
+:meth:`Budget.reached` decides, from a :class:`BudgetUse` measured elsewhere
+(:mod:`hpsearch.runtime.budget`). Pure.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
@@ -15,7 +31,19 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 from hpsearch.errors import Problem
 from hpsearch.spec._validation import StrictModel, validate_section
 
-__all__ = ["Budget", "Target", "parse_duration", "parse_budget"]
+__all__ = [
+    "Budget",
+    "Target",
+    "BudgetUse",
+    "Reached",
+    "BUDGET_KEYS",
+    "parse_duration",
+    "format_duration",
+    "parse_budget",
+]
+
+#: The budget's keys, in the order :meth:`Budget.reached` checks them (the one named when several are reached).
+BUDGET_KEYS = ("target", "max_failed_trials", "max_resource_hours", "max_wall_time")
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([smhd])\s*)+$")
@@ -39,6 +67,18 @@ def parse_duration(value: Any) -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"must be a positive duration, got {value!r}")
     return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as the spec may say it: ``7200 -> "2h"``, ``5400 -> "1h30m"``, ``90 -> "1m30s"``, ``0.5 -> "0.5s"``."""
+    if not float(seconds).is_integer():
+        return f"{seconds:g}s"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    return "".join(f"{n}{u}" for n, u in parts if n) or "0s"
 
 
 class Target(StrictModel):
@@ -70,6 +110,85 @@ class Budget(StrictModel):
             or self.target
             or self.max_resource_hours
         )
+
+    def reached(self, use: BudgetUse) -> Reached | None:
+        """The first limit (in :data:`BUDGET_KEYS` order) that ``use`` has reached, or ``None``."""
+        for name, t in self.target.items():
+            best = use.best.get(name)
+            if best is not None and (best >= t.value if t.mode == "max" else best <= t.value):
+                sign = ">=" if t.mode == "max" else "<="
+                who = f" by trial {use.best_trial[name]}" if use.best_trial.get(name) else ""
+                return Reached(
+                    "target",
+                    f"the target {name} {sign} {t.value:g} was reached{who} ({name}={best:g})",
+                    f"budget.target.{name}.value",
+                )
+        if self.max_failed_trials is not None and use.failed_trials >= self.max_failed_trials:
+            return Reached(
+                "max_failed_trials",
+                f"the failed-trials budget of {self.max_failed_trials} was reached ({use.failed_trials} trials errored)",
+                "budget.max_failed_trials",
+                str(max(self.max_failed_trials * 2, use.failed_trials + 1)),
+            )
+        for resource, hours in self.max_resource_hours.items():
+            used = use.resource_hours.get(resource, 0.0)
+            if used >= hours:
+                return Reached(
+                    "max_resource_hours",
+                    f"the resource budget of {hours:g} {resource}-hours was reached ({used:.4g} {resource}-hours used)",
+                    f"budget.max_resource_hours.{resource}",
+                    f"{max(hours * 2, used * 1.5):.4g}",
+                )
+        if self.max_wall_time is not None and use.wall_time_s >= self.max_wall_time:
+            return Reached(
+                "max_wall_time",
+                f"the wall-time budget of {format_duration(self.max_wall_time)} was reached "
+                f"({format_duration(round(use.wall_time_s))} used)",
+                "budget.max_wall_time",
+                format_duration(max(self.max_wall_time * 2, round(use.wall_time_s) + 60)),
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """How much of a budget a search has used: what :meth:`Budget.reached` compares with its limits.
+
+    Attributes:
+        wall_time_s: The search's wall time so far, every run and resume of it together.
+        failed_trials: Trials whose latest end is ``errored``.
+        best: Per target metric, the best value any trial reported (by the target's mode).
+        best_trial: Per target metric, the trial that reported ``best``.
+        resource_hours: Per resource, the hours held so far, summed over trials (running ones included).
+    """
+
+    wall_time_s: float = 0.0
+    failed_trials: int = 0
+    best: Mapping[str, float] = field(default_factory=dict)
+    best_trial: Mapping[str, str] = field(default_factory=dict)
+    resource_hours: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A limit that ended the search.
+
+    Attributes:
+        budget: Its key: ``max_wall_time``, ``max_failed_trials``, ``target`` or ``max_resource_hours``.
+        message: One line for people: ``the wall-time budget of 2h was reached (2h used)``.
+        key: The dotted spec key to raise on ``hpsearch resume --set`` (``budget.max_wall_time``).
+        suggestion: A raised value for ``key`` (``""``: none to suggest, as for a target).
+    """
+
+    budget: str
+    message: str
+    key: str = ""
+    suggestion: str = ""
+
+    def resume_hint(self, experiment_dir: object) -> str:
+        """The command that continues the search with this limit raised."""
+        value = self.suggestion or "<a new value>"
+        return f"hpsearch resume {experiment_dir} --set {self.key}={value}"
 
 
 def parse_budget(raw: Any, *, metric: str | None, mode: str | None) -> tuple[Budget | None, list[Problem]]:

@@ -3,13 +3,17 @@
 ``datasets`` maps a name (what the loop passes to ``ray.train.get_dataset_shard``) to a
 ``"module:function"`` or ``"file.py:function"`` factory returning a ``ray.data.Dataset``.
 ``data`` says how they reach the trials. Pure: the factories are imported and checked to be
-callable here; what they return is checked by the runtime, before any trial starts.
+plain functions called as ``factory()`` or, with ``materialize: per_trial`` only,
+``factory(config)`` (:func:`factory_arity`); what they return is checked by the runtime
+(:mod:`hpsearch.runtime.datasets`): with ``once`` before anything is written, with
+``per_trial`` in each trial.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +23,7 @@ from hpsearch.errors import Problem
 from hpsearch.spec._imports import load_callable, resolve_reference
 from hpsearch.spec._validation import StrictModel, join_path, show, validate_section
 
-__all__ = ["DataSettings", "DEFAULT_DATA_CPUS", "parse_datasets", "parse_data"]
+__all__ = ["DataSettings", "DEFAULT_DATA_CPUS", "factory_arity", "parse_datasets", "parse_data"]
 
 #: CPUs kept free for Ray Data's tasks when a spec names datasets and says nothing else.
 DEFAULT_DATA_CPUS = 1.0
@@ -28,7 +32,14 @@ _DATASET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 class DataSettings(StrictModel):
-    """How the spec's datasets reach each trial."""
+    """How the spec's datasets reach each trial.
+
+    ``split``: the datasets split across a trial's workers (Ray's ``DataConfig(datasets_to_split=...)``);
+    the others reach every worker whole. ``materialize``: ``once`` builds and materializes them
+    in the search process and shares the blocks with every trial; ``per_trial`` has each trial
+    driver call the factories (with the trial's config if they take one). ``cpus``: CPUs the
+    planner keeps free on the head node for Ray Data's tasks, shared by the trials at once.
+    """
 
     split: list[str] = Field(default_factory=lambda: ["train"])
     materialize: Literal["once", "per_trial"] = "once"
@@ -63,7 +74,7 @@ def parse_datasets(raw: Any, base_dir: Path, *, check: bool = True) -> tuple[dic
             continue
         if check:
             try:
-                load_callable(ref, base_dir)
+                factory_arity(load_callable(ref, base_dir, loop=False), ref)
             except ValueError as err:
                 problems.append(Problem(where, str(err)))
                 continue
@@ -71,10 +82,50 @@ def parse_datasets(raw: Any, base_dir: Path, *, check: bool = True) -> tuple[dic
     return out, problems
 
 
+def factory_arity(factory: Callable[..., Any], ref: str | None = None) -> int:
+    """How a dataset factory is called: 0 (``factory()``) or 1 (``factory(config)``, the trial's config).
+
+    A factory that can be called without arguments is; one that needs exactly one positional
+    argument gets the trial's config (``materialize: per_trial`` only). The rule is the
+    one Ray Train applies to train loops, so a factory and a loop read alike.
+
+    Raises:
+        ValueError: a class, an ``async``/generator function, or a signature that takes
+            neither (the message names ``ref``).
+    """
+    shown = repr(ref) if ref else getattr(factory, "__name__", repr(factory))
+    if inspect.isclass(factory):
+        raise ValueError(f"{shown} is a class; a dataset factory is a function returning a ray.data.Dataset")
+    for is_kind, kind in (
+        (inspect.iscoroutinefunction, "an async function"),
+        (inspect.isgeneratorfunction, "a generator function (it yields)"),
+        (inspect.isasyncgenfunction, "an async generator function"),
+    ):
+        if is_kind(factory):
+            raise ValueError(f"{shown} is {kind}; a dataset factory is a plain function returning a ray.data.Dataset")
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # builtins and some C callables have none: called without arguments
+        return 0
+    for arity, args in ((0, ()), (1, ({},))):
+        try:
+            signature.bind(*args)
+        except TypeError:
+            continue
+        return arity
+    name = getattr(factory, "__name__", "factory")
+    raise ValueError(f"{shown} must be called as factory() or factory(config), but its signature is {name}{signature}")
+
+
 def parse_data(
-    raw: Any, datasets: Mapping[str, str], datasets_given: bool
+    raw: Any, datasets: Mapping[str, str], datasets_given: bool, *, check: bool = False
 ) -> tuple[DataSettings | None, list[Problem]]:
-    """Validate ``data`` against the datasets the spec names."""
+    """Validate ``data`` against the datasets the spec names.
+
+    With ``check`` (the factories were imported by :func:`parse_datasets`), a factory that
+    takes the trial's config is refused with ``materialize: once``: built once for every
+    trial, it has no config to get.
+    """
     settings, problems = validate_section(DataSettings, raw, "data")
     if settings is None:
         return None, problems
@@ -87,6 +138,23 @@ def parse_data(
                     Problem(
                         join_path("data", "split", i),
                         f"names no dataset: {name!r} (datasets: {', '.join(datasets)})",
+                    )
+                )
+            elif name in settings.split[:i]:
+                problems.append(Problem(join_path("data", "split", i), f"names {name!r} twice"))
+    if check and settings.materialize == "once":
+        for name, ref in datasets.items():
+            try:
+                arity = factory_arity(load_callable(ref, loop=False), ref)
+            except ValueError:  # parse_datasets said so already
+                continue
+            if arity == 1:
+                problems.append(
+                    Problem(
+                        join_path("datasets", name),
+                        f"{ref.rpartition(':')[2]}(config) takes the trial's config, but data.materialize is 'once' "
+                        "(built once for every trial, it gets no config): give it no required argument, "
+                        "or set data.materialize: per_trial",
                     )
                 )
     return (None if problems else settings), problems

@@ -1,0 +1,373 @@
+"""The Tune side of the spec's ``budget``: measure what a search uses, and end it when a limit is reached.
+
+What ending a search by a budget means here, and why (read in Ray 2.60's ``ray.tune``):
+
+- A Tune ``Stopper`` whose ``stop_all()`` returns True makes ``TuneController`` mark the
+  search algorithm finished and *terminate* every live trial with ``_schedule_trial_stop``
+  (``execution/tune_controller.py``, ``_stop_experiment_if_needed``): no callback hears of
+  those ends (``on_trial_complete`` is never called for them), trials waiting for resources
+  are marked TERMINATED although they never ran, and the searcher's saved state says
+  ``finished``. ``Tuner.restore`` then resumes nothing: a raised budget could never
+  continue the search.
+- So :class:`BudgetStopper` ends the search the way Ctrl-C does: it raises ``SIGUSR1``, for
+  which ``tune.run`` installs the handler that ends its loop after the current step
+  (``tune.py``, ``_setup_signal_catching``); Tune then saves its state one last time, with
+  running trials RUNNING and the searcher unfinished, and stops the trials' actors. No new
+  trial starts. A running trial's checkpoints are those its nested run had reported (Ray
+  Train persists a checkpoint before the report reaches Tune); its driver is stopped as a
+  trial the scheduler stops is. hpsearch records each of them as ``stopped``, with the
+  budget that stopped it (:func:`finish`), and ``hpsearch resume`` (with a raised budget)
+  continues them from their latest checkpoint, with the trials not yet started.
+  Where Tune installed no handler (``fit()`` outside the main thread), ``stop_all``
+  returns True instead: the search still ends, but cannot be continued.
+- The budget is read from the search run in progress (:func:`begin`, called by
+  ``hpsearch.runtime.tuner`` around ``fit()``), not from the stopper: ``Tuner.restore``
+  brings back the stopper pickled in Tune's experiment state, with the old budget.
+
+What is counted: see :mod:`hpsearch.spec.budget`. The wall time is cumulative over the
+search's run and resumes (``hpsearch_usage.jsonl`` records each run); failures are read
+from the outcomes file; the target is checked on every result Tune receives; the
+resource-hours are the trials' runs recorded by
+:class:`~hpsearch.runtime.outcomes.OutcomeRecorder`, the running ones counted until now.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from ray.tune import Stopper
+
+from hpsearch.errors import HpsearchError, Problem, SpecError
+from hpsearch.experiment import files
+from hpsearch.experiment.files import Outcome
+from hpsearch.experiment.layout import ERRORED, OUTCOMES_FILE, STOPPED, TRAIN_RUNS_DIR, USAGE_FILE
+from hpsearch.experiment.ranking import metric_value
+from hpsearch.spec import Spec
+from hpsearch.spec.budget import Budget, BudgetUse, Reached
+
+__all__ = [
+    "BudgetStopper",
+    "BudgetTracker",
+    "begin",
+    "finish",
+    "measure",
+    "check_not_spent",
+    "trial_resources",
+    "resources_from_folder",
+]
+
+#: The search run in progress in this process (set by :func:`begin`, cleared by :func:`finish`).
+_active: BudgetTracker | None = None
+
+
+def trial_resources(spec: Spec) -> dict[str, float]:
+    """One trial's resources: its driver bundle plus every worker bundle (CPU, GPU, custom; no memory estimate)."""
+    from hpsearch.planning.for_spec import demand_for
+
+    demand = demand_for(spec)
+    out = {k: float(v) for k, v in demand.driver.items() if float(v) > 0}
+    for k, v in demand.worker.items():
+        if float(v) > 0:
+            out[k] = out.get(k, 0.0) + float(v) * demand.num_workers
+    return out
+
+
+def resources_from_folder(experiment_dir: str | os.PathLike[str]) -> dict[str, float]:
+    """:func:`trial_resources` of the spec as run in an experiment folder (``{}`` without one)."""
+    from hpsearch.spec import load_spec
+
+    raw = files.read_spec(experiment_dir)
+    if raw is None:
+        return {}
+    try:
+        return trial_resources(load_spec(raw, check_trainable=False))
+    except HpsearchError:
+        return {}
+
+
+class BudgetTracker:
+    """Measures one run of a search against its budget; says when a limit is reached. No Ray.
+
+    Args:
+        experiment_dir: The experiment folder (its outcomes and usage files are read).
+        budget: The limits.
+        started_at: When this run of the search started (UNIX seconds, on ``clock``).
+        previous_s: Wall time of the search's earlier runs (``resume``).
+        previous_best: Per target metric, the best value reported before this run, with its trial.
+        clock: UNIX seconds.
+        poll_s: How often the folder's files are read again (they are re-read only when they changed).
+    """
+
+    def __init__(
+        self,
+        experiment_dir: str | os.PathLike[str],
+        budget: Budget,
+        *,
+        started_at: float,
+        previous_s: float = 0.0,
+        previous_best: Mapping[str, tuple[float, str]] | None = None,
+        clock: Callable[[], float] = time.time,
+        poll_s: float = 1.0,
+    ) -> None:
+        self.experiment_dir = Path(experiment_dir)
+        self.budget = budget
+        self.started_at = started_at
+        self.previous_s = previous_s
+        self.clock = clock
+        self.poll_s = poll_s
+        self.best: dict[str, tuple[float, str]] = dict(previous_best or {})
+        self.reached: Reached | None = None
+        self._polled = -math.inf
+        self._stamps: tuple[Any, ...] = ()
+        self._failed = 0
+        self._usage = files.Usage()
+
+    def observe(self, trial_id: str, result: Mapping[str, Any]) -> None:
+        """A result Tune received: its value of each target metric counts toward the target."""
+        for name, target in self.budget.target.items():
+            value = metric_value(result.get(name))
+            if value is None or not math.isfinite(value):
+                continue
+            best = self.best.get(name)
+            if best is None or (value > best[0] if target.mode == "max" else value < best[0]):
+                self.best[name] = (value, trial_id)
+
+    def _poll(self, now: float) -> None:
+        if now - self._polled < self.poll_s:
+            return
+        self._polled = now
+        stamps = tuple(_stamp(self.experiment_dir / name) for name in (OUTCOMES_FILE, USAGE_FILE))
+        if stamps == self._stamps:
+            return
+        self._stamps = stamps
+        if self.budget.max_failed_trials is not None:
+            self._failed = sum(1 for s in files.read_outcomes(self.experiment_dir).values() if s == ERRORED)
+        if self.budget.max_resource_hours:
+            self._usage = files.read_usage(self.experiment_dir)
+
+    def use(self) -> BudgetUse:
+        """What the search has used so far (running trials' resources counted until now)."""
+        now = self.clock()
+        self._poll(now)
+        hours: dict[str, float] = {}
+        if self.budget.max_resource_hours:
+            usage = self._usage
+            for runs in usage.trials.values():
+                for run in runs:
+                    live = run.ended_at is None and run.started_at >= self.started_at
+                    seconds = run.seconds(now if live else usage.run_end(run))
+                    for resource, amount in run.resources.items():
+                        hours[resource] = hours.get(resource, 0.0) + float(amount) * seconds / 3600.0
+        return BudgetUse(
+            wall_time_s=self.previous_s + max(0.0, now - self.started_at),
+            failed_trials=self._failed,
+            best={k: v for k, (v, _) in self.best.items()},
+            best_trial={k: t for k, (_, t) in self.best.items()},
+            resource_hours=hours,
+        )
+
+    def check(self) -> Reached | None:
+        """The limit reached, if one is (once reached, it stays reached for this run)."""
+        if self.reached is None and self.budget.is_set():
+            self.reached = self.budget.reached(self.use())
+        return self.reached
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _best_reported(experiment_dir: Path, budget: Budget) -> dict[str, tuple[float, str]]:
+    """Per target metric, the best value any trial of the folder reported, with its trial (the histories)."""
+    if not budget.target:
+        return {}
+    tracker = BudgetTracker(experiment_dir, budget, started_at=0.0)
+    runs = experiment_dir / TRAIN_RUNS_DIR
+    try:
+        trial_ids = sorted(p.name for p in runs.iterdir() if p.is_dir())
+    except OSError:
+        return {}
+    for trial_id in trial_ids:
+        for row in files.read_history(experiment_dir, trial_id):
+            tracker.observe(trial_id, row)
+    return tracker.best
+
+
+def measure(experiment_dir: str | os.PathLike[str], budget: Budget) -> BudgetUse:
+    """What a search (from its folder alone) has used of ``budget``: for ``resume``, and the summary."""
+    exp = Path(experiment_dir)
+    usage = files.read_usage(exp)
+    best = _best_reported(exp, budget)
+    return BudgetUse(
+        wall_time_s=usage.wall_time_s(),
+        failed_trials=sum(1 for s in files.read_outcomes(exp).values() if s == ERRORED),
+        best={k: v for k, (v, _) in best.items()},
+        best_trial={k: t for k, (_, t) in best.items()},
+        resource_hours=usage.resource_hours(),
+    )
+
+
+def check_not_spent(spec: Spec) -> None:
+    """Refuse to resume a search whose budget is already spent: say which, and the ``--set`` that raises it.
+
+    Raises:
+        SpecError: naming the budget's key (exit 2; nothing has started).
+    """
+    reached = spec.budget.reached(measure(spec.experiment_dir, spec.budget)) if spec.budget.is_set() else None
+    if reached is not None:
+        raise SpecError(
+            [
+                Problem(
+                    reached.key,
+                    f"is already spent: {reached.message}; raise it to continue the search, "
+                    f"e.g. {reached.resume_hint(spec.experiment_dir)}",
+                )
+            ]
+        )
+
+
+def begin(spec: Spec, *, clock: Callable[[], float] = time.time) -> BudgetTracker:
+    """Start a run of the search (``run`` or ``resume``): record it, and make its budget the one the stopper uses."""
+    global _active
+    exp = spec.experiment_dir
+    previous = files.read_usage(exp).wall_time_s()
+    started = clock()
+    files.record_search_run(exp, started_at=started)
+    tracker = BudgetTracker(
+        exp,
+        spec.budget,
+        started_at=started,
+        previous_s=previous,
+        previous_best=_best_reported(exp, spec.budget),
+        clock=clock,
+    )
+    _active = tracker
+    return tracker
+
+
+def finish(tracker: BudgetTracker) -> Reached | None:
+    """End a run of the search, after ``fit()`` returned; return the limit that ended it, if one did.
+
+    The trials still running when it ended (their driver's run has no end) get their end
+    recorded now; when a budget ended the search, each is also recorded as ``stopped`` by it
+    (``ended_by``), with its reports and last epoch from its history.
+    """
+    global _active
+    if _active is tracker:
+        _active = None
+    from hpsearch.runtime.outcomes import last_epoch
+
+    exp = tracker.experiment_dir
+    now = tracker.clock()
+    reached = tracker.reached
+    for trial_id, runs in files.read_usage(exp).trials.items():
+        for run in runs:
+            if run.ended_at is not None or run.started_at < tracker.started_at:
+                continue
+            files.record_trial_run(
+                exp,
+                trial_id,
+                started_at=run.started_at,
+                ended_at=now,
+                resources=run.resources,
+                end="budget" if reached else "interrupted",
+            )
+            if reached is not None:
+                history = files.read_history(exp, trial_id)
+                files.append_outcome(
+                    exp,
+                    Outcome(
+                        trial_id=trial_id,
+                        status=STOPPED,
+                        reports=len(history),
+                        last_epoch=last_epoch(history[-1]) if history else None,
+                        ended_at=now,
+                        ended_by=reached.budget,
+                    ),
+                )
+    files.record_search_run(
+        exp, started_at=tracker.started_at, ended_at=now, ended_by=reached.budget if reached else None
+    )
+    return reached
+
+
+class BudgetStopper(Stopper):
+    """The Tune stopper that ends the search when a budget's limit is reached (see the module's notes).
+
+    Args:
+        experiment_dir: The experiment folder.
+        budget: The limits, used only when no hpsearch search run is in progress
+            (:func:`begin`): a Tuner from :func:`hpsearch.build_tuner` fitted directly.
+        stream: Where the line saying which budget ended the search goes (stderr by default).
+    """
+
+    def __init__(self, experiment_dir: str | os.PathLike[str], budget: Budget, *, stream: TextIO | None = None) -> None:
+        self.experiment_dir = str(experiment_dir)
+        self.budget = budget
+        self.stream = stream
+        self._own: BudgetTracker | None = None
+        self._announced = False
+        self._stop_trials = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its stopper into the experiment state; a stream is not picklable.
+        return {**self.__dict__, "stream": None, "_own": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Restored by Tuner.restore: a new run of the search, measured afresh (by begin()'s tracker).
+        self.__dict__.update(state)
+        self._own = None
+        self._announced = False
+        self._stop_trials = False
+
+    def tracker(self) -> BudgetTracker:
+        """The run in progress's tracker; without one, this stopper's own (counted from its first call)."""
+        if _active is not None:
+            return _active
+        if self._own is None:
+            self._own = BudgetTracker(self.experiment_dir, self.budget, started_at=time.time())
+        return self._own
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        self.tracker().observe(trial_id, result)
+        return self._stop_trials
+
+    def stop_all(self) -> bool:
+        reached = self.tracker().check()
+        if reached is None:
+            return False
+        if not self._announced:
+            self._announced = True
+            print(
+                f"hpsearch: {reached.message}: ending the search (no new trial starts; running trials are "
+                "stopped, their checkpoints kept)",
+                file=self.stream or sys.stderr,
+                flush=True,
+            )
+            if _interrupt_tune():
+                return False  # Tune ends its loop after this step, as on Ctrl-C
+            self._stop_trials = True  # no handler: end it Tune's way (it cannot be resumed then)
+        return self._stop_trials
+
+
+def _interrupt_tune() -> bool:
+    """Raise SIGUSR1 for Tune's own handler (tune.run ends its loop, saves its state); False when it has none."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGUSR1"):
+        return False
+    handler = signal.getsignal(signal.SIGUSR1)
+    if getattr(handler, "__name__", "") != "signal_interrupt_tune_run":
+        return False
+    signal.raise_signal(signal.SIGUSR1)
+    return True

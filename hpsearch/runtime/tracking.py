@@ -1,0 +1,716 @@
+"""Every trial as one run in each experiment tracker of the spec's ``tracking`` section.
+
+The trackers are Tune callbacks at the Tuner level (Ray Train V2's ``train.RunConfig``
+refuses Tune's logger callbacks), so each logs once per trial from the search process, with
+the report Tune sees: every rank's report already combined by ``aggregate``. Each trial is
+one run per tracker, holding:
+
+- the trial's config as parameters (nested keys dotted, as every hpsearch table shows them);
+- every report's metrics at the report's ``epoch`` step (not Tune's ``training_iteration``,
+  which restarts at 1 when a trial is retried or resumed), Tune's bookkeeping left out;
+- tags: ``hpsearch.experiment``, ``hpsearch.trial_id`` and, when it ends, ``hpsearch.status``
+  (``finished``, ``stopped``, ``errored``: the :class:`~hpsearch.runtime.outcomes.OutcomeRecorder`'s
+  decision, which runs first) and ``hpsearch.best_checkpoint`` with ``hpsearch.best_<metric>``
+  (found as :func:`hpsearch.load_results` finds them: the ranking over the trial's history,
+  among the checkpoints still on disk).
+
+A resumed search continues each trial's run instead of starting a second one: MLflow runs
+are found by their ``hpsearch.trial_id`` tag, W&B runs by id (the trial id, ``resume="allow"``),
+TensorBoard appends to the trial folder's event files, the Optuna study maps its trials by
+their ``trial_id`` user attribute.
+
+Failures: :func:`check_tracking` opens every tracker before the search starts and refuses
+one that cannot be set up (a :class:`~hpsearch.errors.SpecError` naming the spec's key, so
+exit 2). Once the search runs, a tracker that fails warns once (per tracker) on the progress
+stream and the search goes on: losing a tracker's records must not lose the search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ray.tune import Callback
+from ray.tune.logger import LoggerCallback
+
+from hpsearch.errors import Problem, SpecError
+from hpsearch.experiment.files import read_history
+from hpsearch.experiment.layout import EPOCH, ERRORED, TUNE_COLUMNS, TUNE_STATE_GLOB, flatten_config
+from hpsearch.experiment.ranking import Mode, metric_value, rank_trials
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch.runtime.outcomes import OutcomeRecorder
+    from hpsearch.spec import Spec
+    from hpsearch.spec.tracking import MlflowSettings, WandbSettings
+
+__all__ = [
+    "TrialFacts",
+    "MlflowTracker",
+    "WandbTracker",
+    "TensorboardTracker",
+    "OptunaTracker",
+    "check_tracking",
+    "tracking_callbacks",
+    "best_checkpoint",
+]
+
+#: Result keys that are not the trial's own metrics (Tune's bookkeeping; hpsearch's config copy).
+_NOT_METRICS = TUNE_COLUMNS | {"config", "iterations_since_restore"}
+
+
+def tracking_callbacks(spec: Spec, recorder: OutcomeRecorder | None, *, stream: TextIO | None = None) -> list[Callback]:
+    """The tracker callbacks for ``spec.tracking``, in the spec reference's order (none when all are off).
+
+    Place them after the recorder: at a trial's end they read the status it decided.
+    """
+    tracking = spec.tracking
+    mode: Mode = "min" if spec.mode == "min" else "max"
+    facts = TrialFacts(spec.name, spec.experiment_dir, spec.metric, mode, recorder, stream=stream)
+    out: list[Callback] = []
+    if tracking.mlflow is not None:
+        out.append(MlflowTracker(tracking.mlflow, facts))
+    if tracking.wandb is not None:
+        out.append(WandbTracker(tracking.wandb, facts))
+    if tracking.tensorboard:
+        out.append(TensorboardTracker(facts))
+    if tracking.optuna is not None:
+        out.append(OptunaTracker(tracking.optuna, facts, space=_space(spec)))
+    return out
+
+
+# ----------------------------------------------------------------------------- what every tracker records
+
+
+class TrialFacts:
+    """What every tracker needs to know about a trial: its metrics, step, config, final status, best checkpoint.
+
+    Also warns once per tracker when logging fails (the search goes on).
+    """
+
+    def __init__(
+        self,
+        experiment: str,
+        experiment_dir: str | Path,
+        metric: str,
+        mode: Mode,
+        recorder: OutcomeRecorder | None,
+        *,
+        stream: TextIO | None = None,
+    ) -> None:
+        self.experiment = experiment
+        self.experiment_dir = str(experiment_dir)
+        self.metric = metric
+        self.mode: Mode = mode
+        self.recorder = recorder
+        self.stream = stream
+        self._warned: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks into the experiment state; a stream is not picklable.
+        return {**self.__dict__, "stream": None, "_warned": set()}
+
+    @staticmethod
+    def metrics(result: Mapping[str, Any]) -> dict[str, float]:
+        """The trial's own metrics of a result: the numbers it reported (flattened), Tune's bookkeeping left out."""
+        out: dict[str, float] = {}
+        for key, value in flatten_config({k: v for k, v in result.items() if k not in _NOT_METRICS}).items():
+            number = metric_value(value)
+            if number is not None:
+                out[key] = number
+        return out
+
+    @staticmethod
+    def step(result: Mapping[str, Any]) -> int:
+        """The report's step: its whole ``epoch`` (hpsearch reports one always), else Tune's iteration."""
+        epoch = metric_value(result.get(EPOCH))
+        if epoch is not None and math.isfinite(epoch) and epoch == int(epoch):
+            return int(epoch)
+        return int(metric_value(result.get("training_iteration")) or 0)
+
+    @staticmethod
+    def params(trial: Any) -> dict[str, Any]:
+        """The trial's config as parameters, nested keys dotted."""
+        return flatten_config(dict(getattr(trial, "config", None) or {}))
+
+    def experiment_dir_of(self, trial: Any) -> str:
+        """The experiment folder, as the trial's folder in storage says (a resumed search may have moved).
+
+        ``trial.path``, not ``trial.local_path``: that is Tune's staging copy in Ray's session folder.
+        """
+        path = getattr(trial, "path", None)
+        return str(Path(path).parent) if isinstance(path, str) and path else self.experiment_dir
+
+    def status(self, trial: Any, failed: bool) -> str:
+        """How the trial ended, as the recorder decided (it runs first); ``errored``/``finished`` without one."""
+        decided = None if self.recorder is None else self.recorder.outcomes.get(trial.trial_id)
+        return str(decided or (ERRORED if failed else "finished"))
+
+    def best(self, trial: Any) -> tuple[float | None, int | None, str | None, list[dict[str, Any]]]:
+        """``(best value, its epoch, best checkpoint, the history)`` of a trial, by the one ranking."""
+        history = read_history(self.experiment_dir_of(trial), trial.trial_id)
+        score = rank_trials({trial.trial_id: [(_epoch(r), r.get(self.metric)) for r in history]}, self.mode)
+        top = score[trial.trial_id]
+        return top.best, top.best_iteration, best_checkpoint(history, self.metric, self.mode), history
+
+    def end_tags(self, trial: Any, failed: bool) -> dict[str, str]:
+        """The tags a run gets when its trial ends: status, best value and best checkpoint."""
+        best, _, checkpoint, _ = self.best(trial)
+        tags = {"hpsearch.status": self.status(trial, failed)}
+        if best is not None:
+            tags[f"hpsearch.best_{self.metric}"] = repr(best)
+        if checkpoint is not None:
+            tags["hpsearch.best_checkpoint"] = checkpoint
+        return tags
+
+    def start_tags(self, trial: Any) -> dict[str, str]:
+        return {"hpsearch.experiment": self.experiment, "hpsearch.trial_id": trial.trial_id}
+
+    def warn_once(self, tracker: str, what: str, err: BaseException) -> None:
+        """Say once per tracker that it failed; the search goes on without that record."""
+        if tracker in self._warned:
+            return
+        self._warned.add(tracker)
+        print(
+            f"hpsearch: warning: tracking with {tracker} failed ({what}: {type(err).__name__}: {err}); "
+            "the search goes on, this tracker may miss records (warned once)",
+            file=self.stream or sys.stderr,
+            flush=True,
+        )
+
+    @contextlib.contextmanager
+    def guarded(self, tracker: str, what: str) -> Iterator[None]:
+        """Run a tracker's logging call; a failure warns once instead of ending the search."""
+        try:
+            yield
+        except Exception as err:  # noqa: BLE001 - a tracker must never end the search
+            self.warn_once(tracker, what, err)
+
+
+def best_checkpoint(history: list[dict[str, Any]], metric: str, mode: Mode) -> str | None:
+    """The checkpoint still on disk with the best value of ``metric``, as :func:`hpsearch.load_results` picks it.
+
+    Ray Train keeps the last ``num_to_keep`` checkpoints: the best report's own may be gone.
+    """
+    with_checkpoint = [r for r in history if isinstance(r.get("checkpoint_path"), str)]
+    kept = [r for r in with_checkpoint if os.path.isdir(r["checkpoint_path"])]
+    if not kept:
+        return None
+    score = rank_trials({"t": [(i, r.get(metric)) for i, r in enumerate(kept)]}, mode)["t"]
+    return None if score.best_iteration is None else str(kept[score.best_iteration]["checkpoint_path"])
+
+
+def _epoch(report: Mapping[str, Any]) -> int | None:
+    value = metric_value(report.get(EPOCH))
+    return int(value) if value is not None and math.isfinite(value) else None
+
+
+def _space(spec: Spec) -> tuple[dict[str, Any], list[str]]:
+    """The spec's search space flat (dotted name -> param) and the searched (not constant) names."""
+    from hpsearch.spec.space import ConstParam, iter_params
+
+    space = dict(iter_params(spec.search_space))
+    return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
+
+
+@contextlib.contextmanager
+def _mlflow_env(uri: str | None, *, probe: bool = False) -> Iterator[None]:
+    """MLflow's environment for a tracking URI.
+
+    A ``file:`` store is refused by MLflow 3 unless ``MLFLOW_ALLOW_FILE_STORE`` is set; the
+    spec naming one is the user's choice, so it is set (kept set: Tune logs all search long).
+    ``probe``: a first contact with a server gives up after one try of 10 s, not MLflow's
+    default retries with backoff (minutes), so an unreachable URI is refused promptly.
+    """
+    from hpsearch.runtime.env import allow_mlflow_file_store, mlflow_probe
+
+    if uri is not None and (uri.startswith("file:") or "://" not in uri):
+        allow_mlflow_file_store()
+    with mlflow_probe() if probe else contextlib.nullcontext():
+        yield
+
+
+# ----------------------------------------------------------------------------- MLflow
+
+
+def _mlflow_base() -> type:
+    from ray.air.integrations.mlflow import MLflowLoggerCallback
+
+    return MLflowLoggerCallback
+
+
+class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resolved at import (mlflow is optional)
+    """Ray's ``MLflowLoggerCallback`` (its experiment set-up and run bookkeeping), corrected.
+
+    What Ray's gets wrong for hpsearch, overridden here: it logs at ``training_iteration``
+    (restarts at 1 on a retry: the curves would fold back), logs every number of Tune's result
+    as a metric (pid, timestamps, ``config/*``, ``done``), one request per metric; names runs
+    ``str(trial)`` and tags nothing else; a resumed search starts a second run for a trial;
+    the run ends without how the trial ended or its best checkpoint.
+    """
+
+    def __init__(self, settings: MlflowSettings, facts: TrialFacts) -> None:
+        super().__init__(
+            tracking_uri=settings.tracking_uri, experiment_name=settings.experiment_name or facts.experiment
+        )
+        self.facts = facts
+        self._client: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        # Ray's setup sets both as well, after opening the URI: set here so a failed open leaves them usable
+        self._trial_runs: dict[str, str] = {}  # trial id -> run id (Ray's keys it by trial object)
+        self.tags: dict[str, str] = dict(getattr(self, "tags", None) or {})
+        with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "opening the tracking URI"):
+            super().setup(*args, **kwargs)
+            self._client = self.mlflow_util._get_client()
+
+    def _run_for(self, trial: Any) -> str:
+        run_id = self._trial_runs.get(trial.trial_id)
+        if run_id is not None:
+            return str(run_id)
+        found = self._client.search_runs(
+            [self.mlflow_util.experiment_id], filter_string=f"tags.`hpsearch.trial_id` = '{trial.trial_id}'"
+        )
+        if found:  # a resumed search (or a retried trial): continue the trial's run
+            run_id = found[0].info.run_id
+            self._client.update_run(run_id, status="RUNNING")
+        else:
+            tags = {**self.tags, **self.facts.start_tags(trial), "hpsearch.status": "running"}
+            run_id = self._client.create_run(
+                self.mlflow_util.experiment_id, run_name=trial.trial_id, tags=tags
+            ).info.run_id
+            from mlflow.entities import Param
+
+            params = [Param(k, _param_text(v)) for k, v in self.facts.params(trial).items()]
+            for at in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
+                self._client.log_batch(run_id, params=params[at : at + 100])
+        self._trial_runs[trial.trial_id] = run_id
+        return str(run_id)
+
+    def log_trial_start(self, trial: Any) -> None:
+        with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "starting a run"):
+            self._run_for(trial)
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "logging a report"):
+            run_id = self._run_for(trial)
+            now, step = int(time.time() * 1000), self.facts.step(result)
+            metrics = [Metric(k, v, now, step) for k, v in self.facts.metrics(result).items()]
+            for at in range(0, len(metrics), 1000):  # MLflow takes at most 1000 metrics per batch
+                self._client.log_batch(run_id, metrics=metrics[at : at + 1000])
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        from mlflow.entities import RunTag
+
+        with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "ending a run"):
+            run_id = self._run_for(trial)
+            tags = self.facts.end_tags(trial, failed)
+            self._client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+            self._client.set_terminated(run_id, status="FAILED" if tags["hpsearch.status"] == ERRORED else "FINISHED")
+
+
+def _param_text(value: Any) -> str:
+    return str(value)[:6000]  # MLflow's longest param value
+
+
+# ----------------------------------------------------------------------------- W&B
+
+
+class WandbTracker(LoggerCallback):
+    """One W&B run per trial, written from the search process (``mode`` as the spec says).
+
+    Not Ray's ``WandbLoggerCallback``, which starts two Ray actors per trial (a logging actor
+    and a queue: two more processes beside the nested run's eight, on the driver's node), logs
+    at ``training_iteration`` with Tune's bookkeeping, and whose queue protocol cannot tag a
+    run with how its trial ended. W&B holds several runs in one process
+    (``reinit="create_new"``) and logs from its own service process, so this costs one
+    ``wandb.init`` per trial (~1 s offline, seconds online) and no process per trial. Every W&B
+    call runs, in order, on one thread of its own: Tune's event loop only queues it, and waits
+    for what is queued when the search ends. Offline runs are written under
+    ``<experiment>/wandb/`` (``wandb sync <experiment>/wandb/offline-run-*`` uploads them).
+    """
+
+    def __init__(self, settings: WandbSettings, facts: TrialFacts) -> None:
+        self.settings = settings
+        self.facts = facts
+        self._runs: dict[str, Any] = {}
+        self._steps: dict[str, int] = {}
+        self._started: set[str] = set()
+        self._worker: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_runs": {}, "_steps": {}, "_started": set(), "_worker": None}
+
+    def _later(self, call: Any, *args: Any) -> None:
+        """Run ``call(*args)`` on the W&B thread (calls run in the order queued)."""
+        if self._worker is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpsearch-wandb")
+        self._worker.submit(call, *args)
+
+    def log_trial_start(self, trial: Any) -> None:
+        if trial.trial_id in self._started:
+            return
+        self._started.add(trial.trial_id)
+        self._later(self._start, trial.trial_id, self.facts.experiment_dir_of(trial), self.facts.params(trial))
+
+    def _start(self, trial_id: str, folder: str, config: dict[str, Any]) -> None:
+        with self.facts.guarded("wandb", "starting a run"):
+            import wandb
+
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            self._runs[trial_id] = wandb.init(
+                project=self.settings.project or self.facts.experiment,
+                entity=self.settings.entity,
+                group=self.settings.group or self.facts.experiment,
+                mode=self.settings.mode,
+                dir=folder,
+                id=trial_id,
+                name=trial_id,
+                config=config,
+                tags=[self.facts.experiment],
+                reinit="create_new",
+                resume="allow",  # a resumed search continues the trial's run
+                settings=wandb.Settings(silent=True, console="off", x_disable_stats=True),
+            )
+            self._runs[trial_id].summary.update(
+                {"hpsearch.experiment": self.facts.experiment, "hpsearch.trial_id": trial_id}
+            )
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+        self.log_trial_start(trial)
+        step = self.facts.step(result)
+        if step <= self._steps.get(trial.trial_id, -1):
+            return  # an epoch delivered again (at-least-once across a restart): W&B keeps steps increasing
+        self._steps[trial.trial_id] = step
+        self._later(self._log, trial.trial_id, self.facts.metrics(result), step)
+
+    def _log(self, trial_id: str, metrics: dict[str, float], step: int) -> None:
+        run = self._runs.get(trial_id)
+        if run is not None:
+            with self.facts.guarded("wandb", "logging a report"):
+                run.log(metrics, step=step)
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        if trial.trial_id not in self._started:
+            return
+        self._started.discard(trial.trial_id)
+        self._steps.pop(trial.trial_id, None)
+        with self.facts.guarded("wandb", "ending a run"):
+            self._later(self._end, trial.trial_id, self.facts.end_tags(trial, failed))
+
+    def _end(self, trial_id: str, tags: dict[str, str]) -> None:
+        run = self._runs.pop(trial_id, None)
+        if run is not None:
+            with self.facts.guarded("wandb", "ending a run"):
+                run.tags = (*run.tags, tags["hpsearch.status"])
+                run.summary.update(tags)
+                run.finish(exit_code=1 if tags["hpsearch.status"] == ERRORED else 0)
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        """Wait for what is queued, then end the runs of trials still running (Ctrl-C, a budget)."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
+        for trial_id in list(self._runs):
+            with self.facts.guarded("wandb", "ending a run"):
+                self._runs.pop(trial_id).finish(exit_code=1)
+
+
+# ----------------------------------------------------------------------------- TensorBoard
+
+
+def _tbx_base() -> type:
+    from ray.tune.logger import TBXLoggerCallback
+
+    return TBXLoggerCallback
+
+
+class TensorboardTracker(_tbx_base()):  # type: ignore[misc]  # Ray's class
+    """Ray's ``TBXLoggerCallback`` (event files in each Tune trial folder: ``tensorboard --logdir <experiment>``).
+
+    Being one, it also replaces the TBX logger Tune adds by itself. What Ray's gets wrong,
+    overridden here: scalars at ``training_iteration`` instead of ``epoch``, Tune's bookkeeping
+    logged as scalars under ``ray/tune/``; nothing says how the trial ended. Here each of the
+    trial's metrics is a scalar under its own name at its epoch, and the trial's end adds text
+    summaries ``hpsearch/status``, ``hpsearch/trial_id``, ``hpsearch/experiment`` and
+    ``hpsearch/best_checkpoint`` before Ray's hparams entry.
+    """
+
+    def __init__(self, facts: TrialFacts) -> None:
+        super().__init__()
+        self.facts = facts
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_trial_writer": {}, "_trial_result": {}}
+
+    def log_trial_start(self, trial: Any) -> None:
+        with self.facts.guarded("tensorboard", "opening the event file"):
+            super().log_trial_start(trial)
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+        if trial not in self._trial_writer:
+            self.log_trial_start(trial)
+        with self.facts.guarded("tensorboard", "logging a report"):
+            writer, step = self._trial_writer[trial], self.facts.step(result)
+            metrics = self.facts.metrics(result)
+            for key, value in metrics.items():
+                writer.add_scalar(key, value, global_step=step)
+            self._trial_result[trial] = {k: v for k, v in metrics.items() if math.isfinite(v)}
+            writer.flush()
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        if trial not in self._trial_writer:
+            return
+        with self.facts.guarded("tensorboard", "ending a run"):
+            writer = self._trial_writer[trial]
+            texts = {**self.facts.start_tags(trial), **self.facts.end_tags(trial, failed)}
+            for key, value in texts.items():
+                writer.add_text(key.replace("hpsearch.", "hpsearch/"), value)
+        with self.facts.guarded("tensorboard", "ending a run"):
+            super().log_trial_end(trial, failed)  # Ray's hparams entry, and the writer closed
+
+
+# ----------------------------------------------------------------------------- Optuna
+
+
+class OptunaTracker(Callback):
+    """The Optuna study, written as the search runs: what ``optuna-dashboard <storage>`` shows live.
+
+    The same study ``hpsearch export`` writes afterwards (same name, the search's; same
+    conversion, :mod:`hpsearch.analysis._optuna`): a trial is created ``RUNNING`` when it
+    starts (its params by the spec's distributions), gets an intermediate value at each
+    report's epoch, and ends ``COMPLETE`` with its best value, ``PRUNED`` (stopped early) or
+    ``FAIL``. Exporting to the same storage afterwards replaces this study with the export
+    (:func:`hpsearch.to_optuna_study`). Optuna numbers trials as they start; the export numbers
+    them as Tune created them (the same order unless trials start out of order).
+
+    At the start of the search, a study of the same name already in the storage is: continued
+    when it is this experiment's and the search is resumed (trials mapped by ``trial_id``);
+    replaced when it is this experiment's and the search starts afresh (``run --overwrite``);
+    refused (:func:`check_tracking`) when it belongs to another experiment folder.
+    """
+
+    def __init__(self, storage: str, facts: TrialFacts, *, space: tuple[dict[str, Any], list[str]]) -> None:
+        self.storage_url = storage
+        self.facts = facts
+        self.space, self.params = space
+        self._storage: Any = None
+        self._study_id: int | None = None
+        self._trials: dict[str, int] = {}  # Tune trial id -> Optuna's storage trial id
+        self._ended: set[str] = set()  # trials whose Optuna trial is finished (Optuna refuses changes to those)
+        self._distributions: dict[str, Any] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_storage": None, "_study_id": None, "_trials": {}, "_ended": set()}
+
+    def setup(self, *args: Any, **info: Any) -> None:
+        with self.facts.guarded("optuna", "opening the study"):
+            self._open(resumed=any(Path(self.facts.experiment_dir).glob(TUNE_STATE_GLOB)))
+
+    def _open(self, *, resumed: bool) -> None:
+        import optuna
+
+        from hpsearch.analysis._optuna import LIVE_ATTR, space_distributions, study_attrs, study_direction
+
+        self._distributions = space_distributions(self.space, self.params)
+        storage = optuna.storages.get_storage(self.storage_url)
+        name = self.facts.experiment
+        owner = _study_owner(storage, name)
+        if owner is not None and owner != self.facts.experiment_dir:  # check_tracking refuses this before a run
+            raise ValueError(f"study {name!r} holds another search ({owner or 'not an hpsearch study'}); not touched")
+        if owner is not None and not resumed:  # this folder's study from its last run (`run --overwrite`): stale
+            storage.delete_study(storage.get_study_id_from_name(name))
+        try:
+            study_id = storage.get_study_id_from_name(name)
+        except KeyError:
+            verbosity = optuna.logging.get_verbosity()
+            optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line in the progress
+            try:
+                study_id = storage.create_new_study(
+                    [optuna.study.StudyDirection[study_direction(self.facts.mode).upper()]], name
+                )
+            finally:
+                optuna.logging.set_verbosity(verbosity)
+            attrs = {**study_attrs(self.facts.experiment_dir, self.facts.metric, self.facts.mode), LIVE_ATTR: True}
+            for key, value in attrs.items():
+                storage.set_study_user_attr(study_id, key, value)
+        self._storage, self._study_id = storage, study_id
+        for frozen in storage.get_all_trials(study_id, deepcopy=False):
+            trial_id = frozen.user_attrs.get("trial_id")
+            if isinstance(trial_id, str):
+                self._trials[trial_id] = frozen._trial_id
+                if frozen.state.is_finished():  # e.g. an errored trial run again (resume --retry-errored):
+                    self._ended.add(trial_id)  # left as it ended; `hpsearch export` writes its new end
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        if self._storage is None or trial.trial_id in self._trials:
+            return  # a trial retried or resumed: its Optuna trial is still RUNNING
+        from optuna.trial import FrozenTrial, TrialState
+
+        from hpsearch.analysis._optuna import trial_params
+
+        with self.facts.guarded("optuna", "creating a trial"):
+            params, dists = trial_params(self._distributions, self.facts.params(trial))
+            template = FrozenTrial(
+                number=0,  # Optuna numbers it
+                state=TrialState.RUNNING,
+                value=None,
+                datetime_start=dt.datetime.now(),
+                datetime_complete=None,
+                params=params,
+                distributions=dists,
+                user_attrs={"trial_id": trial.trial_id, "status": "running"},
+                system_attrs={},
+                intermediate_values={},
+                trial_id=0,
+            )
+            self._trials[trial.trial_id] = self._storage.create_new_trial(self._study_id, template_trial=template)
+
+    def on_trial_result(
+        self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
+    ) -> None:
+        from hpsearch.analysis._optuna import intermediate_value
+
+        if self._storage is None or trial.trial_id not in self._trials or trial.trial_id in self._ended:
+            return
+        value = intermediate_value(result.get(self.facts.metric))
+        if value is None:
+            return
+        with self.facts.guarded("optuna", "reporting an intermediate value"):
+            self._storage.set_trial_intermediate_value(self._trials[trial.trial_id], self.facts.step(result), value)
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._end(trial, failed=False)
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._end(trial, failed=True)
+
+    def _end(self, trial: Any, *, failed: bool) -> None:
+        from optuna.trial import TrialState
+
+        from hpsearch.analysis._optuna import intermediate_value, trial_outcome
+
+        if self._storage is None or trial.trial_id not in self._trials or trial.trial_id in self._ended:
+            return
+        self._ended.add(trial.trial_id)
+        with self.facts.guarded("optuna", "ending a trial"):
+            storage_id = self._trials[trial.trial_id]
+            status = self.facts.status(trial, failed)
+            best, best_epoch, checkpoint, history = self.facts.best(trial)
+            for report in history:  # every report, also those Tune did not deliver after a stop (as the export)
+                value, epoch = intermediate_value(report.get(self.facts.metric)), _epoch(report)
+                if value is not None and epoch is not None:
+                    self._storage.set_trial_intermediate_value(storage_id, epoch, value)
+            state, value, reason = trial_outcome(status, best, self.facts.metric)
+            attrs = {"status": status, "best_iteration": best_epoch, "best_checkpoint": checkpoint}
+            if reason is not None:
+                attrs["fail_reason"] = reason
+            for key, attr in attrs.items():
+                self._storage.set_trial_user_attr(storage_id, key, attr)
+            self._storage.set_trial_state_values(storage_id, TrialState[state], None if value is None else [value])
+
+
+def _study_owner(storage: Any, name: str) -> str | None:
+    """The experiment folder a study of ``storage`` was written by, ``""`` for another tool's, ``None`` if none."""
+    for study in storage.get_all_studies():
+        if study.study_name == name:
+            return str(study.user_attrs.get("hpsearch_experiment_dir") or "")
+    return None
+
+
+# ----------------------------------------------------------------------------- the start-up check
+
+
+def check_tracking(spec: Spec) -> None:
+    """Open every tracker of ``spec.tracking`` before the search starts; refuse one that cannot be set up.
+
+    MLflow: the tracking URI is opened and the experiment found or created (one try, 10 s
+    at most). W&B online: an API key must be known (``WANDB_API_KEY`` or ``wandb login``).
+    Optuna: the storage is opened, and a study of the search's name that another experiment
+    folder wrote is refused. TensorBoard writes into the experiment folder: nothing to check.
+
+    Raises:
+        SpecError: naming ``tracking.<tracker>``, what failed and what to do.
+    """
+    tracking, problems = spec.tracking, []
+    key = json.dumps([str(spec.experiment_dir), tracking.model_dump()], sort_keys=True, default=str)
+    if key in _CHECKED:  # `run` checks before it writes the folder, callbacks_for again: once is enough
+        return
+    if tracking.mlflow is not None:
+        uri = tracking.mlflow.tracking_uri
+        try:
+            from ray.air._internal.mlflow import _MLflowLoggerUtil
+
+            with _mlflow_env(uri, probe=True):
+                _MLflowLoggerUtil().setup_mlflow(  # type: ignore[no-untyped-call]  # Ray's, untyped
+                    tracking_uri=uri, experiment_name=tracking.mlflow.experiment_name or spec.name
+                )
+        except Exception as err:  # noqa: BLE001 - whatever MLflow raises, the user must read why
+            problems.append(Problem("tracking.mlflow.tracking_uri", f"cannot open MLflow at {uri!r}: {_one_line(err)}"))
+    if tracking.wandb is not None and tracking.wandb.mode == "online" and not _wandb_key_known():
+        problems.append(
+            Problem(
+                "tracking.wandb.mode",
+                "is online, but no W&B API key is known: run `wandb login` or set WANDB_API_KEY, "
+                "or set tracking.wandb.mode: offline (and `wandb sync` later)",
+            )
+        )
+    if tracking.optuna is not None:
+        try:
+            import optuna
+
+            owner = _study_owner(optuna.storages.get_storage(tracking.optuna), spec.name)
+        except Exception as err:  # noqa: BLE001
+            problems.append(
+                Problem("tracking.optuna", f"cannot open Optuna storage {tracking.optuna!r}: {_one_line(err)}")
+            )
+        else:
+            if owner is not None and owner != str(spec.experiment_dir):
+                problems.append(
+                    Problem(
+                        "tracking.optuna",
+                        f"study {spec.name!r} in {tracking.optuna} holds another search"
+                        + (f" ({owner})" if owner else "")
+                        + ": choose another name (--set name=...) or storage, or delete that study "
+                        f"(optuna delete-study --study-name {spec.name} --storage {tracking.optuna})",
+                    )
+                )
+    if problems:
+        raise SpecError(problems, source=str(spec.source) if spec.source else None)
+    _CHECKED.add(key)
+
+
+#: The tracking settings already checked in this process (successfully).
+_CHECKED: set[str] = set()
+
+
+def _wandb_key_known() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    import netrc
+
+    try:
+        hosts = netrc.netrc(os.environ.get("NETRC")).hosts
+    except (OSError, netrc.NetrcParseError):
+        return False
+    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
+    return host in hosts
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:300]}"

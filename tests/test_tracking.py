@@ -1,0 +1,525 @@
+"""The trackers of the spec's ``tracking`` section: every trial one run in MLflow, W&B, TensorBoard, Optuna.
+
+Most tests drive the Tune callbacks by hand with fake trials, in Tune's order (the outcome
+recorder first), against local stores: an MLflow file store, W&B offline, TensorBoard event
+files and an Optuna SQLite study. No network, no Ray. One search runs end to end with all
+four trackers on.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import io
+import json
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ray import cloudpickle as pickle  # as Tune pickles its callbacks (tuner.pkl)
+
+from hpsearch.errors import SpecError
+from hpsearch.experiment.files import append_history, run_dir
+from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED
+from hpsearch.runtime.outcomes import OutcomeRecorder
+from hpsearch.runtime.tracking import TrialFacts, best_checkpoint, check_tracking, tracking_callbacks
+from hpsearch.spec import load_spec
+
+
+def _tracker_package(name: str) -> Any:
+    """The tracker's package: skipped without it, except under CI (`.ci/run` installs the extras): there it fails."""
+    if os.environ.get("CI"):
+        return importlib.import_module(name)
+    return pytest.importorskip(name, reason=f'pip install -e ".[mlflow,wandb,tensorboard,dashboard]" for {name}')
+
+
+mlflow = _tracker_package("mlflow")
+wandb = _tracker_package("wandb")
+optuna = _tracker_package("optuna")
+_tracker_package("tensorboardX")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(eq=False)  # hashable by identity, as Tune's trials are (Ray's TBX logger keys its writers by trial)
+class FakeTrial:
+    """The parts of a Tune ``Trial`` the trackers read."""
+
+    trial_id: str
+    config: dict[str, Any]
+    path: str = ""  # the trial's folder in storage
+    last_result: dict[str, Any] = field(default_factory=dict)
+    status: str = "RUNNING"
+
+    @property
+    def local_path(self) -> str:
+        return self.path
+
+    @property
+    def evaluated_params(self) -> dict[str, Any]:
+        return self.config
+
+    def init_local_path(self) -> None:
+        Path(self.path).mkdir(parents=True, exist_ok=True)
+
+    def get_pickled_error(self) -> Any:
+        return None
+
+    def get_error(self) -> Any:
+        return RuntimeError("boom") if self.status == "ERROR" else None
+
+
+def _spec(tmp_path: Path, **tracking: Any) -> Any:
+    raw = yaml.safe_load((REPO / "search_spaces" / "digits_quick.yaml").read_text())
+    raw.update(name="track", storage_path=str(tmp_path / "results"), tracking=tracking)
+    return load_spec(raw)
+
+
+class Search:
+    """The recorder and the trackers in Tune's order, and the events Tune sends them."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self.exp = spec.experiment_dir
+        self.exp.mkdir(parents=True, exist_ok=True)
+        self.out = io.StringIO()
+        self.recorder = OutcomeRecorder(self.exp, budget=("epoch", 3), stream=self.out)
+        self.trackers = tracking_callbacks(spec, self.recorder, stream=self.out)
+        self.callbacks = [self.recorder, *self.trackers]
+        self.pickled = pickle.dumps(self.callbacks)  # what Tune keeps in tuner.pkl, for a resume
+        for callback in self.callbacks:
+            callback.setup()
+
+    def trial(self, trial_id: str, **config: Any) -> FakeTrial:
+        return FakeTrial(trial_id, config, path=str(self.exp / f"driver_{trial_id}"))
+
+    def start(self, trial: FakeTrial) -> None:
+        for callback in self.callbacks:
+            callback.on_trial_start(0, [], trial)
+
+    def report(self, trial: FakeTrial, *, checkpoint: bool = False, **result: Any) -> None:
+        """A report as the nested run forwards it: appended to the trial's history, then given to Tune."""
+        metrics = dict(result)
+        path = None
+        if checkpoint:
+            path = str(run_dir(self.exp, trial.trial_id) / f"checkpoint_{metrics['epoch']:06d}")
+            Path(path).mkdir(parents=True)
+        append_history(run_dir(self.exp, trial.trial_id), metrics, checkpoint_path=path)
+        result = {"done": False, "trial_id": trial.trial_id, "pid": 123, "config": trial.config, **result}
+        trial.last_result = result
+        for callback in self.callbacks:
+            callback.on_trial_result(0, [], trial, result)
+
+    def complete(self, trial: FakeTrial) -> None:
+        trial.status = "TERMINATED"
+        for callback in self.callbacks:
+            callback.on_trial_complete(0, [], trial)
+
+    def error(self, trial: FakeTrial) -> None:
+        trial.status = "ERROR"
+        for callback in self.callbacks:
+            callback.on_trial_error(0, [], trial)
+
+    def end(self) -> None:
+        for callback in self.callbacks:
+            callback.on_experiment_end([])
+
+
+def _three_trials(search: Search) -> tuple[FakeTrial, FakeTrial, FakeTrial]:
+    """t1 finishes its 3 epochs (best val_loss 0.3 at epoch 2), t2 is stopped at epoch 1, t3 errors."""
+    t1, t2, t3 = (search.trial(t, lr=lr, hidden=64) for t, lr in (("t1", 0.01), ("t2", 0.001), ("t3", 0.02)))
+    for trial in (t1, t2, t3):
+        search.start(trial)
+    # Tune's training_iteration says 1, 1, 2 (a restart): the step must be the epoch
+    for epoch, loss, it in ((1, 0.5, 1), (2, 0.3, 1), (3, 0.4, 2)):
+        search.report(t1, checkpoint=True, epoch=epoch, val_loss=loss, val_acc=1 - loss, training_iteration=it)
+    search.complete(t1)
+    search.report(t2, epoch=1, val_loss=0.9, training_iteration=1, done=True)
+    search.complete(t2)
+    search.report(t3, epoch=1, val_loss=0.7, training_iteration=1)
+    search.error(t3)
+    return t1, t2, t3
+
+
+# ----------------------------------------------------------------------------- the spec
+
+
+def test_relative_store_locations_are_resolved_against_the_current_directory(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(tmp_path, mlflow={"tracking_uri": "file:./mlruns"}, optuna="sqlite:///digits.db")
+    assert spec.tracking.mlflow.tracking_uri == (tmp_path / "mlruns").as_uri()
+    assert spec.tracking.optuna == f"sqlite:///{tmp_path / 'digits.db'}"
+    assert spec.to_dict()["tracking"]["optuna"] == f"sqlite:///{tmp_path / 'digits.db'}"  # the spec as run
+    kept = _spec(tmp_path, mlflow={"tracking_uri": "http://mlflow.example:5000"}, optuna="postgresql://h/db")
+    assert (kept.tracking.mlflow.tracking_uri, kept.tracking.optuna) == (
+        "http://mlflow.example:5000",
+        "postgresql://h/db",
+    )
+
+
+def test_a_missing_tracker_package_is_refused_with_its_pip_line(tmp_path, monkeypatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    with pytest.raises(SpecError) as err:
+        _spec(tmp_path, wandb={"mode": "offline"})
+    assert 'tracking.wandb: needs the wandb package, which is not installed: pip install "hpsearch[wandb]"' in str(
+        err.value
+    )
+
+
+# ----------------------------------------------------------------------------- what each tracker records
+
+
+def test_mlflow_one_run_per_trial_with_params_metrics_at_epochs_and_status_tags(tmp_path) -> None:
+    uri = (tmp_path / "mlruns").as_uri()
+    search = Search(_spec(tmp_path, mlflow={"tracking_uri": uri, "experiment_name": "digits"}))
+    t1, _, _ = _three_trials(search)
+
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["digits"]).set_index("tags.hpsearch.trial_id")
+    assert sorted(runs.index) == ["t1", "t2", "t3"]
+    assert runs.loc["t1", "params.lr"] == "0.01" and runs.loc["t1", "params.hidden"] == "64"
+    assert runs.loc["t1", "tags.hpsearch.experiment"] == "track"
+    assert runs["tags.hpsearch.status"].to_dict() == {"t1": FINISHED, "t2": STOPPED, "t3": ERRORED}
+    assert runs["status"].to_dict() == {"t1": "FINISHED", "t2": "FINISHED", "t3": "FAILED"}
+    best = str(run_dir(search.exp, "t1") / "checkpoint_000002")
+    assert runs.loc["t1", "tags.hpsearch.best_checkpoint"] == best
+    assert runs.loc["t1", "tags.hpsearch.best_val_loss"] == "0.3"
+    assert "metrics.pid" not in runs and "metrics.training_iteration" not in runs  # Tune's bookkeeping is not logged
+    client = mlflow.tracking.MlflowClient(uri)
+    history = client.get_metric_history(runs.loc["t1", "run_id"], "val_loss")
+    assert [(m.step, m.value) for m in history] == [(1, 0.5), (2, 0.3), (3, 0.4)]
+
+    # a resumed search (callbacks unpickled, as Tune restores them) continues the trial's run
+    resumed = pickle.loads(search.pickled)
+    tracker = resumed[1]
+    tracker.setup()
+    t4 = search.trial("t1", lr=0.01, hidden=64)
+    tracker.on_trial_start(0, [], t4)
+    tracker.on_trial_result(0, [], t4, {"epoch": 4, "val_loss": 0.2, "training_iteration": 1})
+    assert len(mlflow.search_runs(experiment_names=["digits"])) == 3
+    assert [m.step for m in client.get_metric_history(runs.loc["t1", "run_id"], "val_loss")] == [1, 2, 3, 4]
+
+
+def _wandb_records(run_folder: Path) -> list[Any]:
+    """The records of an offline W&B run file (LevelDB log format: 7-byte header, 32 KiB blocks)."""
+    from wandb.proto import wandb_internal_pb2
+
+    [path] = glob.glob(str(run_folder / "run-*.wandb"))
+    data, pos, chunks, records = Path(path).read_bytes(), 7, b"", []
+    while pos + 7 <= len(data):
+        if 32768 - pos % 32768 < 7:
+            pos += 32768 - pos % 32768
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind == 0 and length == 0:
+            continue
+        chunks = chunk if kind in (1, 2) else chunks + chunk
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(chunks)
+            records.append(record)
+    return records
+
+
+def _wandb_run(exp: Path, trial_id: str) -> dict[str, Any]:
+    [folder] = (exp / "wandb").glob(f"offline-run-*-{trial_id}")
+    out: dict[str, Any] = {"steps": {}, "summary": {}, "tags": (), "config": {}}
+    for record in _wandb_records(folder):
+        kind = record.WhichOneof("record_type")
+        if kind == "history":
+            items = {"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in record.history.item}
+            out["steps"][items["_step"]] = {k: v for k, v in items.items() if not k.startswith("_")}
+        elif kind == "summary":
+            out["summary"].update(
+                {"/".join(u.nested_key) or u.key: json.loads(u.value_json) for u in record.summary.update}
+            )
+        elif kind == "run":
+            out["tags"] = tuple(record.run.tags)
+            out["config"] = {u.key: json.loads(u.value_json) for u in record.run.config.update if u.key != "_wandb"}
+    return out
+
+
+def test_wandb_offline_one_run_per_trial_at_epoch_steps_with_status(tmp_path) -> None:
+    search = Search(_spec(tmp_path, wandb={"project": "digits", "mode": "offline"}))
+    _three_trials(search)
+    search.end()
+
+    t1 = _wandb_run(search.exp, "t1")
+    assert t1["config"] == {"lr": 0.01, "hidden": 64}
+    assert t1["steps"] == {
+        1: {"val_loss": 0.5, "val_acc": 0.5, "epoch": 1},
+        2: {"val_loss": 0.3, "val_acc": 0.7, "epoch": 2},
+        3: {"val_loss": 0.4, "val_acc": 0.6, "epoch": 3},
+    }
+    assert t1["tags"] == ("track", FINISHED)
+    assert t1["summary"]["hpsearch.best_checkpoint"] == str(run_dir(search.exp, "t1") / "checkpoint_000002")
+    assert t1["summary"]["hpsearch.trial_id"] == "t1" and t1["summary"]["hpsearch.experiment"] == "track"
+    assert _wandb_run(search.exp, "t2")["tags"] == ("track", STOPPED)
+    assert _wandb_run(search.exp, "t3")["tags"] == ("track", ERRORED)
+
+
+def _tensorboard_events(folder: Path) -> list[Any]:
+    """Every event of a folder's TFRecord event files (length, crc, data, crc), parsed with tensorboardX's proto."""
+    from tensorboardX.proto import event_pb2
+
+    events = []
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        data, pos = path.read_bytes(), 0
+        while pos + 12 <= len(data):
+            (length,) = struct.unpack("<Q", data[pos : pos + 8])
+            event = event_pb2.Event()
+            event.ParseFromString(data[pos + 12 : pos + 12 + length])
+            events.append(event)
+            pos += 12 + length + 4
+    return events
+
+
+def test_tensorboard_scalars_at_epoch_steps_and_the_end_as_text(tmp_path) -> None:
+    search = Search(_spec(tmp_path, tensorboard=True))
+    t1, t2, _ = _three_trials(search)
+
+    events = _tensorboard_events(Path(t1.path))
+    scalars = [
+        (e.step, v.tag, round(v.simple_value, 6)) for e in events for v in e.summary.value if v.HasField("simple_value")
+    ]
+    assert [(s, v) for s, tag, v in scalars if tag == "val_loss"] == [(1, 0.5), (2, 0.3), (3, 0.4)]
+    assert not [tag for _, tag, _ in scalars if tag.startswith("ray/") or tag in ("pid", "training_iteration")]
+    texts = {
+        v.tag.split("/text_summary")[0]: v.tensor.string_val[0].decode()
+        for e in events
+        for v in e.summary.value
+        if v.HasField("tensor")
+    }
+    assert texts["hpsearch/status"] == FINISHED and texts["hpsearch/trial_id"] == "t1"
+    assert texts["hpsearch/best_checkpoint"] == str(run_dir(search.exp, "t1") / "checkpoint_000002")
+    assert {
+        v.tag.split("/text_summary")[0]: v.tensor.string_val[0].decode()
+        for e in _tensorboard_events(Path(t2.path))
+        for v in e.summary.value
+        if v.HasField("tensor")
+    }["hpsearch/status"] == STOPPED
+
+
+def test_optuna_study_is_written_live_and_a_resume_continues_it(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'digits.db'}"
+    search = Search(_spec(tmp_path, optuna=url))
+    t1 = search.trial("t1", lr=0.01, hidden=64, layers=2)
+    search.start(t1)
+    search.report(t1, epoch=1, val_loss=0.5)
+    [live] = optuna.load_study(study_name="track", storage=url).trials  # read while the trial runs
+    assert live.state.name == "RUNNING" and live.intermediate_values == {1: 0.5}
+    assert live.params == {"lr": 0.01, "hidden": 64, "layers": 2} and live.user_attrs["trial_id"] == "t1"
+    assert isinstance(live.distributions["lr"], optuna.distributions.FloatDistribution) and live.distributions["lr"].log
+    search.report(t1, epoch=2, val_loss=0.3, checkpoint=True)
+    search.complete(t1)
+    t2 = search.trial("t2", lr=0.001, hidden=32, layers=1)
+    search.start(t2)
+    search.report(t2, epoch=1, val_loss=0.9, done=True)
+    search.complete(t2)
+    t3 = search.trial("t3", lr=0.02, hidden=32, layers=1)
+    search.start(t3)
+
+    # killed here; `hpsearch resume` restores the callbacks from Tune's pickle: t3 goes on in the same study
+    (search.exp / "experiment_state-2026.json").write_text("{}")  # Tune's state: this is a resume
+    resumed = pickle.loads(search.pickled)
+    for callback in resumed:
+        callback.setup()
+    resumed[0].outcomes = {"t1": FINISHED, "t2": STOPPED}
+    resumed[1].on_trial_start(0, [], t3)
+    append_history(run_dir(search.exp, "t3"), {"epoch": 1, "val_loss": float("nan")})
+    resumed[1].on_trial_result(0, [], t3, {"epoch": 1, "val_loss": float("nan")})
+    resumed[0].on_trial_complete(0, [], t3)
+    resumed[1].on_trial_complete(0, [], t3)
+
+    study = optuna.load_study(study_name="track", storage=url)
+    assert study.user_attrs["hpsearch_experiment_dir"] == str(search.exp) and study.direction.name == "MINIMIZE"
+    assert [(t.number, t.user_attrs["trial_id"], t.state.name, t.value) for t in study.trials] == [
+        (0, "t1", "COMPLETE", 0.3),
+        (1, "t2", "PRUNED", None),
+        (2, "t3", "FAIL", None),  # finished with no finite value: FAIL, as the export says
+    ]
+    assert study.trials[0].intermediate_values == {1: 0.5, 2: 0.3}
+    assert study.trials[2].user_attrs["fail_reason"] == "its best val_loss (nan) is not a finite number"
+
+    # a fresh run of the same folder (`run --overwrite`) replaces its stale study; another folder's is refused
+    (search.exp / "experiment_state-2026.json").unlink()
+    Search(_spec(tmp_path, optuna=url))
+    assert optuna.load_study(study_name="track", storage=url).trials == []
+    other = _spec(tmp_path / "elsewhere", optuna=url)
+    with pytest.raises(
+        SpecError, match=r"tracking.optuna: study 'track' in .* holds another search \(.*results/track\)"
+    ):
+        check_tracking(other)
+
+
+# ----------------------------------------------------------------------------- failures
+
+
+def test_an_unreachable_mlflow_is_refused_before_the_search_with_the_spec_key(tmp_path) -> None:
+    spec = _spec(tmp_path, mlflow={"tracking_uri": "http://127.0.0.1:9"})  # nothing listens on port 9
+    started = time.monotonic()
+    with pytest.raises(SpecError) as err:
+        check_tracking(spec)
+    assert time.monotonic() - started < 30  # one try, not MLflow's minutes of retries
+    [problem] = err.value.problems
+    assert problem.path == "tracking.mlflow.tracking_uri"
+    assert problem.message.startswith("cannot open MLflow at 'http://127.0.0.1:9': ")
+
+
+def test_wandb_online_without_an_api_key_is_refused(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    with pytest.raises(SpecError, match="tracking.wandb.mode: is online, but no W&B API key is known"):
+        check_tracking(_spec(tmp_path, wandb={"project": "p"}))
+
+
+def test_a_tracker_failing_mid_search_warns_once_and_the_search_goes_on(tmp_path) -> None:
+    search = Search(_spec(tmp_path, mlflow={"tracking_uri": (tmp_path / "mlruns").as_uri()}))
+    tracker = search.trackers[0]
+
+    class Down:
+        def __getattr__(self, name: str) -> Any:
+            raise ConnectionError("MLflow went away")
+
+    tracker._client = Down()
+    t1, _, _ = _three_trials(search)  # would raise into Tune without the guard
+    warnings = [line for line in search.out.getvalue().splitlines() if "mlflow" in line]
+    assert warnings == [
+        "hpsearch: warning: tracking with mlflow failed (starting a run: ConnectionError: MLflow went away); "
+        "the search goes on, this tracker may miss records (warned once)"
+    ]
+    assert search.recorder.outcomes == {"t1": FINISHED, "t2": STOPPED, "t3": ERRORED}
+
+
+def test_trackers_come_after_the_recorder_and_none_when_tracking_is_off(tmp_path) -> None:
+    from hpsearch.runtime.tracking import MlflowTracker, OptunaTracker, TensorboardTracker, WandbTracker
+    from hpsearch.runtime.tuner import callbacks_for
+
+    spec = _spec(
+        tmp_path,
+        mlflow={"tracking_uri": (tmp_path / "mlruns").as_uri()},
+        wandb={"mode": "offline"},
+        tensorboard=True,
+        optuna=f"sqlite:///{tmp_path / 'o.db'}",
+    )
+    callbacks = callbacks_for(spec, concurrency=2, workarounds=False)
+    assert isinstance(callbacks[0], OutcomeRecorder)
+    assert [type(c) for c in callbacks[2:]] == [MlflowTracker, WandbTracker, TensorboardTracker, OptunaTracker]
+    assert all(c.facts.recorder is callbacks[0] for c in callbacks[2:])
+    assert len(callbacks_for(_spec(tmp_path), concurrency=2, workarounds=False)) == 2
+
+
+def test_best_checkpoint_is_the_best_still_on_disk(tmp_path) -> None:
+    kept = tmp_path / "checkpoint_2"
+    kept.mkdir()
+    history = [
+        {"epoch": 1, "val_loss": 0.1, "checkpoint_path": str(tmp_path / "checkpoint_1")},  # deleted (num_to_keep)
+        {"epoch": 2, "val_loss": 0.5, "checkpoint_path": str(kept)},
+        {"epoch": 3, "val_loss": 0.2},
+    ]
+    assert best_checkpoint(history, "val_loss", "min") == str(kept)
+    assert best_checkpoint(history[2:], "val_loss", "min") is None
+    assert TrialFacts.step({"epoch": 4, "training_iteration": 1}) == 4
+    assert TrialFacts.step({"epoch": 0.5, "training_iteration": 3}) == 3  # a fractional epoch: Tune's counter
+
+
+# ----------------------------------------------------------------------------- one search, all four trackers
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys) -> None:
+    """2 trials x 2 epochs (1 worker each, 2 at once) with MLflow, W&B offline, TensorBoard and a live Optuna study."""
+    from hpsearch.cli import main
+
+    db = tmp_path / "digits.db"
+    spec = yaml.safe_load((REPO / "search_spaces" / "digits_quick.yaml").read_text())
+    spec.update(
+        name="tracked",
+        num_samples=2,
+        storage_path=str(tmp_path / "results"),
+        scheduler={"type": "fifo"},
+        scaling={"num_workers": 1, "resources_per_worker": {"CPU": 0.45}},
+        tracking={
+            "mlflow": {"tracking_uri": (tmp_path / "mlruns").as_uri()},
+            "wandb": {"mode": "offline"},
+            "tensorboard": True,
+            "optuna": f"sqlite:///{db}",
+        },
+    )
+    spec["search_space"]["epochs"] = 2
+    path = tmp_path / "tracked.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    exp = tmp_path / "results" / "tracked"
+
+    seen_live: list[list[tuple[str, dict[int, float]]]] = []
+    stop = threading.Event()
+
+    def watch() -> None:  # read the study while the search runs, as optuna-dashboard does
+        while not stop.is_set():
+            try:
+                trials = optuna.load_study(study_name="tracked", storage=f"sqlite:///{db}").trials
+                seen_live.append([(t.state.name, dict(t.intermediate_values)) for t in trials])
+            except Exception:  # noqa: BLE001 - not created yet
+                pass
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        code = main(["run", str(path)])
+    finally:
+        stop.set()
+        watcher.join()
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "warning: tracking" not in out.err
+    noise = [line for line in (out.out + out.err).splitlines() if "wandb" in line.lower() or "study created" in line]
+    assert not noise  # the trackers keep the terminal quiet: hpsearch's progress lines only
+    assert any(s == "RUNNING" and values for snapshot in seen_live for s, values in snapshot), seen_live[-3:]
+
+    from hpsearch import load_results
+
+    results = load_results(exp)
+    trials = results.trials.set_index("trial_id")
+    assert sorted(trials["status"]) == [FINISHED, FINISHED]
+
+    # MLflow: one run per trial, metrics at epochs 1 and 2
+    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    runs = mlflow.search_runs(experiment_names=["tracked"]).set_index("tags.hpsearch.trial_id")
+    assert sorted(runs.index) == sorted(trials.index)
+    client = mlflow.tracking.MlflowClient((tmp_path / "mlruns").as_uri())
+    for trial_id, run in runs.iterrows():
+        assert run["tags.hpsearch.status"] == FINISHED
+        assert run["tags.hpsearch.best_checkpoint"] == trials.loc[trial_id, "best_checkpoint"]
+        assert float(run["params.lr"]) == pytest.approx(trials.loc[trial_id, "lr"])
+        assert [m.step for m in client.get_metric_history(run["run_id"], "val_loss")] == [1, 2]
+
+    # W&B offline, TensorBoard: one run per trial at epoch steps
+    for trial_id in trials.index:
+        assert sorted(_wandb_run(exp, trial_id)["steps"]) == [1, 2]
+        events = _tensorboard_events(Path(trials.loc[trial_id, "trial_dir"]))
+        assert sorted(e.step for e in events for v in e.summary.value if v.tag == "val_loss") == [1, 2]
+
+    # Optuna: the live study is the one the export writes (which replaces it)
+    live = optuna.load_study(study_name="tracked", storage=f"sqlite:///{db}").trials
+    assert main(["export", str(exp), "--optuna", f"sqlite:///{db}"]) == 0
+    exported = optuna.load_study(study_name="tracked", storage=f"sqlite:///{db}").trials
+
+    def view(trials: list[Any]) -> list[Any]:
+        return [
+            (t.number, t.user_attrs["trial_id"], t.state, t.value, t.params, t.distributions, t.intermediate_values)
+            for t in trials
+        ]
+
+    assert view(live) == view(exported) and len(live) == 2
