@@ -10,13 +10,13 @@ import io
 import json
 import pickle
 import signal
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from fake_experiment import RESOURCES, T0, WALL_TIME_S, FakeTrial, standard_trials, write_experiment
+from fake_tune import FakeTrial as TuneTrial
 
 from hpsearch.analysis import load_results, summarize_experiment
 from hpsearch.cli import _report_search, main
@@ -148,20 +148,6 @@ def test_resource_hours_count_running_trials_until_now_and_killed_runs_until_the
 # ----------------------------------------------------------------------------- the recorder's runs
 
 
-@dataclass
-class FakeTrial_:
-    trial_id: str
-    config: dict[str, Any] = field(default_factory=dict)
-    last_result: dict[str, Any] = field(default_factory=dict)
-    local_path: str | None = None
-
-    def get_pickled_error(self) -> Any:
-        return None
-
-    def get_error(self) -> Any:
-        return "ValueError: bad"
-
-
 def test_the_recorder_records_each_run_of_a_driver_with_the_trials_resources(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,7 +155,7 @@ def test_the_recorder_records_each_run_of_a_driver_with_the_trials_resources(
     clock = Clock()
     monkeypatch.setattr("hpsearch.runtime.outcomes.time.time", clock)
     recorder = OutcomeRecorder(exp)
-    trial = FakeTrial_("t1")
+    trial = TuneTrial("t1", error="ValueError: bad")
     recorder.on_trial_start(0, [], trial)
     clock.now += 10
     recorder.on_trial_recover(0, [], trial)  # Tune retries it: this run ends, the next starts at its next start

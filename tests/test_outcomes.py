@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import io
 import pickle
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_tune import FakeTrial, TuneEvents
 
 from hpsearch.experiment.files import append_history, read_outcome_records, read_outcomes, run_dir
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE
@@ -25,24 +25,6 @@ ValueError: x='bad' is not a usable value
 """
 
 
-@dataclass
-class FakeTrial:
-    """The parts of a Tune ``Trial`` the callbacks read."""
-
-    trial_id: str
-    config: dict[str, Any]
-    last_result: dict[str, Any] = field(default_factory=dict)
-    local_path: str | None = None
-    error: Any = None
-    status: str = "RUNNING"
-
-    def get_pickled_error(self) -> Any:
-        return None
-
-    def get_error(self) -> Any:
-        return self.error
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -51,7 +33,7 @@ class Clock:
         return self.now
 
 
-class Search:
+class Search(TuneEvents):
     """A recorder and a printer in Tune's order, and the events Tune sends them."""
 
     def __init__(self, exp_dir: Path, budget: tuple[str, float] | None = ("epoch", 4), total: int = 5) -> None:
@@ -76,25 +58,11 @@ class Search:
         """Tune pickles the callbacks once, when the search starts (tuner.pkl): that is what a restore gets."""
         self.pickled = pickle.dumps(self.callbacks)
 
-    def start(self, trial: FakeTrial) -> None:
-        for callback in self.callbacks:
-            callback.on_trial_start(0, [], trial)
-
     def report(self, trial: FakeTrial, **result: Any) -> None:
         result.setdefault("done", False)
         trial.last_result = result
         for callback in self.callbacks:
             callback.on_trial_result(0, [], trial, result)
-
-    def complete(self, trial: FakeTrial) -> None:
-        trial.status = "TERMINATED"
-        for callback in self.callbacks:
-            callback.on_trial_complete(0, [], trial)
-
-    def error(self, trial: FakeTrial) -> None:
-        trial.status = "ERROR"
-        for callback in self.callbacks:
-            callback.on_trial_error(0, [], trial)
 
     def lines(self) -> list[str]:
         return self.out.getvalue().splitlines()

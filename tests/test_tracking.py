@@ -16,12 +16,12 @@ import os
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fake_tune import FakeTrial, TuneEvents
 from ray import cloudpickle as pickle  # as Tune pickles its callbacks (tuner.pkl)
 
 from hpsearch.errors import SpecError
@@ -47,41 +47,13 @@ _tracker_package("tensorboardX")
 REPO = Path(__file__).resolve().parents[1]
 
 
-@dataclass(eq=False)  # hashable by identity, as Tune's trials are (Ray's TBX logger keys its writers by trial)
-class FakeTrial:
-    """The parts of a Tune ``Trial`` the trackers read."""
-
-    trial_id: str
-    config: dict[str, Any]
-    path: str = ""  # the trial's folder in storage
-    last_result: dict[str, Any] = field(default_factory=dict)
-    status: str = "RUNNING"
-
-    @property
-    def local_path(self) -> str:
-        return self.path
-
-    @property
-    def evaluated_params(self) -> dict[str, Any]:
-        return self.config
-
-    def init_local_path(self) -> None:
-        Path(self.path).mkdir(parents=True, exist_ok=True)
-
-    def get_pickled_error(self) -> Any:
-        return None
-
-    def get_error(self) -> Any:
-        return RuntimeError("boom") if self.status == "ERROR" else None
-
-
 def _spec(tmp_path: Path, **tracking: Any) -> Any:
     raw = yaml.safe_load((REPO / "search_spaces" / "digits_quick.yaml").read_text())
     raw.update(name="track", storage_path=str(tmp_path / "results"), tracking=tracking)
     return load_spec(raw)
 
 
-class Search:
+class Search(TuneEvents):
     """The recorder and the trackers in Tune's order, and the events Tune sends them."""
 
     def __init__(self, spec: Any) -> None:
@@ -97,11 +69,7 @@ class Search:
             callback.setup()
 
     def trial(self, trial_id: str, **config: Any) -> FakeTrial:
-        return FakeTrial(trial_id, config, path=str(self.exp / f"driver_{trial_id}"))
-
-    def start(self, trial: FakeTrial) -> None:
-        for callback in self.callbacks:
-            callback.on_trial_start(0, [], trial)
+        return FakeTrial(trial_id, config, local_path=str(self.exp / f"driver_{trial_id}"))
 
     def report(self, trial: FakeTrial, *, checkpoint: bool = False, **result: Any) -> None:
         """A report as the nested run forwards it: appended to the trial's history, then given to Tune."""
@@ -115,16 +83,6 @@ class Search:
         trial.last_result = result
         for callback in self.callbacks:
             callback.on_trial_result(0, [], trial, result)
-
-    def complete(self, trial: FakeTrial) -> None:
-        trial.status = "TERMINATED"
-        for callback in self.callbacks:
-            callback.on_trial_complete(0, [], trial)
-
-    def error(self, trial: FakeTrial) -> None:
-        trial.status = "ERROR"
-        for callback in self.callbacks:
-            callback.on_trial_error(0, [], trial)
 
     def end(self) -> None:
         for callback in self.callbacks:
@@ -143,6 +101,7 @@ def _three_trials(search: Search) -> tuple[FakeTrial, FakeTrial, FakeTrial]:
     search.report(t2, epoch=1, val_loss=0.9, training_iteration=1, done=True)
     search.complete(t2)
     search.report(t3, epoch=1, val_loss=0.7, training_iteration=1)
+    t3.error = RuntimeError("boom")
     search.error(t3)
     return t1, t2, t3
 
