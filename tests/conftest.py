@@ -11,6 +11,19 @@ import pytest
 LEFTOVER_GRACE_S = 20.0
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test without Ray first, then the Ray tests, each group in its collected order.
+
+    The session's Ray stays up from the first test that uses it to the end, so a test that
+    asserts that nothing started Ray (a spec refused before Ray starts) must run before any
+    Ray test, wherever its file sorts; and the fast tests report first. Within a module the
+    Ray tests keep their order, so module-scoped fixtures are set up once.
+    """
+    items[:] = [i for i in items if i.get_closest_marker("ray") is None] + [
+        i for i in items if i.get_closest_marker("ray") is not None
+    ]
+
+
 @pytest.fixture(scope="session")
 def _ray_session():
     """An embedded local Ray (dashboard on loopback, as ``hpsearch run`` starts it), shut down at the end."""

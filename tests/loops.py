@@ -58,7 +58,8 @@ def budget_loop(config: dict) -> None:
     """Reports ``loss`` and ``score`` (= the epoch) each epoch, each with a checkpoint from rank 0.
 
     Continues from its latest checkpoint (``resumed_from``: the first epoch of this run);
-    raises on ``x == "bad"``, before any report.
+    raises on ``x == "bad"``, before any report. Fed a ``train`` dataset (the spec's
+    ``datasets``), it reads its shard each epoch and reports the ``rows`` it held.
     """
     import json
     import os
@@ -72,6 +73,10 @@ def budget_loop(config: dict) -> None:
         with found.as_directory() as folder, open(os.path.join(folder, "state.json")) as f:
             start = json.load(f)["epoch"] + 1
     rank = ray.train.get_context().get_world_rank()
+    try:
+        shard = ray.train.get_dataset_shard("train")
+    except KeyError:  # a search without datasets
+        shard = None
     for epoch in range(start, config["epochs"] + 1):
         time.sleep(config.get("sleep_s", 0.0))
         metrics = {
@@ -80,6 +85,8 @@ def budget_loop(config: dict) -> None:
             "epoch": epoch,
             "resumed_from": start,
         }
+        if shard is not None:
+            metrics["rows"] = sum(len(batch["x"]) for batch in shard.iter_batches(batch_size=16))
         if rank != 0:
             ray.train.report(metrics)
             continue

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from data_loops import TRAIN_ROWS
 from fake_experiment import RESOURCES, T0, WALL_TIME_S, FakeTrial, standard_trials, write_experiment
 from fake_tune import FakeTrial as TuneTrial
 
@@ -395,6 +396,7 @@ def test_the_report_shows_the_budget_and_the_resource_hours(tmp_path: Path) -> N
 # ----------------------------------------------------------------------------- on Ray: each budget ends a search
 
 LOOPS = Path(__file__).resolve().parent / "loops.py"
+DATA_LOOPS = Path(__file__).resolve().parent / "data_loops.py"
 
 
 def _spec(folder: Path, name: str, **changes: Any) -> Path:
@@ -427,14 +429,20 @@ def _summary(exp: Path) -> dict[str, Any]:
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_a_target_ends_the_search_and_resume_with_a_raised_target_continues_it(
-    ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also a Ray Data search across resume: its `once` dataset is built again by the resume (the blocks
+    went with the run that made them) and every trial, before and after, reads all of it."""
+    data_log = tmp_path / "factory.jsonl"
+    monkeypatch.setenv("HPSEARCH_TEST_DATA_LOG", str(data_log))  # the factory runs in this process (once)
     spec = _spec(
         tmp_path,
         "target",
         num_samples=2,
         search_space={"x": 0.0, "epochs": 4, "sleep_s": 0.5},
         budget={"target": {"score": {"value": 2, "mode": "max"}}},
+        datasets={"train": f"{DATA_LOOPS}:train_set"},
+        data={"materialize": "once", "cpus": 0.5},
     )
     exp = _exp(tmp_path, "target")
     assert main(["run", str(spec)]) == 0  # trials stopped by a budget, with values: 0, not 130
@@ -454,7 +462,10 @@ def test_a_target_ends_the_search_and_resume_with_a_raised_target_continues_it(
     for history in reported.values():  # stopped cleanly: the latest reports' checkpoints kept (num_to_keep 2)
         assert all(Path(row["checkpoint_path"]).is_dir() for row in history[-2:])
 
+    assert len(data_log.read_text().splitlines()) == 1  # built once for the run, whatever the trials
+
     assert main(["resume", str(exp), "--set", "budget.target.score.value=100"]) == 0
+    assert len(data_log.read_text().splitlines()) == 2  # and once more for the resume
     summary = _summary(exp)
     assert summary["ended_by"] is None and summary["counts"]["finished"] == 2
     assert yaml.safe_load((exp / "hpsearch_spec.yaml").read_text())["budget"]["target"]["score"]["value"] == 100
@@ -464,6 +475,7 @@ def test_a_target_ends_the_search_and_resume_with_a_raised_target_continues_it(
         if before:
             first = history[len(before)]
             assert first["epoch"] == first["resumed_from"] > before[-1]["epoch"]  # not from epoch 1
+        assert {row["rows"] for row in history} == {TRAIN_ROWS}  # every epoch, before and after the resume
 
 
 @pytest.mark.ray
