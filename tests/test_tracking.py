@@ -482,3 +482,29 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys) -> None:
         ]
 
     assert view(live) == view(exported) and len(live) == 2
+
+
+def test_an_optuna_storage_another_process_is_creating_is_opened_on_a_second_try(monkeypatch) -> None:
+    """optuna-dashboard (or the watcher of a test) opening the same empty SQLite file creates Optuna's
+    tables at the same moment: one side fails with "table ... already exists"; the tables are there then."""
+    import optuna
+
+    from hpsearch.runtime.tracking import open_optuna_storage
+
+    calls: list[str] = []
+
+    def racing(url: str) -> object:
+        calls.append(url)
+        if len(calls) == 1:
+            raise RuntimeError("(sqlite3.OperationalError) table study_directions already exists")
+        return "the storage"
+
+    monkeypatch.setattr(optuna.storages, "get_storage", racing)
+    assert open_optuna_storage("sqlite:///x.db") == "the storage" and len(calls) == 2
+
+    def broken(url: str) -> object:
+        raise RuntimeError("unable to open database file")
+
+    monkeypatch.setattr(optuna.storages, "get_storage", broken)
+    with pytest.raises(RuntimeError, match="unable to open database file"):  # any other error: at once
+        open_optuna_storage("sqlite:///x.db")

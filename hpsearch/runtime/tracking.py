@@ -220,6 +220,26 @@ def _space(spec: Spec) -> tuple[dict[str, Any], list[str]]:
     return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
 
 
+def open_optuna_storage(url: str, *, attempts: int = 5) -> Any:
+    """Optuna's storage at ``url``, retried while another process creates its tables.
+
+    Opening an empty RDB storage creates Optuna's schema; two processes doing it at once (an
+    ``optuna-dashboard`` started on the same file before the search, the search's own check
+    and tracker) make one of them fail with "table ... already exists". The tables are then
+    there, so a second try succeeds.
+    """
+    import optuna
+
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.get_storage(url)
+        except Exception as err:  # noqa: BLE001 - SQLAlchemy's OperationalError/IntegrityError, by message
+            if "already exists" not in str(err) or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 @contextlib.contextmanager
 def _mlflow_env(uri: str | None, *, probe: bool = False) -> Iterator[None]:
     """MLflow's environment for a tracking URI.
@@ -527,7 +547,7 @@ class OptunaTracker(Callback):
         from hpsearch.analysis._optuna import LIVE_ATTR, space_distributions, study_attrs, study_direction
 
         self._distributions = space_distributions(self.space, self.params)
-        storage = optuna.storages.get_storage(self.storage_url)
+        storage = open_optuna_storage(self.storage_url)
         name = self.facts.experiment
         owner = _study_owner(storage, name)
         if owner is not None and owner != self.facts.experiment_dir:  # check_tracking refuses this before a run
@@ -671,9 +691,7 @@ def check_tracking(spec: Spec) -> None:
         )
     if tracking.optuna is not None:
         try:
-            import optuna
-
-            owner = _study_owner(optuna.storages.get_storage(tracking.optuna), spec.name)
+            owner = _study_owner(open_optuna_storage(tracking.optuna), spec.name)
         except Exception as err:  # noqa: BLE001
             problems.append(
                 Problem("tracking.optuna", f"cannot open Optuna storage {tracking.optuna!r}: {_one_line(err)}")
