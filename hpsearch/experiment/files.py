@@ -16,7 +16,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -410,14 +410,27 @@ class Usage:
             return None
         return sum(r.seconds(self.run_end(r, open_until)) for r in runs)
 
-    def trial_resource_hours(self, trial_id: str, open_until: float | None = None) -> dict[str, float]:
-        """Per resource, the hours the trial held it (``{}`` when nothing was recorded)."""
+    @staticmethod
+    def _hours(runs: Iterable[Run], end_of: Callable[[Run], float | None]) -> dict[str, float]:
+        """Per resource, the hours ``runs`` held it, each run counted until ``end_of(run)``."""
         out: dict[str, float] = {}
-        for run in self.trials.get(trial_id, []):
-            hours = run.seconds(self.run_end(run, open_until)) / 3600.0
+        for run in runs:
+            hours = run.seconds(end_of(run)) / 3600.0
             for resource, amount in run.resources.items():
                 out[resource] = out.get(resource, 0.0) + float(amount) * hours
         return out
+
+    def trial_resource_hours(self, trial_id: str, open_until: float | None = None) -> dict[str, float]:
+        """Per resource, the hours the trial held it (``{}`` when nothing was recorded)."""
+        return self._hours(self.trials.get(trial_id, []), lambda run: self.run_end(run, open_until))
+
+    def resource_hours_now(self, now: float, *, live_since: float) -> dict[str, float]:
+        """Per resource, the hours held over every trial while a search runs: a run with no end that
+        started at or after ``live_since`` (in the search run now going) counts until ``now``."""
+        runs = (run for trial_runs in self.trials.values() for run in trial_runs)
+        return self._hours(
+            runs, lambda run: now if run.ended_at is None and run.started_at >= live_since else self.run_end(run)
+        )
 
     def resource_hours(self) -> dict[str, float]:
         """Per resource, the hours held over every trial."""

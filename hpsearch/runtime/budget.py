@@ -159,13 +159,7 @@ class BudgetTracker:
         self._poll(now)
         hours: dict[str, float] = {}
         if self.budget.max_resource_hours:
-            usage = self._usage
-            for runs in usage.trials.values():
-                for run in runs:
-                    live = run.ended_at is None and run.started_at >= self.started_at
-                    seconds = run.seconds(now if live else usage.run_end(run))
-                    for resource, amount in run.resources.items():
-                        hours[resource] = hours.get(resource, 0.0) + float(amount) * seconds / 3600.0
+            hours = self._usage.resource_hours_now(now, live_since=self.started_at)
         return BudgetUse(
             wall_time_s=self.previous_s + max(0.0, now - self.started_at),
             failed_trials=self._failed,
