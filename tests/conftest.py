@@ -12,16 +12,22 @@ LEFTOVER_GRACE_S = 20.0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test without Ray first, then the Ray tests, each group in its collected order.
+    """Every test without Ray first, then the Ray tests that start their own, then those on the session's Ray.
 
     The session's Ray stays up from the first test that uses it to the end, so a test that
     asserts that nothing started Ray (a spec refused before Ray starts) must run before any
-    Ray test, wherever its file sorts; and the fast tests report first. Within a module the
-    Ray tests keep their order, so module-scoped fixtures are set up once.
+    Ray test, wherever its file sorts; the fast tests report first; and a test that starts its
+    own Ray (``python -m hpsearch`` subprocesses, notebooks, ``ray start`` clusters) never
+    shares this 2-CPU machine with a second, idle cluster. Within each group the tests keep
+    their collected order, so module-scoped fixtures are set up once.
     """
-    items[:] = [i for i in items if i.get_closest_marker("ray") is None] + [
-        i for i in items if i.get_closest_marker("ray") is not None
-    ]
+
+    def group(item: pytest.Item) -> int:
+        if item.get_closest_marker("ray") is None:
+            return 0
+        return 2 if "_ray_session" in getattr(item, "fixturenames", ()) else 1
+
+    items[:] = sorted(items, key=group)  # sorted() is stable: the collected order within a group
 
 
 @pytest.fixture(scope="session")

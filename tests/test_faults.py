@@ -150,39 +150,69 @@ def _alive(proc) -> bool:
         return False
 
 
-def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial_and_ends_what_the_kill_left(tmp_path):
-    """SIGKILL of `hpsearch run` mid-search, then `hpsearch resume`: finished trials are kept (not run
-    again), the resumed run counts the whole search, and the processes the killed run's embedded Ray
-    left running (Ray 2.60: its two agents) are ended by the resume before it starts its own Ray,
-    whose processes, ended normally, leave nothing."""
+def test_ctrl_c_then_a_killed_resume_then_resume_again_runs_every_trial_once_and_leaves_nothing(tmp_path):
+    """One search interrupted twice, as users interrupt them (one search for both, to spare the suite ~100 s).
+
+    1. Ctrl-C of `hpsearch run` after the first report: it stops within seconds (exit 130, the resume
+       hint printed) and leaves no Ray process behind.
+    2. SIGKILL of the `hpsearch resume` that continues it, once a trial it ran has ended in Tune's saved
+       state. Ray 2.60's two agents outlive a killed driver.
+    3. A second `hpsearch resume`: it first ends, by PID, the processes the killed run left (the
+       recorded ones), keeps every trial finished before the kill (not run again), counts the whole
+       search, and its own Ray, ended normally, leaves nothing.
+    """
     import contextlib
 
     import psutil
 
     from hpsearch.runtime import session
 
-    spec = _spec(tmp_path, "killed-search")
-    exp_dir = tmp_path / "results" / "killed-search"
+    spec = _spec(tmp_path, "interrupted")
+    exp_dir = tmp_path / "results" / "interrupted"
+
+    # 1. Ctrl-C
     run = subprocess.Popen(
         [sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    processes: list[psutil.Process] = []
     try:
-        # Wait until Tune's saved experiment state knows a trial ended (hpsearch saves it every 1 s;
-        # a trial that ends within that second of a kill may run again, as the README says).
-        _wait_for(lambda: _persisted_ended(exp_dir), 240, "a finished trial in Tune's saved state")
-        before = _outcomes(exp_dir)
-        persisted = _persisted_ended(exp_dir)
-        finished_before = {t: _history(exp_dir, t) for t, s in before.items() if s == "finished" and t in persisted}
-        processes = _descendants(run.pid)  # every process of the run's Ray, mid-search
-        recorded = session.read(exp_dir)
-        run.send_signal(signal.SIGKILL)
-        run.wait(timeout=30)
+        _wait_for(lambda: any((exp_dir / TRAIN_RUNS_DIR).glob(f"*/{HISTORY_FILE}")), 240, "a first report")
+        processes = _descendants(run.pid)
+        sent = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=60)
+        stopped_after = time.monotonic() - sent
     finally:
         if run.poll() is None:
             run.kill()
+    assert run.returncode == 130, err[-3000:]
+    assert stopped_after < 30, f"took {stopped_after:.1f} s to stop"
+    assert "hpsearch resume" in out
+    assert _end_leftovers(processes) == []  # no Ray process of that run left behind
+
+    # 2. SIGKILL of the resume, once one of its trials has ended in Tune's saved state (saved every 1 s;
+    # a trial that ends within that second of a kill may run again, as the README says).
+    ended_at_ctrl_c = _persisted_ended(exp_dir)
+    killed = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch", "resume", str(exp_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    processes = []
     try:
-        assert recorded is not None and recorded.driver.pid == run.pid
+        _wait_for(lambda: _persisted_ended(exp_dir) - ended_at_ctrl_c, 240, "a trial of the resume in the saved state")
+        before = _outcomes(exp_dir)
+        persisted = _persisted_ended(exp_dir)
+        finished_before = {t: _history(exp_dir, t) for t, s in before.items() if s == "finished" and t in persisted}
+        processes = _descendants(killed.pid)  # every process of the resume's Ray, mid-search
+        recorded = session.read(exp_dir)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=30)
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+    try:
+        assert recorded is not None and recorded.driver.pid == killed.pid
         time.sleep(5)  # Ray's own processes die with the driver within a second or so; its agents never do
         left = [p for p in processes if _alive(p)]
         # Those hpsearch must end: the recorded ones. A worker that was starting at the kill is not recorded
@@ -191,10 +221,11 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial_and_ends_w
         to_end = [p for p in left if p.pid in recorded_pids]
         named = ", ".join(f"{p.name()} {p.pid}" for p in to_end)
         print(
-            f"trials ended before the kill: {len(before)}; {len(processes)} processes under the killed run; "
+            f"trials ended before the kill: {len(before)}; {len(processes)} processes under the killed resume; "
             f"still running 5 s after the SIGKILL: {left}"
         )
 
+        # 3. Resume again
         resumed = subprocess.run(
             [sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True, text=True, timeout=400
         )
@@ -206,6 +237,7 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial_and_ends_w
         summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
         assert len(summary["trials"]) == 4  # what the spec asked for
         assert summary["counts"] == {"finished": 4, "stopped": 0, "errored": 0}
+        assert not summary["interrupted"]
         assert finished_before, "no trial had ended before the kill"
         for trial_id, history in finished_before.items():
             assert _history(exp_dir, trial_id) == history, f"{trial_id} ran again after resume"
@@ -227,7 +259,7 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial_and_ends_w
         done = [int(line.split()[1].split("/")[0]) for line in statuses]
         assert done == sorted(done) and done[-1] <= 4
 
-        own = session.read(exp_dir)  # the resume's own Ray, recorded when it started
+        own = session.read(exp_dir)  # the last resume's own Ray, recorded when it started
         assert own is not None and own.session_name != recorded.session_name and own.processes
 
         def own_left() -> list[session.SessionProcess]:
@@ -239,37 +271,8 @@ def test_sigkill_of_the_search_then_resume_keeps_every_finished_trial_and_ends_w
                         running.append(recorded_process)
             return running
 
-        _wait_for(lambda: not own_left(), 15, "the processes of the resume's own Ray to end after it exited")
+        _wait_for(lambda: not own_left(), 15, "the processes of the last resume's own Ray to end after it exited")
     finally:
         for proc in processes:  # whatever the outcome, no process of this test outlives it
             if _alive(proc):
                 proc.kill()
-
-
-def test_ctrl_c_stops_within_seconds_leaves_nothing_running_and_can_be_resumed(tmp_path):
-    spec = _spec(tmp_path, "ctrl-c", num_samples=3)
-    exp_dir = tmp_path / "results" / "ctrl-c"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "hpsearch", "run", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        _wait_for(lambda: any((exp_dir / TRAIN_RUNS_DIR).glob(f"*/{HISTORY_FILE}")), 240, "a first report")
-        processes = _descendants(run.pid)
-        sent = time.monotonic()
-        run.send_signal(signal.SIGINT)
-        out, err = run.communicate(timeout=60)
-        stopped_after = time.monotonic() - sent
-    finally:
-        if run.poll() is None:
-            run.kill()
-    assert run.returncode == 130, err[-3000:]
-    assert stopped_after < 30, f"took {stopped_after:.1f} s to stop"
-    assert "hpsearch resume" in out
-    assert _end_leftovers(processes) == []  # no Ray process of that run left behind
-
-    resumed = subprocess.run(
-        [sys.executable, "-m", "hpsearch", "resume", str(exp_dir)], capture_output=True, text=True, timeout=400
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    summary = json.loads((exp_dir / SUMMARY_FILE).read_text())
-    assert summary["counts"]["finished"] == 3 and not summary["interrupted"]

@@ -57,11 +57,11 @@ def test_quick_search_end_to_end(ray_cluster, tmp_path, capsys):
             "run",
             str(QUICK),
             "--set",
-            "num_samples=3",
+            "num_samples=2",  # one round of two trials at once
             "--set",
-            "search_space.epochs=3",
+            "search_space.epochs=2",
             "--set",
-            "scheduler.max_t=3",
+            "scheduler.max_t=2",
             "--set",
             f"storage_path={tmp_path}",
         ]
@@ -73,10 +73,10 @@ def test_quick_search_end_to_end(ray_cluster, tmp_path, capsys):
     assert f"Experiment folder: {exp_dir}" in out.out
     assert "Wall time:" in out.out
     spec_as_run = yaml.safe_load((exp_dir / SPEC_FILE).read_text())
-    assert spec_as_run["num_samples"] == 3 and spec_as_run["scaling"]["num_workers"] == 2
+    assert spec_as_run["num_samples"] == 2 and spec_as_run["scaling"]["num_workers"] == 2
     assert json.loads((exp_dir / PLAN_FILE).read_text())["max_concurrent_trials"] == 2
     summary = _summary(exp_dir)
-    assert len(summary["trials"]) == 3
+    assert len(summary["trials"]) == 2
     best = next(t for t in summary["trials"] if t["trial_id"] == summary["best_trial_id"])
     assert best["metrics"]["val_acc"] > 0.5
     # One nested Train run per trial, named by the trial id, inside the experiment folder.

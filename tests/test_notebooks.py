@@ -1,8 +1,8 @@
 """The notebooks: stored without outputs, and they run top to bottom against a real small search.
 
-The execution test runs ``quickstart.ipynb`` (which runs its own 4-trial search, with
-its storage in a temporary folder) and then ``analysis.ipynb`` on the folder that
-search wrote: one search in all. Each notebook runs in its own kernel, which starts
+The execution test runs ``quickstart.ipynb`` (which runs its own search, shrunk to 2 trials
+of 2 epochs through its parameters, with its storage in a temporary folder) and then
+``analysis.ipynb`` on the folder that search wrote: one search in all. Each notebook runs in its own kernel, which starts
 its own embedded Ray; it does not use the test session's cluster.
 """
 
@@ -43,7 +43,16 @@ def _execute(name: str, timeout: int) -> nbformat.NotebookNode:
     client = NotebookClient(
         notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
     )
-    client.execute()  # raises CellExecutionError, with the cell and its traceback, if a cell fails
+    try:
+        client.execute()  # raises CellExecutionError, with the cell and its traceback, if a cell fails
+    except Exception as err:  # noqa: BLE001 - a timeout says nothing of what the cell printed: add it
+        printed = "".join(
+            out.get("text", "")
+            for cell in notebook.cells
+            if cell.cell_type == "code"
+            for out in cell.get("outputs", [])
+        )
+        raise AssertionError(f"{name} failed: {err}\n--- what its cells printed ---\n{printed[-6000:]}") from err
     return notebook
 
 
@@ -52,6 +61,8 @@ def _execute(name: str, timeout: int) -> nbformat.NotebookNode:
 def test_quickstart_then_analysis_execute_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HPSEARCH_STORAGE", str(tmp_path))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    monkeypatch.setenv("HPSEARCH_TRIALS", "2")  # one round of two trials at once: the notebook's path, half the time
+    monkeypatch.setenv("HPSEARCH_EPOCHS", "2")
     _execute("quickstart.ipynb", timeout=600)
     experiment = tmp_path / "digits-notebook"
     assert (experiment / "hpsearch_spec.yaml").is_file()
