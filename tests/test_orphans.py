@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -139,8 +140,22 @@ def test_orphan_groups_are_our_unused_worker_groups_older_than_the_grace() -> No
         _group("removed", [{"CPU": 0.9}], state="REMOVED"),
     ]
     actors = [{"placement_group_id": "in-use"}, {"placement_group_id": None}]
-    assert orphan_groups(groups, actors, "01000000", WORKERS, now_ns=int(1000e9), min_age_s=15) == ["leaked"]
-    assert orphan_groups(groups, actors, "01000000", WORKERS, now_ns=int(1000e9), min_age_s=0) == ["leaked", "young"]
+    assert orphan_groups(groups, actors, "01000000", [WORKERS], now_ns=int(1000e9), min_age_s=15) == ["leaked"]
+    assert orphan_groups(groups, actors, "01000000", [WORKERS], now_ns=int(1000e9), min_age_s=0) == ["leaked", "young"]
+
+
+def test_with_several_worker_shapes_a_group_of_any_of_them_is_an_orphan() -> None:
+    groups = [
+        _group("one-worker", [{"CPU": 0.9}]),
+        _group("two-workers", [{"CPU": 0.9}] * 2),
+        _group("gpu", [{"GPU": 1}]),
+    ]
+    shapes = [[{"CPU": 0.9}], [{"CPU": 0.9}] * 2]
+    assert orphan_groups(groups, [], "01000000", shapes, now_ns=int(1000e9), min_age_s=15) == [
+        "one-worker",
+        "two-workers",
+    ]
+    assert orphan_groups(groups, [], "01000000", [], now_ns=int(1000e9), min_age_s=0) == []
 
 
 def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_removed(tmp_path, world, monkeypatch) -> None:
@@ -306,6 +321,30 @@ def test_the_callbacks_are_the_recorder_then_the_printer_then_the_reaper_when_on
     ]
 
 
+def test_a_search_over_the_trials_scale_sweeps_every_worker_group_shape_a_trial_can_make(tmp_path) -> None:
+    from hpsearch.runtime.tuner import callbacks_for
+    from hpsearch.spec import load_spec
+
+    spec = load_spec(
+        {
+            "name": "scales",
+            "trainable": "hpsearch.examples.digits:train_loop",
+            "metric": "loss",
+            "mode": "min",
+            "scaling": {
+                "num_workers": {"type": "choice", "values": [1, 2]},
+                "resources_per_worker": {"CPU": {"type": "choice", "values": [0.45, 0.9]}},
+            },
+            "resources": {"driver_cpus": 0.45, "driver_node": "any"},
+            "storage_path": str(tmp_path),
+        },
+        check_trainable=False,
+    )
+    [reaper] = [c for c in callbacks_for(spec, concurrency=1, workarounds=True) if isinstance(c, OrphanReaper)]
+    # a 1-worker group of {CPU: 0.45} looks like a trial driver's group (driver_node: any): never swept
+    assert reaper.shapes == [[{"CPU": 0.9}], [{"CPU": 0.45}] * 2, [{"CPU": 0.9}] * 2]
+
+
 @pytest.mark.parametrize("switch", ["1", "0"])
 def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_path, monkeypatch, switch) -> None:
     """build_tuner with the cluster given as data plans and builds without starting Ray."""
@@ -342,3 +381,46 @@ def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_
         ["OrphanReaper"] if on else []
     )
     assert seen["record_controller"] is on
+
+
+# ----------------------------------------------------------------------------- bug 3: the driver's last report
+
+
+class _Queue:
+    """A queue whose ``empty()`` answers from a script, one answer per call (then the last forever)."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = answers
+        self.calls = 0
+
+    def empty(self) -> bool:
+        self.calls += 1
+        return self.answers[min(self.calls, len(self.answers)) - 1]
+
+
+class _Session:
+    def __init__(self, reports: _Queue | None, results: _Queue) -> None:
+        self._inter_actor_queue = reports
+        self.result_queue = results
+
+
+def test_the_driver_returns_only_once_both_report_queues_stay_empty() -> None:
+    from hpsearch.runtime.ray_workarounds import wait_for_forwarded_reports
+
+    # the last report is still on the queue actor twice, then in the driver's hands (both empty once,
+    # then the result queue holds it), then Tune has it: both empty at two looks settle_s apart
+    reports = _Queue([False, False, True, True, True])
+    results = _Queue([True, False, True, True])
+    session = _Session(reports, results)
+    assert wait_for_forwarded_reports(session, settle_s=0.0, poll_s=0.0) is True
+    assert reports.calls == 6 and results.calls == 4
+
+
+def test_a_report_never_taken_gives_up_after_the_timeout_and_no_queue_means_nothing_to_wait_for() -> None:
+    from hpsearch.runtime.ray_workarounds import wait_for_forwarded_reports
+
+    stuck = _Session(_Queue([False]), _Queue([True]))
+    started = time.monotonic()
+    assert wait_for_forwarded_reports(stuck, timeout_s=0.3, settle_s=0.0, poll_s=0.01) is False
+    assert 0.3 <= time.monotonic() - started < 2
+    assert wait_for_forwarded_reports(_Session(None, _Queue([False]))) is True  # no report was ever forwarded

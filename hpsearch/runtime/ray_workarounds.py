@@ -7,8 +7,8 @@ defaults, each with its measurement) are not here but in :mod:`hpsearch.runtime.
 The switch: ``HPSEARCH_RAY_WORKAROUNDS=0`` (also ``false``, ``no``, ``off``) in the
 environment of the process that runs the search turns every work-around here off. It is
 read once, when the tuner builds its callbacks (:func:`workarounds_enabled`); off, the
-search has no :class:`OrphanReaper` callback and the nested runs' controllers do not call
-:func:`record_controller`. Anything else, or unset, leaves them on.
+search has no :class:`OrphanReaper` callback, the nested runs' controllers do not call
+:func:`record_controller` and the drivers do not call :func:`wait_for_forwarded_reports`. Anything else, or unset, leaves them on.
 
 Bug 1: a Ray Train controller that never exits. When Tune stops a trial (ASHA, a failure,
 the end of the search), the trial driver exits and Ray terminates the Ray Train controller
@@ -39,6 +39,21 @@ State API ``ray.util.state``, tasks with node affinity, ``remove_placement_group
   groups shaped like a trial's worker group that no live actor uses and that are older than
   ``grace_s``: a worker group's actors are requested moments after its group is made.
 
+Bug 3: a trial driver that never returns after its last report. Ray Train's
+``TuneReportCallback`` (in the controller) puts each report on a one-item queue actor and
+returns; the trial driver's main thread (Tune's ``FunctionTrainable.step``) takes it from
+there and puts it on the session's one-item result queue. When the nested run ends, the
+driver function returns and Tune's wrapper at once puts its closing ``RESULT_DUPLICATE``
+result on that same result queue. If the last report was still on the queue actor then
+(nothing makes the controller wait for the driver to take it), the main thread takes it
+afterwards and blocks forever putting it on the full result queue, the one thread that would
+empty it (``ray/train/_internal/session.py``: ``_get_result_from_queues`` ->
+``report`` -> ``_report_training_result`` -> ``result_queue.put``, seen with ``py-spy``:
+a trial that had reported all 20 epochs, its driver stuck, the search waiting forever; one
+trial in about a hundred under load). :func:`wait_for_forwarded_reports`, called by the
+driver after ``fit()`` returns, waits until both queues are empty, so the closing result
+always comes after the last report.
+
 How to tell whether they are still needed (after a Ray upgrade, say): every action prints
 one line, "its Ray Train controller was still running ... after the trial ended" (bug 1) or
 "removed placement group ...: a trial's worker group that no process uses" (bug 2). A long
@@ -65,7 +80,14 @@ from ray.tune import Callback
 
 from hpsearch.experiment import files
 
-__all__ = ["SWITCH", "workarounds_enabled", "OrphanReaper", "orphan_groups", "record_controller"]
+__all__ = [
+    "SWITCH",
+    "workarounds_enabled",
+    "OrphanReaper",
+    "orphan_groups",
+    "record_controller",
+    "wait_for_forwarded_reports",
+]
 
 #: The environment variable that switches every work-around here off (``0``).
 SWITCH = "HPSEARCH_RAY_WORKAROUNDS"
@@ -83,6 +105,42 @@ def workarounds_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether the work-arounds are on: unless ``HPSEARCH_RAY_WORKAROUNDS`` is ``0`` (or false/no/off)."""
     value = (os.environ if environ is None else environ).get(SWITCH, "")
     return value.strip().lower() not in _OFF
+
+
+def wait_for_forwarded_reports(
+    session: Any = None, *, timeout_s: float = 30.0, settle_s: float = 0.2, poll_s: float = 0.05
+) -> bool:
+    """In a trial driver, after the nested run's ``fit()`` returned: wait until Tune has every report (bug 3).
+
+    Returns once the report queue actor and the session's result queue have both been empty
+    ``settle_s`` apart (the driver's main thread holds a report for a moment between the
+    two), or after ``timeout_s``; ``True`` if they emptied. ``session``: Ray Train's
+    ``_TrainSession`` of this Tune trial (looked up when not given); outside a Tune trial,
+    or with no report forwarded, it returns at once.
+    """
+    if session is None:
+        from ray.train._internal.session import get_session
+
+        session = get_session()
+    reports = getattr(session, "_inter_actor_queue", None)
+    results = getattr(session, "result_queue", None)
+    if reports is None or results is None:
+        return True
+
+    def empty() -> bool:
+        try:
+            return bool(reports.empty()) and bool(results.empty())
+        except Exception:  # noqa: BLE001 - the queue actor is gone: nothing is left to forward
+            return True
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if empty():
+            time.sleep(settle_s)
+            if empty():
+                return True
+        time.sleep(poll_s)
+    return False
 
 
 def record_controller(trial_dir: str) -> None:
@@ -150,11 +208,11 @@ def orphan_groups(
     groups: list[dict[str, Any]],
     actors: list[dict[str, Any]],
     job_id: str,
-    worker_bundles: list[dict[str, float]],
+    shapes: list[list[dict[str, float]]],
     now_ns: int,
     min_age_s: float,
 ) -> list[str]:
-    """Ids of ``job_id``'s placement groups shaped like ``worker_bundles`` that no live actor uses.
+    """Ids of ``job_id``'s placement groups shaped like one of ``shapes`` (worker groups) that no live actor uses.
 
     ``groups`` and ``actors`` as the State API lists them (``detail=True``); only groups
     created at least ``min_age_s`` before ``now_ns`` count.
@@ -169,7 +227,7 @@ def orphan_groups(
             and g.get("creator_job_id") == job_id
             and not g.get("is_detached")
             and g["placement_group_id"] not in in_use
-            and _same_bundles(bundles, worker_bundles)
+            and any(_same_bundles(bundles, shape) for shape in shapes)
             and now_ns - created_ns >= min_age_s * 1e9
         ):
             found.append(g["placement_group_id"])
@@ -184,6 +242,7 @@ class OrphanReaper(Callback):
         train_dir: str | Path,
         *,
         worker_bundles: list[dict[str, float]] | None = None,
+        worker_shapes: list[list[dict[str, float]]] | None = None,
         grace_s: float = GRACE_S,
         sweep_every_s: float = SWEEP_EVERY_S,
         stream: TextIO | None = None,
@@ -194,7 +253,8 @@ class OrphanReaper(Callback):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.train_dir = Path(train_dir)
-        self.worker_bundles = worker_bundles
+        # The worker groups a trial can make: one shape, or several when trials differ in scale.
+        self.shapes = [*([worker_bundles] if worker_bundles else []), *(worker_shapes or [])]
         self.grace_s = grace_s
         self.sweep_every_s = sweep_every_s
         self.stream = stream
@@ -236,10 +296,10 @@ class OrphanReaper(Callback):
             groups, actors, job_id = self._live_state()
         except Exception:  # the State API is unavailable: leave the groups to Ray
             return []
-        return orphan_groups(groups, actors, job_id, self.worker_bundles or [], time.time_ns(), min_age_s)
+        return orphan_groups(groups, actors, job_id, self.shapes, time.time_ns(), min_age_s)
 
     def _sweep(self, min_age_s: float, settle_s: float = 0.0) -> None:
-        if not self.worker_bundles:
+        if not self.shapes:
             return
         orphans = self._orphans(min_age_s)
         deadline = self._clock() + settle_s
