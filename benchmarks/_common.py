@@ -202,3 +202,140 @@ def write_results(path: Path, record: dict) -> None:
     except ValueError:
         shown = path
     print(f"wrote {shown}")
+
+
+# ----------------------------------------------------------------------------- searches in a process of their own
+
+
+def run_group(script: str, jobs: Sequence[dict[str, Any]], log: Path, timeout_s: float = WAY_TIMEOUT_S) -> list[dict]:
+    """``python script --jobs JSON`` in its own session (:func:`run_isolated`): several searches one after
+    another in one process and one embedded Ray (what :func:`run_here` does there), so that Ray's
+    start-up and the process's are paid once per group, not per search. Returns each job merged with
+    the JSON the process printed for it, and ``left_behind`` (what the group left: named on screen)."""
+    results, left = run_isolated([script, "--jobs", json.dumps(list(jobs))], log=log, timeout_s=timeout_s)
+    if left:
+        print(f"  {log.stem}: ended {len(left)} process(es) it left behind: {', '.join(left)}", flush=True)
+    return [{**job, **result, "left_behind": left} for job, result in zip(jobs, results["results"])]
+
+
+def run_here(jobs: Sequence[dict[str, Any]], run_one: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """In the group's process: ``run_one(job)`` for each job in order, then Ray shut down; ``{"results": [...]}``."""
+    import ray
+
+    try:
+        return {"results": [run_one(dict(job)) for job in jobs]}
+    finally:
+        ray.shutdown()
+
+
+#: A search none of whose trials has reported for this long is stuck, not slow (seen once on Ray 2.60: a
+#: trial's driver blocked forever in Tune's ``_TrainSession._report_training_result`` -> ``Queue.put`` after
+#: its nested run had reported its last epoch); :func:`run_search` stops it as Tune's own "stop" does.
+STALL_S = 120.0
+
+
+def history_stall_check(experiment_dir: str | os.PathLike[str], stall_s: float) -> Callable[[], str | None]:
+    """A check for :func:`interrupt_when`: has no trial of the folder reported (or none started) for ``stall_s``?
+
+    It looks at the newest ``train/<trial_id>/hpsearch_history.jsonl``, which every report appends to.
+    """
+    from hpsearch.experiment.layout import HISTORY_FILE, TRAIN_RUNS_DIR
+
+    start = time.time()
+
+    def check() -> str | None:
+        files = Path(experiment_dir).glob(f"{TRAIN_RUNS_DIR}/*/{HISTORY_FILE}")
+        last = max((p.stat().st_mtime for p in files), default=start)
+        idle = time.time() - last
+        return f"no trial reported for {idle:.0f} s" if idle > stall_s else None
+
+    return check
+
+
+def run_search(spec: Any, stall_s: float | None = STALL_S) -> dict[str, Any]:
+    """One search in this process through the public API (``hpsearch.run``), timed.
+
+    ``spec`` is anything ``hpsearch.run`` takes (a dict, a file, a Spec). The first search of a
+    process starts the embedded Ray (``connect``, timed apart as ``search_quality.py`` does: a cost
+    per process, not per trial); later ones reuse it (``ray_start_s`` 0). A search with no report
+    for ``stall_s`` is stopped (:func:`history_stall_check`; None: never). Returns the experiment
+    folder, ``start`` (the epoch time the search started: report times are measured from it),
+    ``wall_s`` (``hpsearch.run``'s), ``ray_start_s`` and ``stopped`` (why it was stopped, or None).
+    Progress lines go to stderr.
+    """
+    import ray
+
+    import hpsearch
+    from hpsearch.runtime.cluster import connect
+
+    spec = hpsearch.load_spec(spec)
+    began = time.time()
+    if not ray.is_initialized():
+        connect()  # what hpsearch.run starts first; it reuses this Ray
+    start = time.time()
+    check = history_stall_check(spec.experiment_dir, stall_s) if stall_s is not None else (lambda: None)
+    with interrupt_when(check) as verdict:  # fires only after stall_s, long after Tune has its handler
+        hpsearch.run(spec, stream=sys.stderr)
+    return {
+        "experiment_dir": str(spec.experiment_dir),
+        "start": start,
+        "wall_s": time.time() - start,
+        "ray_start_s": start - began,
+        "stopped": verdict.get("reason"),
+    }
+
+
+def stopped_note(run: dict[str, Any]) -> str:
+    """The words a progress line adds for a search :func:`run_search` stopped ('' if it was not)."""
+    return f"; STOPPED ({run['stopped']}): its unfinished trials were ended" if run.get("stopped") else ""
+
+
+def experiment_reports(experiment_dir: str | os.PathLike[str], start: float = 0.0) -> list[dict[str, Any]]:
+    """Every report of every trial of an experiment folder, in the order hpsearch forwarded them.
+
+    Read from each ``train/<trial_id>/hpsearch_history.jsonl`` (the file ``search_quality.py``
+    reads: its ``time`` has sub-second steps, Tune's timestamp whole seconds). Each report gains
+    ``trial_id`` and ``seconds`` (its ``time`` less ``start``). No Ray.
+    """
+    from hpsearch.experiment.layout import HISTORY_FILE, TRAIN_RUNS_DIR
+
+    reports = []
+    for path in Path(experiment_dir).glob(f"{TRAIN_RUNS_DIR}/*/{HISTORY_FILE}"):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):  # a line cut short by a kill
+                report = json.loads(line)
+                reports.append({**report, "trial_id": path.parent.name, "seconds": report["time"] - start})
+    return sorted(reports, key=lambda r: r["time"])
+
+
+def metric_reports(reports: Sequence[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """(seconds, value of ``key``) of each report holding it, in order: ``search_quality.Report``s,
+    which its ``to_target``, ``anytime`` and ``summarize`` take."""
+    return [(r["seconds"], float(r[key])) for r in reports if isinstance(r.get(key), (int, float))]
+
+
+def to_target_rows(
+    summary: dict[str, dict[str, Any]], labels: dict[str, str], budget: dict[str, int] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """``search_quality.summarize``'s figures as a table (header, rows) for :func:`print_table`:
+    per way, the seeds that reached the target, the epochs to it per seed and their median
+    ('-': not reached), the median best val_acc and trials; ``budget``: the epochs each way had."""
+    header = ["way", "reached", "epochs to target per seed", "median", "best val_acc", "trials"]
+    if budget:
+        header.append("epoch budget")
+    rows = []
+    for way, row in summary.items():
+        per_seed = ", ".join("-" if e is None else str(e) for e in row["epochs_to_target"])
+        median = row["median_epochs_to_target"]
+        cells = [
+            labels.get(way, way),
+            f"{row['reached']}/{row['seeds']}",
+            per_seed,
+            "-" if median is None else f"{median:g}",
+            f"{row['median_best_val_acc']:.3f}",
+            f"{row['median_trials']:g}",
+        ]
+        if budget:
+            cells.append(str(budget.get(way, "")))
+        rows.append(cells)
+    return header, rows

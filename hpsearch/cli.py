@@ -44,7 +44,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     check_storage(spec)
     n = total_trials(spec)
     print(
-        f"{args.spec}: valid. {n} trial{'s' if n != 1 else ''} of {spec.scaling.num_workers} worker(s) each; "
+        f"{args.spec}: valid. {n} trial{'s' if n != 1 else ''} of {'up to ' if spec.scaling.searched() else ''}"
+        f"{spec.scaling.workers} worker(s) each; "
         f"searcher {spec.searcher.type}, scheduler {spec.scheduler.type}; "
         f"results in {spec.experiment_dir}"
     )
@@ -83,15 +84,20 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
     if missing is not None:  # every trial made the same mistake: one Error block, no table of tracebacks
         print(f"Error: {missing}\nExperiment folder: {spec.experiment_dir}", file=sys.stderr)
         return EXIT_FAILED
-    from hpsearch.analysis import best_trials_table
+    from hpsearch.analysis import best_trials_table, pareto_front_table
     from hpsearch.experiment.files import read_ray_logs
     from hpsearch.experiment.layout import ENDED, ERRORED, FINISHED, STOPPED
     from hpsearch.spec import varying_params
 
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ENDED)
     varying = varying_params(spec)
-    print(f"\nBest trials by {spec.metric} ({spec.mode}):")
-    print(best_trials_table(summary, varying=varying))
+    if spec.multi_objective:  # no one best trial: the trials no other beats on every objective
+        objectives = ", ".join(f"{m} ({d})" for m, d in spec.objectives)
+        print(f"\nPareto front by {objectives} ({len(summary.pareto)} trials):")
+        print(pareto_front_table(summary, varying=varying))
+    else:
+        print(f"\nBest trials by {spec.metric} ({spec.mode}):")
+        print(best_trials_table(summary, varying=varying))
     errored = [t for t in summary.trials if t.status == ERRORED]
     if errored:
         print(f"\nErrors ({len(errored)}): one line each, the full tracebacks are in the files named")

@@ -156,7 +156,7 @@ CORPUS = [
     (
         "unknown-top-key",
         put("serch_space", {}),
-        "serch_space: unknown key; did you mean 'search_space'? (allowed: name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, storage_path)",
+        "serch_space: unknown key; did you mean 'search_space'? (allowed: name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, storage_path)",
     ),
     ("mode-typo", put("mode", "minimize"), "mode: must be 'min' or 'max', got 'minimize'"),
     ("num-samples-zero", put("num_samples", 0), "num_samples: must be greater than 0, got 0"),
@@ -192,12 +192,12 @@ CORPUS = [
     (
         "space-unknown-key",
         put("search_space.lr.logg", True),
-        "search_space.lr.logg: unknown key; did you mean 'log'? (allowed: low, high, log, step)",
+        "search_space.lr.logg: unknown key; did you mean 'log'? (allowed: low, high, log, step, when)",
     ),
     (
         "space-nested-unknown-key",
         put("search_space.optim", {"beta": {"type": "float", "low": 0.8, "high": 0.99, "stepp": 0.01}}),
-        "search_space.optim.beta.stepp: unknown key; did you mean 'step'? (allowed: low, high, log, step)",
+        "search_space.optim.beta.stepp: unknown key; did you mean 'step'? (allowed: low, high, log, step, when)",
     ),
     (
         "space-low-above-high",
@@ -284,12 +284,12 @@ CORPUS = [
     (
         "searcher-unknown-option",
         put("searcher.n_startup", 5),
-        "searcher.n_startup: unknown key; did you mean 'n_startup_trials'? (allowed: sampler, seed, n_startup_trials)",
+        "searcher.n_startup: unknown key; did you mean 'n_startup_trials'? (allowed: sampler, seed, n_startup_trials, population_size)",
     ),
     (
         "sampler-typo",
         put("searcher.sampler", "tpee"),
-        "searcher.sampler: must be 'tpe', 'cmaes', 'gp' or 'random', got 'tpee'; did you mean 'tpe'?",
+        "searcher.sampler: must be 'tpe', 'cmaes', 'gp', 'random', 'nsga2' or 'nsga3', got 'tpee'; did you mean 'tpe'?",
     ),
     (
         "unknown-scheduler",
@@ -299,7 +299,7 @@ CORPUS = [
     (
         "scheduler-unknown-option",
         put("scheduler.grace_perod", 1),
-        "scheduler.grace_perod: unknown key; did you mean 'grace_period'? (allowed: max_t, grace_period, reduction_factor, brackets, time_attr)",
+        "scheduler.grace_perod: unknown key; did you mean 'grace_period'? (allowed: max_t, grace_period, reduction_factor, brackets, time_attr, metric, mode)",
     ),
     ("grace-above-max-t", put("scheduler.grace_period", 5), "scheduler.grace_period: must be <= max_t (2), got 5"),
     (
@@ -727,15 +727,15 @@ CORPUS = [
         "name: must use only letters, digits, '.', '_' and '-' and not start with '.', got 'my search'",
     ),
     (
-        "metric-a-list",
+        "metric-a-list-mode-a-string",
         put("metric", ["val_loss", "val_acc"]),
-        "metric: must be a valid string, got ['val_loss', 'val_acc']",
+        "mode: must be a list of 2 modes, one per metric (e.g. mode: [min, min]), got 'min'",
     ),
     (
         "scaling-typo",
         put("scalng", {"num_workers": 2}),
         "scalng: unknown key; did you mean 'scaling'? (allowed: name, trainable, metric, mode, num_samples, "
-        "search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, storage_path)",
+        "search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, storage_path)",
     ),
     (
         "num-workers-string",

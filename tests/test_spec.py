@@ -32,7 +32,7 @@ BASE: dict[str, Any] = {
 
 ALLOWED_TOP = (
     "name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, "
-    "resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, storage_path"
+    "resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, storage_path"
 )
 
 
@@ -237,7 +237,7 @@ BAD_FRAGMENTS = [
     ),
     pytest.param(
         _space(lr={"type": "float", "low": 0.1, "high": 1.0, "stpe": 0.1}),
-        "search_space.lr.stpe: unknown key; did you mean 'step'? (allowed: low, high, log, step)",
+        "search_space.lr.stpe: unknown key; did you mean 'step'? (allowed: low, high, log, step, when)",
         id="distribution-key-typo",
     ),
     pytest.param(
@@ -323,12 +323,12 @@ BAD_FRAGMENTS = [
     ),
     pytest.param(
         _set("searcher", {"type": "optuna", "seeed": 1}),
-        "searcher.seeed: unknown key; did you mean 'seed'? (allowed: sampler, seed, n_startup_trials)",
+        "searcher.seeed: unknown key; did you mean 'seed'? (allowed: sampler, seed, n_startup_trials, population_size)",
         id="searcher-option-typo",
     ),
     pytest.param(
         _set("searcher", {"type": "optuna", "sampler": "tpee"}),
-        "searcher.sampler: must be 'tpe', 'cmaes', 'gp' or 'random', got 'tpee'; did you mean 'tpe'?",
+        "searcher.sampler: must be 'tpe', 'cmaes', 'gp', 'random', 'nsga2' or 'nsga3', got 'tpee'; did you mean 'tpe'?",
         id="optuna-sampler-typo",
     ),
     pytest.param(
@@ -348,7 +348,7 @@ BAD_FRAGMENTS = [
     pytest.param(
         _set("scheduler", {"type": "asha", "max_tt": 3}),
         "scheduler.max_tt: unknown key; did you mean 'max_t'? "
-        "(allowed: max_t, grace_period, reduction_factor, brackets, time_attr)",
+        "(allowed: max_t, grace_period, reduction_factor, brackets, time_attr, metric, mode)",
         id="scheduler-option-typo",
     ),
     pytest.param(

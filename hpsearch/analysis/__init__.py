@@ -6,6 +6,7 @@ draws (each plot function calls the one of the same name). Tests assert on these
 objects, not on pixels.
 """
 
+from hpsearch.analysis._cost import cost_table
 from hpsearch.analysis._curves import (
     Curve,
     LearningCurves,
@@ -25,11 +26,13 @@ from hpsearch.analysis._params import (
     param_importances,
     param_vs_metric,
 )
+from hpsearch.analysis._pareto import ParetoPlot, pareto_front
 from hpsearch.analysis._scheduler import SchedulerEffect, scheduler_effect
 from hpsearch.analysis._summary import (
     SearchSummary,
     TrialOutcome,
     best_trials_table,
+    pareto_front_table,
     summarize,
     summarize_experiment,
 )
@@ -46,11 +49,15 @@ __all__ = [
     "TRIAL_COLUMNS",
     "HISTORY_COLUMNS",
     "best_trials",
+    "cost_table",
     "SearchSummary",
     "TrialOutcome",
     "summarize",
     "summarize_experiment",
     "best_trials_table",
+    "pareto_front_table",
+    "pareto_front",
+    "ParetoPlot",
     "learning_curves",
     "LearningCurves",
     "Curve",

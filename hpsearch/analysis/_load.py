@@ -22,11 +22,12 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpsearch.analysis._pareto import recorded_objectives
 from hpsearch.errors import ExperimentNotFoundError, ResultsError, did_you_mean
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import (
@@ -64,6 +65,7 @@ __all__ = [
     "TRIAL_COLUMNS",
     "HISTORY_COLUMNS",
     "RESOURCE_HOURS_PREFIX",
+    "RESERVED_PREFIX",
     "is_config_column",
 ]
 
@@ -91,6 +93,9 @@ TRIAL_COLUMNS = (
 #: The prefix of the trials table's resource-hours columns, one per resource (``resource_hours.CPU``); they
 #: come last, after :data:`TRIAL_COLUMNS`.
 RESOURCE_HOURS_PREFIX = "resource_hours."
+#: The prefix of the columns saying what each trial reserved, after :data:`TRIAL_COLUMNS`, before the
+#: resource-hours: ``reserved.workers`` (its Train workers) and ``reserved.worker.<resource>`` (each worker's).
+RESERVED_PREFIX = "reserved."
 #: The fixed columns of :attr:`Results.history`; every reported metric follows ``reported_at``.
 HISTORY_COLUMNS = ("trial_id", "iteration", "training_iteration", "wall_time_s", "reported_at", "checkpoint")
 
@@ -135,7 +140,9 @@ class Results:
             checkpoint still on disk with the best value of ``metric``; Ray Train keeps
             the most recent ``checkpoint.num_to_keep``, so it is not always the best
             report's own), ``driver_time_s`` (seconds from its driver's start to its end,
-            summed over its runs: retries and resumes; start-up and teardown included) and,
+            summed over its runs: retries and resumes; start-up and teardown included), when the
+            spec searches its scaling, what each trial reserved (``reserved.workers``, its Train
+            workers, and ``reserved.worker.<resource>``, each worker's bundle) and,
             last, one ``resource_hours.<resource>`` column per resource the trials held
             (``resource_hours.CPU``, ``resource_hours.GPU``, custom ones): the trial's
             resources (driver and worker bundles) times its driver time, in hours. A running
@@ -176,6 +183,34 @@ class Results:
     ended_by: str | None = None
     ended_reason: str = ""
     resource_hours: dict[str, float] = field(default_factory=dict)
+    #: Every objective, ``(metric, mode)`` in the spec's order; ``metric``/``mode`` are the first.
+    objectives: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.objectives:
+            object.__setattr__(self, "objectives", ((self.metric, self.mode),))
+
+    @property
+    def multi_objective(self) -> bool:
+        """Whether the search has several objectives (the spec's ``metric``/``mode`` lists)."""
+        return len(self.objectives) > 1
+
+    @property
+    def pareto(self) -> pd.DataFrame:
+        """The Pareto front's trials, best first by the first objective: ``trial_id``, ``number``,
+        ``status``, ``iteration`` (the report that is the trial's point: its best by the first
+        objective), one column per objective, the searched parameters. NaN is never on it
+        (:mod:`hpsearch.experiment.ranking`'s rules)."""
+        from hpsearch.analysis._pareto import pareto_table
+
+        return pareto_table(self)
+
+    def hypervolume(self, reference: Sequence[float]) -> float:
+        """The exact hypervolume of :attr:`pareto` up to ``reference`` (one value per objective, in the
+        spec's order, worse than the front in each)."""
+        from hpsearch.analysis._pareto import hypervolume
+
+        return hypervolume(self, reference)
 
     @property
     def best(self) -> pd.Series | None:
@@ -274,6 +309,7 @@ def load_results(
             f"{exp} is not an experiment folder (no {SPEC_FILE}, no Tune trial folders){hint}"
         )
     metric, mode = _metric_and_mode(exp, spec or summary or {}, metric, mode)
+    objectives = recorded_objectives(spec or summary or {}, metric, mode)
     space, params = _space(spec)
     ended = summary is not None and not summary.get("interrupted", False)
 
@@ -297,7 +333,7 @@ def load_results(
                 )
 
     history = _history(reports, exp, metric)
-    if metric not in history and len(history) and metric != (spec or summary or {}).get("metric"):
+    if metric not in history and len(history) and metric != _primary((spec or summary or {}).get("metric")):
         reported = [c for c in history.columns if c not in HISTORY_COLUMNS and c != _HAS_METRIC]
         raise ResultsError(
             f"no trial reported metric {metric!r}{did_you_mean(metric, reported)} (reported: {', '.join(reported) or 'none'})"
@@ -310,8 +346,9 @@ def load_results(
     _add_outcomes(trials, outcomes, summary, state, ended, _budget(spec))
     _running_again(trials, outcomes, usage)
     _rank(trials, history, metric, mode)
-    trials = _add_usage(trials, history, usage)
+    trials = _add_usage(trials, history, usage, _reserved(spec, {r["trial_id"]: r["config"] for r in rows}))
     history = history.drop(columns=_HAS_METRIC)
+    _absent_params(trials, space)
     if not params:  # no spec: the config columns whose values differ
         params = [c for c in trials.columns if is_config_column(c) and trials[c].astype(str).nunique() > 1]
     return Results(
@@ -319,6 +356,7 @@ def load_results(
         name=(spec or summary or {}).get("name") or exp.name,
         metric=metric,
         mode=mode,
+        objectives=objectives,
         trials=trials,
         history=history,
         spec=spec,
@@ -337,9 +375,19 @@ def load_results(
     )
 
 
+def _absent_params(trials: pd.DataFrame, space: Mapping[str, Param]) -> None:
+    """A conditional parameter is an empty cell where its condition was false (the trial's config lacks it);
+    one that no trial had is still a column, all empty, beside the other config columns."""
+    at = list(trials.columns).index("error")
+    for name, param in space.items():
+        if param.when and name not in trials:
+            trials.insert(at, name, None)
+            at += 1
+
+
 def is_config_column(column: str) -> bool:
     """Whether a column of :attr:`Results.trials` is a config value (not a fixed or resource-hours column)."""
-    return column not in TRIAL_COLUMNS and not column.startswith(RESOURCE_HOURS_PREFIX)
+    return column not in TRIAL_COLUMNS and not column.startswith((RESOURCE_HOURS_PREFIX, RESERVED_PREFIX))
 
 
 def _running_again(trials: pd.DataFrame, outcomes: Mapping[str, dict[str, Any]], usage: files.Usage) -> None:
@@ -357,8 +405,48 @@ def _running_again(trials: pd.DataFrame, outcomes: Mapping[str, dict[str, Any]],
             trials.loc[i, "ended_at"] = pd.NaT
 
 
-def _add_usage(trials: pd.DataFrame, history: pd.DataFrame, usage: files.Usage) -> pd.DataFrame:
-    """Each trial's driver time and resource-hours (NaN where nothing was recorded); CPU always has a column.
+def _scaling(spec: Mapping[str, Any] | None) -> Any:
+    """The spec's ``scaling`` section as a :class:`~hpsearch.spec.Scaling` (``None`` without a valid one)."""
+    from hpsearch.spec import Scaling
+    from hpsearch.spec._validation import validate_section
+
+    return validate_section(Scaling, (spec or {}).get("scaling"), "scaling")[0] if spec else None
+
+
+def _searched_scaling(spec: Mapping[str, Any]) -> dict[str, Param]:
+    """The searched scaling values as parameters, by their config names (``scaling.num_workers``)."""
+    from hpsearch.spec import SCALING_GROUP
+    from hpsearch.spec.space import iter_params
+
+    scaling = _scaling(spec)
+    return dict(iter_params(scaling.searched(), SCALING_GROUP)) if scaling is not None else {}
+
+
+def _reserved(spec: Mapping[str, Any] | None, configs: Mapping[str, Any]) -> dict[str, tuple[int, dict[str, float]]]:
+    """Per trial, what it reserved: its workers and each worker's resources, from the spec as run and its
+    config (searched scaling values are in ``config["scaling"]``); ``{}`` when the scaling is not searched
+    (every trial reserved the same: the spec's ``scaling``). A trial that cannot be sized is left out."""
+    scaling = _scaling(spec)
+    if scaling is None or not scaling.searched():
+        return {}
+    out = {}
+    for trial_id, config in configs.items():
+        try:
+            own = scaling.for_trial(config if isinstance(config, Mapping) else None)
+        except ValueError:  # a config without its searched scaling values
+            continue
+        out[trial_id] = (own.workers, {k: float(v) for k, v in own.worker_bundle().items() if float(v) > 0})
+    return out
+
+
+def _add_usage(
+    trials: pd.DataFrame,
+    history: pd.DataFrame,
+    usage: files.Usage,
+    reserved: Mapping[str, tuple[int, dict[str, float]]] | None = None,
+) -> pd.DataFrame:
+    """Each trial's reserved workers and resources, driver time and resource-hours (NaN where nothing was
+    recorded); CPU always has a column.
 
     A run with no end recorded (a running trial, or a killed search's) counts until the trial's last report.
     """
@@ -372,12 +460,22 @@ def _add_usage(trials: pd.DataFrame, history: pd.DataFrame, usage: files.Usage) 
         hours.append(usage.trial_resource_hours(trial_id, open_until=last))
     trials["driver_time_s"] = pd.Series(seconds, index=trials.index, dtype="float64")
     resources = sorted({r for h in hours for r in h} | {"CPU"}, key=lambda r: (r != "CPU", r != "GPU", r))
-    columns = {
-        f"{RESOURCE_HOURS_PREFIX}{r}": pd.Series(
-            [h.get(r, 0.0) if h else None for h in hours], index=trials.index, dtype="float64"
-        )
-        for r in resources
-    }
+    held = [(reserved or {}).get(t) for t in trials["trial_id"]]
+    per_worker = sorted({r for h in held if h for r in h[1]} | {"CPU"}, key=lambda r: (r != "CPU", r != "GPU", r))
+    columns: dict[str, pd.Series] = {}
+    if reserved:  # searched scaling: trials differ in what they reserve
+        columns[f"{RESERVED_PREFIX}workers"] = pd.Series([h[0] if h else None for h in held], dtype="Int64")
+        for r in per_worker:
+            values = [h[1].get(r, 0.0) if h else None for h in held]
+            columns[f"{RESERVED_PREFIX}worker.{r}"] = pd.Series(values, dtype="float64")
+    columns.update(
+        {
+            f"{RESOURCE_HOURS_PREFIX}{r}": pd.Series([h.get(r, 0.0) if h else None for h in hours], dtype="float64")
+            for r in resources
+        }
+    )
+    for column in columns.values():
+        column.index = trials.index
     return pd.concat([trials, pd.DataFrame(columns, index=trials.index)], axis=1)
 
 
@@ -395,10 +493,15 @@ def python_value(value: Any) -> Any:
     return value
 
 
+def _primary(value: Any) -> Any:
+    """A recorded ``metric`` or ``mode``: the first of a multi-objective search's list."""
+    return value[0] if isinstance(value, list) and value else value
+
+
 def _metric_and_mode(exp: Path, recorded: Mapping[str, Any], metric: str | None, mode: str | None) -> tuple[str, Mode]:
     """The metric to rank by and its mode: as asked, else as the spec (or summary) recorded them."""
-    if metric is None or metric == recorded.get("metric"):
-        metric, mode = recorded.get("metric"), mode or recorded.get("mode")
+    if metric is None or metric == _primary(recorded.get("metric")):
+        metric, mode = _primary(recorded.get("metric")), mode or _primary(recorded.get("mode"))
     if not metric:
         raise ResultsError(f"{exp} has no {SPEC_FILE}: pass metric= and mode= to say how to rank the trials")
     if mode not in ("min", "max"):
@@ -500,6 +603,7 @@ def _space(spec: dict[str, Any] | None) -> tuple[dict[str, Param], list[str]]:
 
     tree, _ = parse_search_space(spec["search_space"])  # the spec as run was valid; skip what is not
     space = dict(iter_params(tree))
+    space.update(_searched_scaling(spec))  # searched like any parameter, under scaling.* in the config
     return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
 
 

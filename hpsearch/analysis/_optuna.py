@@ -16,6 +16,15 @@ complete but has no finite best (it reported only NaN or ±inf, or never reporte
 metric) is exported ``FAIL``, and its ``fail_reason`` user attribute says why; so
 Optuna's best trial is hpsearch's best trial. Intermediate values that are not finite
 numbers are left out (the trial's history keeps them).
+
+With several objectives (``frozen_trials(..., multi_objective=True)``, what the export
+writes for such a search) the study has one direction per objective (:func:`directions`)
+and a complete trial's ``values`` are its point: every objective in the report with its
+best first objective (:mod:`hpsearch.experiment.ranking`), so Optuna's ``best_trials`` are
+hpsearch's Pareto front (less its ``PRUNED`` trials, which have no values in Optuna: every
+trial's ``point`` user attribute holds its point). A complete trial whose point has a value
+that is missing or not finite is ``FAIL``, with its ``fail_reason``. Intermediate values stay
+those of the first objective.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from hpsearch.analysis._load import python_value
+from hpsearch.analysis._pareto import front_of
 from hpsearch.experiment.layout import ERRORED, FINISHED, PENDING, RUNNING, STOPPED
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.formatting import number
@@ -36,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from hpsearch.analysis._load import Results
     from hpsearch.analysis._params import ParamAxis
+    from hpsearch.experiment.ranking import ParetoPoint
     from hpsearch.spec.space import Param
 
 __all__ = [
@@ -50,6 +61,7 @@ __all__ = [
     "frozen_trials",
     "in_memory_study",
     "direction",
+    "directions",
     "study_direction",
 ]
 
@@ -66,6 +78,11 @@ def study_direction(mode: str) -> Literal["minimize", "maximize"]:
 def direction(results: Results) -> Literal["minimize", "maximize"]:
     """Optuna's study direction for the search's mode."""
     return study_direction(results.mode)
+
+
+def directions(results: Results) -> list[Literal["minimize", "maximize"]]:
+    """Optuna's study directions, one per objective in the spec's order."""
+    return [study_direction(mode) for _, mode in results.objectives]
 
 
 #: The study user attribute the live ``optuna`` tracker adds: an export of the same folder replaces such a study.
@@ -161,10 +178,15 @@ def intermediate_value(raw: Any) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def frozen_trials(results: Results, *, stopped_as_complete: bool = False) -> list[Any]:
-    """One ``optuna.trial.FrozenTrial`` per trial of ``results``, in creation order (see the module's rules)."""
+def frozen_trials(results: Results, *, stopped_as_complete: bool = False, multi_objective: bool = False) -> list[Any]:
+    """One ``optuna.trial.FrozenTrial`` per trial of ``results``, in creation order (see the module's rules).
+
+    ``multi_objective``: each trial's ``values`` are its point, one per objective (for a study with
+    :func:`directions`); otherwise its ``value`` is its best first objective.
+    """
     from optuna.trial import FrozenTrial, TrialState
 
+    points = {p.trial_id: p for p in front_of(results).points} if multi_objective else {}
     distributions = optuna_distributions(results)
     intermediate = _intermediate_values(results)
     constants = [c for c in results.trials.columns if c in set(results.space) - set(results.params)]
@@ -176,8 +198,17 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False) -> lis
         state_name, value, fail_reason = trial_outcome(
             status, best, results.metric, stopped_as_complete=stopped_as_complete
         )
+        values: list[float] | None = None
+        point = points.get(row["trial_id"])
+        if multi_objective:
+            state_name, values, fail_reason = _point_outcome(
+                status, point, results, stopped_as_complete=stopped_as_complete
+            )
+            value = None
         state = TrialState[state_name]
         attrs: dict[str, Any] = {"trial_id": row["trial_id"], "status": status}
+        if multi_objective and point is not None:
+            attrs["point"] = {m: _json_number(v) for (m, _), v in zip(results.objectives, point.values)}
         if fail_reason is not None:
             attrs["fail_reason"] = fail_reason
         params, dists = trial_params(distributions, {str(k): v for k, v in row.items()})
@@ -202,6 +233,7 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False) -> lis
                 number=index,
                 state=state,
                 value=value,
+                values=values,
                 datetime_start=None if state == TrialState.WAITING else (start or end or now),
                 datetime_complete=(end or start or now) if state.is_finished() else None,
                 params=params,
@@ -213,6 +245,21 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False) -> lis
             )
         )
     return out
+
+
+def _point_outcome(
+    status: str, point: ParetoPoint | None, results: Results, *, stopped_as_complete: bool = False
+) -> tuple[str, list[float] | None, str | None]:
+    """A trial's Optuna ``(state name, values, fail_reason)`` under several objectives (the module's rules)."""
+    state = "COMPLETE" if status == STOPPED and stopped_as_complete else _STATE_NAMES.get(status, "FAIL")
+    if state != "COMPLETE":
+        return state, None, None
+    if point is None or not point.complete:
+        given = point.values if point is not None else (None,) * len(results.objectives)
+        bad = [m for (m, _), v in zip(results.objectives, given) if v is None or not math.isfinite(v)]
+        where = f"its point (the report with its best {results.metric})"
+        return "FAIL", None, f"{where} has no finite number for {', '.join(bad)}"
+    return state, [float(v) for v in point.values if v is not None], None
 
 
 def in_memory_study(results: Results, *, stopped_as_complete: bool = False) -> optuna.Study:

@@ -1,10 +1,15 @@
-"""Data for the plots over parameters: parameter vs metric, parallel coordinates, importance."""
+"""Data for the plots over parameters: parameter vs metric, parallel coordinates, importance.
+
+A conditional parameter (``when``) is absent from the trials whose condition was false: an
+empty cell in :attr:`Results.trials`. Each view is computed over the trials that have the
+parameter, and says so in a note (``momentum: 5 of 12 trials``).
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.analysis._curves import log_scale_suits, no_values_reason
@@ -80,7 +85,8 @@ def param_axis(results: Results, name: str) -> ParamAxis:
 class ParamPanel:
     """One parameter against the metric: per trial, the value (``values``), where it is drawn
     (``x``: the value, or the category's index spread by up to ±:data:`CATEGORY_SPREAD`), and
-    the trial's best ``y``."""
+    the trial's best ``y``. ``note`` says over how many of the scored trials, when some have
+    no value of the parameter (a conditional one: ``momentum: 5 of 12 trials``)."""
 
     axis: ParamAxis
     trial_ids: list[str]
@@ -88,6 +94,7 @@ class ParamPanel:
     values: list[Any]
     x: list[float]
     y: list[float]
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,7 +136,10 @@ def param_vs_metric(results: Results, params: Sequence[str] | None = None) -> Pa
             x = _spread([axis.categories.index(v) for v in values], rows["best"].tolist())
         else:
             x = [float(v) for v in values]
-        panels.append(ParamPanel(axis, list(rows["trial_id"]), list(rows["status"]), values, x, rows["best"].tolist()))
+        note = _count_note(name, len(keep), len(scored))
+        panels.append(
+            ParamPanel(axis, list(rows["trial_id"]), list(rows["status"]), values, x, rows["best"].tolist(), note)
+        )
     best = results.best
     names = list(params if params is not None else results.params)
     reason = detail = None
@@ -167,7 +177,8 @@ class ParallelCoordinates:
     [0, 1] over the axis's range (log-scaled where ``log``; categories evenly spaced;
     ``None`` where the trial has no value). ``ticks[k]`` are the tick positions and
     ``tick_labels[k]`` their labels. ``reason`` says why there is no line (``None`` when
-    there is one).
+    there is one). ``notes`` has one line per parameter that some lines do not cross (a
+    conditional one, absent where its condition was false: ``momentum: 5 of 12 trials``).
     """
 
     metric: str
@@ -181,12 +192,14 @@ class ParallelCoordinates:
     positions: list[list[float | None]]
     best_trial_id: str | None
     reason: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def parallel_coordinates(results: Results, params: Sequence[str] | None = None) -> ParallelCoordinates:
     """Every scored trial as a line across the metric and the parameters."""
     scored = _scored(results)
     names = [p for p in (params if params is not None else results.params) if p in scored]
+    names = [p for p in names if scored[p].notna().any() or not len(scored)]  # a parameter no trial had: no axis
     values = [float(v) for v in scored["best"]]
     metric_axis = ParamAxis(
         results.metric, "float", log_scale_suits(values), min(values, default=0.0), max(values, default=1.0)
@@ -203,6 +216,11 @@ def parallel_coordinates(results: Results, params: Sequence[str] | None = None) 
             at = axis.position(_hashable(v))
             positions[i].append(None if at is None else _unit(at, lo, hi))
     best = results.best
+    notes = [
+        note
+        for k, name in enumerate(names, start=1)
+        if (note := _count_note(name, sum(row[k] is not None for row in positions), len(values)))
+    ]
     return ParallelCoordinates(
         metric=results.metric,
         mode=results.mode,
@@ -215,6 +233,7 @@ def parallel_coordinates(results: Results, params: Sequence[str] | None = None) 
         positions=positions,
         best_trial_id=None if best is None else best["trial_id"],
         reason=None if values else no_values_reason(results, ranked=True),
+        notes=notes,
     )
 
 
@@ -241,7 +260,12 @@ def _unit(value: float, low: float, high: float) -> float:
 class ParamImportances:
     """What :func:`hpsearch.plots.param_importances` draws: parameter -> importance (summing to
     1, largest first), computed by Optuna's ``evaluator`` on ``n_trials`` trials (the
-    early-stopped ones among them if ``include_stopped``); ``reason`` says why there are none."""
+    early-stopped ones among them if ``include_stopped``); ``reason`` says why there are none.
+
+    A parameter that only some trials have (a conditional one) is rated over those trials,
+    with the parameters every trial has, in a computation of its own: its importance is not
+    part of the sum of 1, and ``notes`` says so (``momentum: 5 of 12 trials``), or why it has
+    none (too few trials have it)."""
 
     metric: str
     importances: dict[str, float]
@@ -249,6 +273,7 @@ class ParamImportances:
     n_trials: int
     include_stopped: bool
     reason: str | None = None
+    notes: dict[str, str] = field(default_factory=dict)
 
 
 _EVALUATOR_NAMES = {
@@ -279,10 +304,10 @@ def param_importances(results: Results, *, evaluator: Any = None, include_stoppe
     name = _EVALUATOR_NAMES.get(type(evaluator).__name__, type(evaluator).__name__)
     study = in_memory_study(results, stopped_as_complete=include_stopped)
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
-    params = [p for p in results.params if len({repr(t.params.get(p)) for t in complete if p in t.params}) > 1]
-    params = [p for p in params if all(p in t.params for t in complete)]
+    varying = [p for p in results.params if len({repr(t.params.get(p)) for t in complete if p in t.params}) > 1]
+    params = [p for p in varying if all(p in t.params for t in complete)]
     which = "finished or stopped" if include_stopped else "finished"
-    if len(complete) < MIN_TRIALS_FOR_IMPORTANCE or not params:
+    if len(complete) < MIN_TRIALS_FOR_IMPORTANCE or not varying:
         reason = (
             f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} {which} trials with a value of {results.metric}, "
             f"found {len(complete)}"
@@ -290,10 +315,26 @@ def param_importances(results: Results, *, evaluator: Any = None, include_stoppe
             else f"no searched parameter varies across the {len(complete)} {which} trials"
         )
         return ParamImportances(results.metric, {}, name, len(complete), include_stopped, reason)
-    found = get_param_importances(study, evaluator=evaluator, params=params)
-    return ParamImportances(
-        results.metric, {k: float(v) for k, v in found.items()}, name, len(complete), include_stopped
-    )
+    found: dict[str, float] = {}
+    if params:
+        found = {k: float(v) for k, v in get_param_importances(study, evaluator=evaluator, params=params).items()}
+    notes: dict[str, str] = {}
+    for partial in (p for p in varying if p not in params):
+        having = [t for t in complete if partial in t.params]
+        note = _count_note(partial, len(having), len(complete)) or ""
+        if len(having) < MIN_TRIALS_FOR_IMPORTANCE or len({repr(t.params[partial]) for t in having}) < 2:
+            notes[partial] = f"{note}: too few for an importance (needs {MIN_TRIALS_FOR_IMPORTANCE} that vary)"
+            continue
+        # Optuna rates over the trials that have every one of the params
+        own = get_param_importances(study, evaluator=evaluator, params=[*params, partial])
+        found[partial] = float(own[partial])
+        notes[partial] = f"{note}, rated over those trials (not part of the sum of 1)"
+    return ParamImportances(results.metric, found, name, len(complete), include_stopped, notes=notes)
+
+
+def _count_note(name: str, having: int, total: int) -> str | None:
+    """``momentum: 5 of 12 trials`` when only some trials have a value of the parameter, else ``None``."""
+    return f"{name}: {having} of {total} trials" if having < total else None
 
 
 def _missing(value: Any) -> bool:

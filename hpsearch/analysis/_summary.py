@@ -23,13 +23,21 @@ from hpsearch.analysis._load import (
     load_results,
     python_value,
 )
+from hpsearch.analysis._pareto import front_of
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import ENDED, ERRORED, TUNE_ERROR_FILE, TUNE_PARAMS_FILE, flatten_config
 from hpsearch.experiment.ranking import rank_trials
 from hpsearch.experiment.tracebacks import error_excerpt
 from hpsearch.formatting import cell, text_table
 
-__all__ = ["TrialOutcome", "SearchSummary", "summarize", "summarize_experiment", "best_trials_table"]
+__all__ = [
+    "TrialOutcome",
+    "SearchSummary",
+    "summarize",
+    "summarize_experiment",
+    "best_trials_table",
+    "pareto_front_table",
+]
 
 #: History columns that are not the trial's own metrics (Tune's counter is kept, as reported).
 _NOT_METRICS = frozenset(HISTORY_COLUMNS) - {"training_iteration"}
@@ -74,6 +82,16 @@ class SearchSummary:
     resume_hint: str = ""
     #: The search's wall time over its run and every resume (``wall_time_s`` is this run's).
     total_wall_time_s: float | None = None
+    #: Every objective, ``[metric, mode]`` in the spec's order (one for a single-objective search).
+    objectives: list[tuple[str, str]] = field(default_factory=list)
+    #: With several objectives, the Pareto front, best first by the first objective: per trial its
+    #: ``trial_id``, ``iteration`` (the report that is its point) and ``values`` (one per objective).
+    pareto: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def multi_objective(self) -> bool:
+        """Whether the search has several objectives."""
+        return len(self.objectives) > 1
 
     @property
     def resource_hours(self) -> dict[str, float]:
@@ -120,6 +138,11 @@ class SearchSummary:
             "resource_hours": self.resource_hours,
             "counts": {s: self.count(s) for s in ENDED},
             "best_trial_id": best.trial_id if best else None,
+            **(
+                {"objectives": [list(o) for o in self.objectives], "pareto": self.pareto}
+                if self.multi_objective
+                else {}
+            ),
             "trials": [asdict(t) for t in self.trials],
         }
 
@@ -168,7 +191,13 @@ def summarize(
         ended_reason=ended_reason or (results.ended_reason if ended_by is None else ""),
         resume_hint=resume_hint,
         total_wall_time_s=usage.wall_time_s() if usage.searches else None,
+        objectives=list(results.objectives),
     )
+    if results.multi_objective:
+        summary.pareto = [
+            {"trial_id": p.trial_id, "iteration": p.iteration, "values": list(p.values)}
+            for p in front_of(results).front
+        ]
     outcomes = files.read_outcome_records(results.experiment_dir)
     records: list[dict[str, Any]] = results.trials.to_dict("records")  # type: ignore[assignment]  # keys are column names
     for row, has_value in zip(records, results.has_value):
@@ -272,6 +301,32 @@ def best_trials_table(summary: SearchSummary, *, n: int = 5, varying: Sequence[s
         rows.append(
             [trial.trial_id, trial.status, str(trial.iterations), cell(trial.last_iteration), cell(trial.best)]
             + [cell(trial.metrics.get(k)) for k in extra]
+            + [cell(flat.get(p)) for p in params]
+        )
+    return text_table(rows)
+
+
+def pareto_front_table(summary: SearchSummary, *, varying: Sequence[str] | None = None) -> str:
+    """The closing table of a multi-objective ``hpsearch run``: every trial of the Pareto front,
+    best first by the first objective.
+
+    Columns: id, status, how many reports the trial made, the epoch of the report that is its
+    point (its best by the first objective), each objective's value there, then the parameters
+    (``varying``; default every config key).
+    """
+    by_id = {t.trial_id: t for t in summary.trials}
+    front = [(entry, by_id[entry["trial_id"]]) for entry in summary.pareto if entry["trial_id"] in by_id]
+    if not front:
+        return "(no trial reported a number for every objective)"
+    names = [metric for metric, _ in summary.objectives]
+    header = ["trial_id", "status", "reports", "epoch", *names]
+    flat_configs = [flatten_config(trial.config) for _, trial in front]
+    params = list(varying) if varying is not None else list(flat_configs[0])
+    rows = [header + params]
+    for (entry, trial), flat in zip(front, flat_configs):
+        rows.append(
+            [trial.trial_id, trial.status, str(trial.iterations), cell(entry["iteration"])]
+            + [cell(v) for v in entry["values"]]
             + [cell(flat.get(p)) for p in params]
         )
     return text_table(rows)

@@ -18,8 +18,11 @@ Config keys (missing keys take the default, unknown keys are ignored):
     hidden (int): Width of each hidden layer. Default 128.
     layers (int): Number of hidden layers. Default 2.
     dropout (float): Dropout probability after each hidden layer. Default 0.1.
-    lr (float): AdamW learning rate. Default 1e-3.
-    weight_decay (float): AdamW weight decay. Default 0.0.
+    lr (float): Learning rate. Default 1e-3.
+    weight_decay (float): Weight decay. Default 0.0.
+    optimizer (str): ``adamw``, ``adam`` or ``sgd``. Default ``adamw``.
+    beta1 (float): Adam's and AdamW's first beta (read only for them). Default 0.9.
+    momentum (float): SGD's momentum (read only for sgd). Default 0.0.
     batch_size (int): Per-worker batch size. Default 64.
     epochs (int): Total number of epochs, counting resumed ones. Default 10.
     seed (int): Seed for torch, numpy and ``random`` (model init, dropout).
@@ -82,6 +85,22 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _optimizer(config: dict[str, Any], model: nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """``optimizer``: adamw (the default), adam or sgd; ``beta1`` (adam, adamw: 0.9) and ``momentum``
+    (sgd: 0.0) are read only for the optimizer that has them (conditional parameters are absent otherwise)."""
+    kind = str(config.get("optimizer", "adamw"))
+    if kind == "sgd":
+        return torch.optim.SGD(
+            model.parameters(), lr=lr, momentum=float(config.get("momentum", 0.0)), weight_decay=weight_decay
+        )
+    betas = (float(config.get("beta1", 0.9)), 0.999)
+    if kind == "adam":
+        return torch.optim.Adam(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+    if kind != "adamw":
+        raise ValueError(f"optimizer must be 'adamw', 'adam' or 'sgd', got {kind!r}")
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+
+
 def train_loop(config: dict[str, Any]) -> None:
     """Train the digits MLP on one Ray Train worker.
 
@@ -109,7 +128,7 @@ def train_loop(config: dict[str, Any]) -> None:
     n_classes = 10
 
     model = ray.train.torch.prepare_model(_build_model(x_tr.shape[1], n_classes, hidden, layers, dropout))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = _optimizer(config, model, lr, weight_decay)
     # After prepare_model, so the optimizer's state lands on the model's device.
     start_epoch = hp.restore(model=model, optimizer=optimizer)  # 1 unless resuming
     loss_fn = nn.CrossEntropyLoss()
@@ -145,6 +164,8 @@ def train_loop(config: dict[str, Any]) -> None:
             "train_loss": loss_sum / max(n_seen, 1),
             "val_loss": val_loss,
             "val_acc": val_acc,
+            # the model's size, an objective of search_spaces/digits_multi_objective.yaml
+            "n_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
         }
         save = epoch % checkpoint_every == 0 or epoch == epochs
         hp.report(metrics, epoch=epoch, model=model, optimizer=optimizer, checkpoint=save)

@@ -22,6 +22,20 @@ One function, :func:`rank_trials`, decides it for every view: the closing table 
   ranked (``rank`` is ``None``), whatever they reported.
 - **The best trial** is the first ranked trial with a finite best; a search where no
   trial has one has no best trial.
+
+With several objectives (``metric``/``mode`` lists), :func:`pareto_front` decides the front:
+
+- **A trial's point** is one report: the one that gave its best value of the *primary*
+  (first) objective by the rules above (the earliest wins a tie); every objective is read
+  from that same report, so a point is a model that existed (the one whose checkpoint is
+  kept as the trial's best), never the best of each objective taken from different epochs.
+- **On the front** are the points not dominated by any other point (another is at least
+  as good in every objective and better in one). Points with a value that is missing or
+  not a finite number (NaN, ±inf) are never on the front, nor dominate; errored trials
+  have no point, as they have no rank. Two equal points are both on the front.
+- **Hypervolume** (:func:`hypervolume`) is the volume the front dominates up to a
+  reference point (worse than the front in every objective), computed exactly; points not
+  better than the reference in every objective add nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +47,19 @@ from typing import Any, Literal
 
 from hpsearch.experiment.layout import ERRORED
 
-__all__ = ["Mode", "TrialScore", "Ranking", "rank_trials", "metric_value", "is_better"]
+__all__ = [
+    "Mode",
+    "TrialScore",
+    "Ranking",
+    "rank_trials",
+    "metric_value",
+    "is_better",
+    "ParetoPoint",
+    "ParetoFront",
+    "pareto_front",
+    "dominates",
+    "hypervolume",
+]
 
 Mode = Literal["min", "max"]
 #: One report of a trial, as the ranking sees it: its iteration (epoch) and its metric value.
@@ -165,3 +191,174 @@ def rank_trials(
     scores = [TrialScore(t, b, at, last, rank) for rank, (_, t, b, at, last) in enumerate(scored, start=1)]
     scores += [TrialScore(t, b, at, last, None) for _, t, b, at, last in unranked]
     return Ranking(mode, tuple(scores))
+
+
+# ----------------------------------------------------------------------------- several objectives
+
+#: One report of a trial under several objectives: its iteration and each objective's value, in order.
+MultiReport = tuple["int | None", Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """One trial under several objectives.
+
+    Attributes:
+        trial_id: The trial.
+        iteration: The iteration (epoch) of the report that is its point (see the module's rules).
+        values: Each objective's value in that report (``None``: not a number), in the spec's order.
+        on_front: Whether no other point dominates it.
+    """
+
+    trial_id: str
+    iteration: int | None
+    values: tuple[float | None, ...]
+    on_front: bool
+
+    @property
+    def complete(self) -> bool:
+        """Whether every objective has a finite value (only such points can be on the front)."""
+        return _all_finite(self.values)
+
+
+@dataclass(frozen=True)
+class ParetoFront:
+    """Every trial's point and the front, under ``modes`` (one per objective)."""
+
+    modes: tuple[Mode, ...]
+    points: tuple[ParetoPoint, ...]  # every trial with a point, in creation order
+
+    @property
+    def front(self) -> list[ParetoPoint]:
+        """The non-dominated points, by the first objective (best first), then creation order."""
+        sign = 1.0 if self.modes[0] == "min" else -1.0
+        on = [p for p in self.points if p.on_front]
+        return sorted(on, key=lambda p: sign * float(p.values[0] or 0.0))
+
+    def hypervolume(self, reference: Sequence[float]) -> float:
+        """The hypervolume of the front up to ``reference`` (see :func:`hypervolume`)."""
+        return hypervolume([_numbers(p.values) for p in self.front], reference, self.modes)
+
+
+def dominates(a: Sequence[float], b: Sequence[float], modes: Sequence[Mode]) -> bool:
+    """Whether point ``a`` dominates ``b``: at least as good in every objective, better in one (finite values)."""
+    better = False
+    for x, y, mode in zip(a, b, modes, strict=True):
+        if is_better(y, x, mode):
+            return False
+        better = better or is_better(x, y, mode)
+    return better
+
+
+def _point(reports: Sequence[MultiReport], mode: Mode) -> tuple[int | None, tuple[float | None, ...]] | None:
+    """The report that gave the primary objective's best value (the ranking's rule), as ``(iteration, values)``."""
+    best_at: int | None = None
+    best: float | None = None
+    odd: int | None = None  # the last NaN or ±inf primary value, for trials with nothing else
+    for index, (_, values) in enumerate(reports):
+        value = metric_value(values[0]) if values else None
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            odd = index
+        elif best is None or is_better(value, best, mode):
+            best, best_at = value, index
+    chosen = best_at if best_at is not None else odd
+    if chosen is None:
+        return None
+    iteration, values = reports[chosen]
+    return iteration, tuple(metric_value(v) for v in values)
+
+
+def pareto_front(
+    reports: Mapping[str, Sequence[MultiReport]],
+    modes: Sequence[Mode],
+    *,
+    statuses: Mapping[str, str] | None = None,
+) -> ParetoFront:
+    """Each trial's point and which points are on the Pareto front (see the module's rules).
+
+    Args:
+        reports: Trial id -> its reports in order, each ``(iteration, [value of each objective])``;
+            the mapping's order is the trials' creation order.
+        modes: ``"min"`` or ``"max"`` per objective, in the same order as the values.
+        statuses: Trial id -> status; ``"errored"`` trials have no point.
+
+    Example:
+        >>> f = pareto_front({"a": [(1, [0.5, 10])], "b": [(1, [0.3, 20])], "c": [(1, [0.6, 20])]}, ["min", "min"])
+        >>> [p.trial_id for p in f.front]
+        ['b', 'a']
+    """
+    modes = tuple(modes)
+    for mode in modes:
+        if mode not in ("min", "max"):
+            raise ValueError(f"each mode must be 'min' or 'max', got {mode!r}")
+    statuses = statuses or {}
+    found: list[tuple[str, int | None, tuple[float | None, ...]]] = []
+    for trial_id, trial_reports in reports.items():
+        if statuses.get(trial_id) == ERRORED:
+            continue
+        point = _point(trial_reports, modes[0])
+        if point is not None:
+            found.append((trial_id, *point))
+    complete = [(t, _numbers(v)) for t, _, v in found if len(v) == len(modes) and _all_finite(v)]
+    on_front = {t for t, v in complete if not any(dominates(w, v, modes) for _, w in complete)}
+    return ParetoFront(modes, tuple(ParetoPoint(t, it, v, t in on_front) for t, it, v in found))
+
+
+def _all_finite(values: Sequence[float | None]) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
+def _numbers(values: Sequence[float | None]) -> tuple[float, ...]:
+    """A complete point's values, typed as the numbers they are."""
+    return tuple(float(v) for v in values if v is not None)
+
+
+def hypervolume(points: Iterable[Sequence[float]], reference: Sequence[float], modes: Sequence[Mode]) -> float:
+    """The exact volume dominated by ``points`` and bounded by ``reference``, under ``modes``.
+
+    Each objective is turned into a minimised one (``max`` objectives negated); a point that is
+    not strictly better than the reference in every objective adds nothing. Exact for any number
+    of objectives: a sweep in 2-D, slicing along the last objective above that (fine for the
+    fronts of a search: tens of points).
+
+    Example:
+        >>> hypervolume([(1, 3), (2, 2), (3, 1)], (4, 4), ["min", "min"])
+        6.0
+    """
+    reference = tuple(float(r) for r in reference)
+    if len(reference) != len(modes):
+        raise ValueError(f"the reference has {len(reference)} values for {len(modes)} objectives")
+    if not all(math.isfinite(r) for r in reference):
+        raise ValueError(f"the reference must hold finite numbers, got {list(reference)}")
+    signs = [1.0 if m == "min" else -1.0 for m in modes]
+    ref = tuple(s * r for s, r in zip(signs, reference))
+    kept = []
+    for point in points:
+        values = tuple(s * float(v) for s, v in zip(signs, point, strict=True))
+        if all(math.isfinite(v) and v < r for v, r in zip(values, ref)):
+            kept.append(values)
+    return float(_volume(kept, ref))
+
+
+def _volume(points: list[tuple[float, ...]], ref: tuple[float, ...]) -> float:
+    """The volume of the union of the boxes ``[p, ref]`` (every point below ``ref`` in every coordinate)."""
+    if not points:
+        return 0.0
+    if len(ref) == 1:
+        return ref[0] - min(p[0] for p in points)
+    if len(ref) == 2:
+        volume, lowest = 0.0, ref[1]
+        for x, y in sorted(points):
+            if y < lowest:
+                volume += (ref[0] - x) * (lowest - y)
+                lowest = y
+        return volume
+    ordered = sorted(points, key=lambda p: p[-1])
+    volume = 0.0
+    for i, point in enumerate(ordered):
+        top = ordered[i + 1][-1] if i + 1 < len(ordered) else ref[-1]
+        if top > point[-1]:
+            volume += _volume([p[:-1] for p in ordered[: i + 1]], ref[:-1]) * (top - point[-1])
+    return volume

@@ -75,6 +75,11 @@ def _amount(key: str, value: float) -> str:
     return f"{value / GB:.3g} GB" if key == MEMORY else f"{value:g}"
 
 
+def positive(resources: Mapping[str, float]) -> dict[str, float]:
+    """The resources asked for (amounts above 0), as floats."""
+    return {k: float(v) for k, v in resources.items() if float(v) > 0}
+
+
 def fmt_resources(resources: Mapping[str, float]) -> str:
     """``{CPU: 1, GPU: 0.5, memory: 2 GB}``: sorted, memory in GB."""
     order = sorted(resources, key=lambda k: (k != "CPU", k != "GPU", k == MEMORY, k))
@@ -150,7 +155,11 @@ class NodeUsage:
 
 @dataclass(frozen=True)
 class Plan:
-    """How many trials run at once (``max_concurrent_trials``), where, and what is left idle."""
+    """How many trials run at once (``max_concurrent_trials``), where, and what is left idle.
+
+    ``searched`` holds the searched scaling values (``scaling.num_workers`` -> its values), if any:
+    the plan's ``demand`` is then the largest trial of them, which every other fits inside.
+    """
 
     max_concurrent_trials: int
     capacity: int
@@ -160,6 +169,18 @@ class Plan:
     usage: Sequence[NodeUsage] = ()
     warnings: Sequence[str] = ()
     reserved: Mapping[str, float] = field(default_factory=dict)
+    searched: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+
+    @property
+    def planned_for(self) -> str | None:
+        """With searched scaling, which trial the plan is for (``None`` without: every trial is the same)."""
+        if not self.searched:
+            return None
+        d = self.demand
+        return (
+            f"planned for the largest trial: {d.num_workers} workers x {fmt_resources(positive(d.worker))}; "
+            "smaller trials leave room unused"
+        )
 
     @property
     def data_cpus_per_trial(self) -> float | None:
@@ -220,6 +241,12 @@ class Plan:
                 for u in self.usage
             ],
             "trials": [{"driver": p.driver_node, "workers": list(p.worker_nodes)} for p in self.placements],
+            # Only with searched scaling: plans without it read as before.
+            **(
+                {"searched_scaling": {k: list(v) for k, v in self.searched.items()}, "planned_for": self.planned_for}
+                if self.searched
+                else {}
+            ),
             # Only with a reserve (a spec with datasets): plans without one read as before.
             **(
                 {"reserved": dict(self.reserved), "data_cpus_per_trial": self.data_cpus_per_trial}

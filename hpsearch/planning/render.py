@@ -31,6 +31,7 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
         f"  per trial       driver {fmt_resources(d.driver_bundle())} {driver_where}"
         f" + {d.num_workers} worker(s) x {fmt_resources(d.worker_bundle())}, placed {d.strategy}",
         f"                  = {fmt_resources(plan.per_trial)}",
+        *_searched_lines(plan),
         f"  trials at once  {plan.max_concurrent_trials}"
         + (f" (of {total_trials} in total)" if total_trials is not None else "")
         + (f"; the cluster fits {plan.capacity}" if plan.capacity != plan.max_concurrent_trials else ""),
@@ -73,3 +74,11 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
     if plan.warnings:
         lines += ["  notes"] + [f"    - {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def _searched_lines(plan: Plan) -> list[str]:
+    """With searched scaling: its values, and that the plan is for the largest trial of them."""
+    if not plan.searched:
+        return []
+    values = "; ".join(f"{k} {list(v)}" for k, v in plan.searched.items())
+    return [f"  searched        {values}", f"                  {plan.planned_for}"]

@@ -10,6 +10,12 @@ whose best is not a finite number (NaN, ±inf, or none) is ``FAIL``, with a
 (trial id, iterations, best and last value, rank, folders, best checkpoint, constant
 config values) is kept in the trial's ``user_attrs``.
 
+A search with several objectives becomes a multi-objective study: one direction per
+objective, each complete trial's ``values`` its point (every objective at its best first
+objective), the objectives' names as the study's metric names. Optuna's ``best_trials``
+are hpsearch's Pareto front, less its early-stopped trials unless ``stopped_as_complete``
+(``PRUNED`` trials have no values in Optuna; their ``point`` user attribute holds them).
+
 The conversion itself is :mod:`hpsearch.analysis._optuna`; this module adds the storage.
 The spec's ``tracking.optuna`` tracker (:mod:`hpsearch.runtime.tracking`) writes the same
 study while the search runs, with the same conversion; exporting the search to that storage
@@ -21,9 +27,10 @@ and intermediate values, plus every user attribute the finished folder can tell.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING
 
-from hpsearch.analysis._optuna import LIVE_ATTR, direction, frozen_trials, optuna_distributions, study_attrs
+from hpsearch.analysis._optuna import LIVE_ATTR, direction, directions, frozen_trials, optuna_distributions, study_attrs
 from hpsearch.errors import ExportError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,7 +90,10 @@ def to_optuna_study(
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line
     try:
-        study = optuna.create_study(storage=storage, study_name=name, direction=direction(results))
+        if results.multi_objective:
+            study = optuna.create_study(storage=storage, study_name=name, directions=directions(results))
+        else:
+            study = optuna.create_study(storage=storage, study_name=name, direction=direction(results))
     except optuna.exceptions.DuplicatedStudyError:
         raise ExportError(
             f"study {name!r} already exists in {storage}; pass --overwrite (overwrite=True) to replace it "
@@ -95,7 +105,14 @@ def to_optuna_study(
         optuna.logging.set_verbosity(verbosity)
     for key, value in study_attrs(results.experiment_dir, results.metric, results.mode).items():
         study.set_user_attr(key, value)
-    study.add_trials(frozen_trials(results, stopped_as_complete=stopped_as_complete))
+    if results.multi_objective:
+        study.set_user_attr("objectives", [list(o) for o in results.objectives])
+        with warnings.catch_warnings():  # "set_metric_names is experimental": it is stored, and read back
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names([m for m, _ in results.objectives])
+    study.add_trials(
+        frozen_trials(results, stopped_as_complete=stopped_as_complete, multi_objective=results.multi_objective)
+    )
     return study
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "parallel_coordinates",
     "param_importances",
     "scheduler_effect",
+    "pareto_front",
     "STATUS_STYLE",
 ]
 
@@ -290,6 +291,8 @@ def param_vs_metric(
 
             a.xaxis.set_major_locator(MaxNLocator(integer=True))
         a.set_xlabel(axis.name + ("  (log)" if axis.log else ""))
+        if panel.note:  # a conditional parameter: drawn over the trials that have it
+            a.set_title(panel.note.split(": ", 1)[-1], fontsize="small", color="#555555")
         if data.log_y:
             a.set_yscale("log")
         a.grid(alpha=0.25)
@@ -353,6 +356,16 @@ def parallel_coordinates(results: Any, *, params: Sequence[str] | None = None, a
     ax.set_title(
         f"Parallel coordinates ({len(data.values)} trials; darker = better {data.metric}, dashed = stopped early)"
     )
+    if data.notes:  # conditional parameters: the lines of the trials without them skip their axis
+        ax.text(
+            0.0,
+            -0.12,
+            "only some trials have: " + "; ".join(data.notes),
+            transform=ax.transAxes,
+            fontsize="x-small",
+            color="#555555",
+            va="top",
+        )
     return ax
 
 
@@ -375,9 +388,20 @@ def param_importances(results: Any, *, ax: Axes | None = None, **kwargs: Any) ->
     bars = ax.barh(names, values, color="#4393c3")
     ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=3, fontsize="small")
     ax.set_xlim(0, max(values) * 1.18 if max(values) > 0 else 1)
-    ax.set_xlabel("importance (sums to 1)")
+    ax.set_xlabel("importance (sums to 1)" + ("; * rated over the trials that have it" if data.notes else ""))
     for side in ("right", "top"):
         ax.spines[side].set_visible(False)
+    if data.notes:  # conditional parameters: rated on their own, or too few trials to rate
+        ax.set_yticks(range(len(names)), [f"{n} *" if n in data.notes else n for n in names])
+        ax.text(
+            0.0,
+            -0.28,
+            "\n".join(data.notes.values()),
+            transform=ax.transAxes,
+            fontsize="x-small",
+            color="#555555",
+            va="top",
+        )
     return ax
 
 
@@ -436,3 +460,97 @@ def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
         fontsize="medium",
     )
     return ax
+
+
+def pareto_front(results: Any, *, ax: Axes | Sequence[Axes] | None = None) -> Any:
+    """The Pareto front: every trial's point, the front's trials highlighted, and its staircase.
+
+    Two objectives: one scatter (``ax``), returned. Three or more: one scatter per pair of
+    objectives (the staircase is the front of that pair's projection), on ``ax`` (one axes per
+    pair) or a new grid, returned as a list of axes. A trial's point is its report with the
+    best first objective (:mod:`hpsearch.experiment.ranking`); points with a missing or
+    non-finite value are not drawn.
+    """
+    data = results if isinstance(results, _an.ParetoPlot) else _an.pareto_front(results)
+    pairs = data.pairs
+    if len(pairs) <= 1:
+        drawn = _axes(None if ax is None else _axes_list(ax)[0], figsize=(6.4, 4.6))
+        if not pairs:
+            return _empty(drawn, "one objective: there is no front to draw (see optimization_history)")
+        _pareto_pair(drawn, data, *pairs[0], legend=True)
+        return drawn
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        cols = min(3, len(pairs))
+        rows = -(-len(pairs) // cols)
+        fig, grid = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), layout="constrained", squeeze=False)
+        axes = [a for row in grid for a in row]
+        for extra in axes[len(pairs) :]:
+            extra.set_axis_off()
+        fig.suptitle(_pareto_title(data))
+    else:
+        axes = _axes_list(ax)
+        if len(axes) < len(pairs):
+            raise ValueError(f"{len(data.objectives)} objectives draw {len(pairs)} plots; ax holds {len(axes)}")
+    for i, (x, y) in enumerate(pairs):
+        _pareto_pair(axes[i], data, x, y, legend=i == 0)
+    return axes[: len(pairs)]
+
+
+def _axes_list(ax: Any) -> list[Axes]:
+    """An axes, a sequence of them or a NumPy array of them (``plt.subplots``) as a list."""
+    if hasattr(ax, "plot"):
+        return [ax]
+    return list(ax.ravel() if hasattr(ax, "ravel") else ax)
+
+
+def _pareto_title(data: Any) -> str:
+    n_front = sum(data.on_front)
+    left = f"; {data.left_out} trial(s) without a number for every objective not drawn" if data.left_out else ""
+    return f"Pareto front: {n_front} of {len(data.trial_ids)} trials{left}"
+
+
+def _pareto_pair(ax: Axes, data: Any, x: int, y: int, *, legend: bool) -> None:
+    """One pair of objectives: dominated points in their status style, the front dark red, its staircase."""
+    if not data.trial_ids:
+        _empty(ax, "no trial reported a finite number for every objective")
+        return
+    for status in _an.STATUSES:
+        mine = [v for v, s, on in zip(data.values, data.statuses, data.on_front) if s == status and not on]
+        if mine:
+            st = _style(status)
+            ax.scatter(
+                [v[x] for v in mine],
+                [v[y] for v in mine],
+                s=30,
+                facecolors=st["face"],
+                edgecolors=st["color"],
+                linewidths=1.0,
+                alpha=0.8,
+                zorder=3,
+            )
+    front = [(v, t) for v, t, on in zip(data.values, data.trial_ids, data.on_front) if on]
+    xs, ys = data.staircase(x, y)
+    (stairs,) = ax.plot(xs, ys, color=BEST_COLOR, lw=1.4, alpha=0.7, zorder=2, label="front (staircase)")
+    ax.scatter(
+        [v[x] for v, _ in front],
+        [v[y] for v, _ in front],
+        s=60,
+        color=BEST_COLOR,
+        edgecolors="white",
+        linewidths=0.8,
+        zorder=4,
+        label=f"on the front ({len(front)})",
+    )
+    ax.set_xlabel(_metric_label(*data.objectives[x]))
+    ax.set_ylabel(_metric_label(*data.objectives[y]))
+    if len(data.objectives) == 2:
+        ax.set_title(_pareto_title(data), fontsize="medium")
+    ax.grid(alpha=0.25)
+    if legend:
+        from matplotlib.lines import Line2D
+
+        dot = Line2D([], [], color=BEST_COLOR, marker="o", linestyle="none", label=f"on the front ({len(front)})")
+        dominated = {s for s, on in zip(data.statuses, data.on_front) if not on}
+        _status_legend(ax, dominated, None, extra=[dot, stairs])

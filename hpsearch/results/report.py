@@ -2,7 +2,8 @@
 
 What it holds: the trial counts, the best trial, the wall time, the budget that ended
 the search and the resource-hours (in total, and per trial in the table of every trial),
-what early stopping saved; every plot of :mod:`hpsearch.plots`; the best trials table; the errors;
+what early stopping saved; every plot of :mod:`hpsearch.plots`; with several objectives the
+Pareto front (its plot and a table of its trials); the best trials table; the errors;
 every trial; the spec and the resource plan. The HTML embeds its plots (base64 PNG) and
 its style, so the one file can be mailed or attached to a ticket.
 
@@ -93,18 +94,20 @@ def report_figures(results: Results) -> list[Figure]:
     """Every plot as PNG bytes, with a caption read from the data; a plot that fails says why."""
     figures = []
     for key, title, compute, draw, size, caption in _plots():
+        if key == "pareto_front" and not results.multi_objective:
+            continue
         fig = Figure(key, title, "")
         try:
             data = compute(results)
             fig.caption = caption(results, data)
-            fig.png = _render(draw, data, size(data))
+            fig.png = _render(draw, data, size(data), sharey=key != "pareto_front")
         except Exception as err:  # noqa: BLE001 - one plot must not cost the whole report
             fig.error = f"{type(err).__name__}: {err}"
         figures.append(fig)
     return figures
 
 
-def _render(draw: Callable[..., Any], data: Any, size: tuple[int, int, float, float]) -> bytes:
+def _render(draw: Callable[..., Any], data: Any, size: tuple[int, int, float, float], *, sharey: bool = True) -> bytes:
     from matplotlib.figure import Figure as MplFigure
 
     rows, cols, width, height = size
@@ -112,7 +115,7 @@ def _render(draw: Callable[..., Any], data: Any, size: tuple[int, int, float, fl
     if rows * cols == 1:
         draw(data, ax=fig.subplots())
     else:
-        axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel()
+        axes = fig.subplots(rows, cols, squeeze=False, sharey=sharey).ravel()
         n = len(data.panels)
         for extra in axes[n:]:
             fig.delaxes(extra)
@@ -199,7 +202,30 @@ def _plots() -> list[tuple[Any, ...]]:
             "the time a nested trial takes to start is not saved."
         )
 
+    def pareto_size(data: Any) -> tuple[int, int, float, float]:
+        n = len(data.panels)
+        if n <= 1:
+            return 1, 1, 6.4, 4.6
+        cols = min(3, n)
+        rows = -(-n // cols)
+        return rows, cols, 4.0 * cols, 3.4 * rows + 0.4
+
+    def pareto(results: Results, data: Any) -> str:
+        first = results.objectives[0][0]
+        left = (
+            f" {data.left_out} trial(s) without a finite number for every objective are not drawn."
+            if data.left_out
+            else ""
+        )
+        pairs = " Three or more objectives: one plot per pair." if len(data.panels) > 1 else ""
+        return (
+            f"{sum(data.on_front)} of {len(data.trial_ids)} trials are on the front (dark red): no other trial is "
+            f"at least as good in every objective and better in one. A trial's point is its report with the best "
+            f"{first} (the first objective).{pairs}{left}"
+        )
+
     return [
+        ("pareto_front", "Pareto front", an.pareto_front, plots.pareto_front, pareto_size, pareto),
         ("learning_curves", "Learning curves", an.learning_curves, plots.learning_curves, one(5.8, 3.8), curves),
         (
             "optimization_history",
@@ -243,6 +269,14 @@ def _facts(results: Results) -> list[tuple[str, str]]:
     scheduler = results.scheduler
     facts = [
         ("Trials", f"{len(results.trials)}" + (f" ({', '.join(shown)})" if shown else "")),
+        *(
+            [
+                ("Objectives", ", ".join(f"{m} ({d})" for m, d in results.objectives)),
+                ("Pareto front", f"{len(results.pareto)} trials"),
+            ]
+            if results.multi_objective
+            else []
+        ),
         (
             f"Best {results.metric} ({results.mode})",
             "-"
@@ -303,6 +337,16 @@ def _best_table(results: Results, n: int = 10) -> pd.DataFrame:
     shown: pd.DataFrame = _gaps(table)
     shown[results.metric] = table[results.metric].astype("object")
     return shown
+
+
+def _pareto_table(results: Results) -> pd.DataFrame:
+    """The front's trials, best first by the first objective; parameters a trial has not are gaps."""
+    table = results.pareto.drop(columns=["number"])
+    return _gaps(table)
+
+
+def _best_title(results: Results) -> str:
+    return f"Best trials by {results.metric} (the first objective)" if results.multi_objective else "Best trials"
 
 
 def _trials_table(results: Results) -> pd.DataFrame:
@@ -443,6 +487,7 @@ def render_html(results: Results, figures: list[Figure]) -> str:
     out.append("<h2>Plots</h2>")
     by_key = {f.key: f for f in figures}
     layout = [
+        ("pareto_front",),
         ("learning_curves", "optimization_history"),
         ("param_vs_metric",),
         ("parallel_coordinates",),
@@ -453,7 +498,10 @@ def render_html(results: Results, figures: list[Figure]) -> str:
         out.append("<div class='row grid2'>" if len(cells) > 1 else "<div class='row'>")
         out += [_figure_html(f) for f in cells]
         out.append("</div>")
-    out += ["<h2>Best trials</h2>", _table_html(_best_table(results), results, mark_best=True)]
+    if results.multi_objective:
+        front = _pareto_table(results)
+        out += [f"<h2>Pareto front ({len(front)} trials)</h2>", _table_html(front, results)]
+    out += [f"<h2>{_best_title(results)}</h2>", _table_html(_best_table(results), results, mark_best=True)]
     errors = _errors(results)
     out.append(f"<h2>Errors ({len(errors)})</h2>")
     if errors:
@@ -562,7 +610,10 @@ def render_markdown(results: Results, figures: list[Figure], images: dict[str, s
         )
         if fig.caption:
             lines += ["", fig.caption]
-    lines += ["", "## Best trials", "", _table_md(_best_table(results))]
+    if results.multi_objective:
+        front = _pareto_table(results)
+        lines += ["", f"## Pareto front ({len(front)} trials)", "", _table_md(front)]
+    lines += ["", f"## {_best_title(results)}", "", _table_md(_best_table(results))]
     errors = _errors(results)
     lines += ["", f"## Errors ({len(errors)})", ""]
     lines += [f"- `{x['trial_id']}`: {x['error']} (`{x['file']}`)" for x in errors] or ["No trial errored."]

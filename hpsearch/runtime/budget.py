@@ -68,11 +68,15 @@ __all__ = [
 _active: BudgetTracker | None = None
 
 
-def trial_resources(spec: Spec) -> dict[str, float]:
-    """One trial's resources: its driver bundle plus every worker bundle (CPU, GPU, custom; no memory estimate)."""
+def trial_resources(spec: Spec, config: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """One trial's resources: its driver bundle plus every worker bundle (CPU, GPU, custom; no memory estimate).
+
+    ``config``: the trial's config, whose searched scaling values (``scaling.*``) size it; without
+    one (or with nothing searched), the spec's trial (searched scaling: the largest).
+    """
     from hpsearch.planning.for_spec import demand_for
 
-    demand = demand_for(spec)
+    demand = demand_for(spec, config)
     out = {k: float(v) for k, v in demand.driver.items() if float(v) > 0}
     for k, v in demand.worker.items():
         if float(v) > 0:
@@ -80,7 +84,9 @@ def trial_resources(spec: Spec) -> dict[str, float]:
     return out
 
 
-def resources_from_folder(experiment_dir: str | os.PathLike[str]) -> dict[str, float]:
+def resources_from_folder(
+    experiment_dir: str | os.PathLike[str], config: Mapping[str, Any] | None = None
+) -> dict[str, float]:
     """:func:`trial_resources` of the spec as run in an experiment folder (``{}`` without one)."""
     from hpsearch.spec import load_spec
 
@@ -88,8 +94,8 @@ def resources_from_folder(experiment_dir: str | os.PathLike[str]) -> dict[str, f
     if raw is None:
         return {}
     try:
-        return trial_resources(load_spec(raw, check_trainable=False))
-    except HpsearchError:
+        return trial_resources(load_spec(raw, check_trainable=False), config)
+    except (HpsearchError, ValueError):  # a spec that no longer loads; a config without its scaling values
         return {}
 
 

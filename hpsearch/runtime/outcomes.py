@@ -83,6 +83,7 @@ class OutcomeRecorder(Callback):
         self.records: dict[str, Outcome] = {}
         self._started: dict[str, float] = {}  # trial id -> when its driver's current run started
         self._resources: dict[str, float] | None = None  # one trial's resources, read once from the spec as run
+        self._held: dict[str, dict[str, float]] = {}  # trial id -> what its current run holds (its own scaling)
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks into the experiment state; a stream is not picklable.
@@ -94,11 +95,13 @@ class OutcomeRecorder(Callback):
         self.reports = {}
         self._started = {}
         self._resources = None
+        self._held = {}
 
     # -- Tune callback hooks
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         started = time.time()
         self._started[trial.trial_id] = started
+        self._held[trial.trial_id] = self.trial_resources(getattr(trial, "config", None))
         self._record_run(trial.trial_id, started, None, None)
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
@@ -126,11 +129,14 @@ class OutcomeRecorder(Callback):
         value = result.get(attr)
         return isinstance(value, (int, float)) and value >= limit
 
-    def trial_resources(self) -> dict[str, float]:
-        """One trial's resources (driver + worker bundles), from the spec as run in the experiment folder."""
-        if self._resources is None:
-            from hpsearch.runtime.budget import resources_from_folder
+    def trial_resources(self, config: dict[str, Any] | None = None) -> dict[str, float]:
+        """One trial's resources (driver + worker bundles), from the spec as run in the experiment folder;
+        ``config`` (the trial's) sizes a trial whose scaling is searched (its ``scaling.*`` values)."""
+        from hpsearch.runtime.budget import resources_from_folder
 
+        if isinstance(config, dict) and isinstance(config.get("scaling"), dict) and self.experiment_dir:
+            return resources_from_folder(self.experiment_dir, config)  # read per trial: trials differ in size
+        if self._resources is None:
             self._resources = resources_from_folder(self.experiment_dir) if self.experiment_dir else {}
         return self._resources
 
@@ -143,7 +149,7 @@ class OutcomeRecorder(Callback):
         if self.experiment_dir is None:
             return
         try:
-            resources = self.trial_resources()
+            resources = self._held.get(trial_id) or self.trial_resources()
             record_trial_run(
                 self.experiment_dir, trial_id, started_at=started, ended_at=ended, resources=resources, end=end
             )

@@ -216,7 +216,7 @@ def _space(spec: Spec) -> tuple[dict[str, Any], list[str]]:
     """The spec's search space flat (dotted name -> param) and the searched (not constant) names."""
     from hpsearch.spec.space import ConstParam, iter_params
 
-    space = dict(iter_params(spec.search_space))
+    space = dict(iter_params(spec.trial_space()))  # searched scaling too, as load_results' space has it
     return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
 
 

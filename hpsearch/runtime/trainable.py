@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,6 +61,7 @@ def make_trainable(
     storage_path: str | Path | None = None,
     metric: str | None = None,
     mode: str = "min",
+    required_metrics: Sequence[str] = (),
     record_controller: bool | None = None,
     datasets: Mapping[str, Any] | None = None,
     data: DataSettings | Mapping[str, Any] | None = None,
@@ -85,6 +86,8 @@ def make_trainable(
             checkpoints by that metric (and always its latest, to resume from), and a
             trial whose report lacks it errors with :class:`~hpsearch.errors.MetricNotReportedError`.
         mode: ``"min"`` or ``"max"``, for ``metric``.
+        required_metrics: Other metrics every report must hold, checked as ``metric`` is (a
+            multi-objective search's other objectives, the scheduler's own metric).
         record_controller: Have each nested run's controller record itself for
             :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`. Default: unless the Ray
             work-arounds are switched off (``HPSEARCH_RAY_WORKAROUNDS=0``).
@@ -142,6 +145,7 @@ def make_trainable(
             runs_dir,
             record_controller,
             metric=metric,
+            required=(*([metric] if metric is not None else []), *required_metrics),
             search_token=search_token,
             data=_TrialData(dict(datasets or {}), factories, feed) if feed is not None else None,
         )
@@ -278,6 +282,7 @@ def _run_nested(
     record_controller: bool = True,
     *,
     metric: str | None = None,
+    required: Sequence[str] = (),
     search_token: str = "",
     data: _TrialData | None = None,
 ) -> None:
@@ -290,7 +295,7 @@ def _run_nested(
     context = tune.get_context()
     trial_id = context.get_trial_id()
     missing_key = f"{search_token}/{trial_id}"
-    earlier = _missing_metric_before(missing_key) if metric is not None else None
+    earlier = _missing_metric_before(missing_key) if required else None
     if earlier is not None:  # Tune retries it (trial_retries): it would only fail the same way again
         raise earlier
     if runs_dir is None:
@@ -305,21 +310,24 @@ def _run_nested(
             "dataset_config": data_config(feed.split, feed.cpu_limit, feed.concurrency),
         }
 
+    # Searched scaling: this trial's own values, from its config (which keeps them under `scaling`, so
+    # the loop can read its scale and the config it sees is the one Tune and load_results show).
+    own = scaling.for_trial(config)
     trainer = TorchTrainer(
         train_loop,
         train_loop_config=config,
         scaling_config=train.ScalingConfig(
-            num_workers=scaling.num_workers,
-            use_gpu=scaling.use_gpu,
-            resources_per_worker=scaling.worker_bundle(),
-            placement_strategy=scaling.placement_strategy,
+            num_workers=own.workers,
+            use_gpu=own.use_gpu,
+            resources_per_worker=own.worker_bundle(),
+            placement_strategy=own.placement_strategy,
         ),
         # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
         run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
             name=trial_id,
             storage_path=runs_dir,
             callbacks=[
-                _aggregating_callback(aggregate, os.path.join(runs_dir, trial_id), record_controller, metric=metric)
+                _aggregating_callback(aggregate, os.path.join(runs_dir, trial_id), record_controller, required=required)
             ],
             failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
                 max_failures=failure.worker_retries,
@@ -333,6 +341,10 @@ def _run_nested(
     )
     try:
         trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
+        if record_controller:  # the work-arounds are on: Tune must take the last report first (bug 3)
+            from hpsearch.runtime.ray_workarounds import wait_for_forwarded_reports
+
+            wait_for_forwarded_reports()
     except Exception as err:
         missing = getattr(err, "controller_failure", None)  # a ControllerError: the callback raised it
         if not isinstance(missing, MetricNotReportedError):
@@ -384,7 +396,7 @@ def _has_metric(result: Mapping[str, Any], metric: str) -> bool:
 
 
 def _aggregating_callback(
-    aggregate: Aggregate, run_folder: str, record_controller: bool = True, *, metric: str | None = None
+    aggregate: Aggregate, run_folder: str, record_controller: bool = True, *, required: Sequence[str] = ()
 ) -> Any:
     """A ``TuneReportCallback`` that forwards the aggregate of all ranks, not rank 0's dict.
 
@@ -393,7 +405,8 @@ def _aggregating_callback(
     ``run_folder`` (the nested run's folder), and, with ``record_controller``, the
     controller records itself there for :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`.
 
-    With ``metric``, a report without it raises :class:`MetricNotReportedError` instead of
+    A report without one of the ``required`` metrics (the spec's metric, every objective, the
+    scheduler's metric) raises :class:`MetricNotReportedError`, naming the first missing, instead of
     reaching Tune (whose own check would end the whole search with a ``TuneError``). Ray
     Train wraps it in a ``ControllerError``, which its failure policy never retries (only
     worker-group start failures are retryable controller errors), so ``fit()`` raises it
@@ -415,8 +428,9 @@ def _aggregating_callback(
             # Schedulers count epochs (they survive restarts; Tune's iterations start again at 1).
             # A loop that reports none gets its reports numbered, from 1 in each run of the trial.
             combined.setdefault(EPOCH, self.reports)
-            if metric is not None and not _has_metric(combined, metric):
-                raise MetricNotReportedError(metric, reported)
+            missing = next((m for m in required if not _has_metric(combined, m)), None)
+            if missing is not None:
+                raise MetricNotReportedError(missing, reported)
             super().after_report(run_context, [combined], checkpoint)
             _append_history(run_folder, combined, checkpoint)
 

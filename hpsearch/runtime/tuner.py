@@ -28,6 +28,7 @@ from hpsearch.planning.planner import Node, Plan
 from hpsearch.runtime.datasets import datasets_for_spec
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
 from hpsearch.runtime.trainable import make_trainable
+from hpsearch.runtime.warm_start import with_space
 from hpsearch.spec import Spec, check_storage, load_spec, total_trials, varying_params
 from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
 from hpsearch.spec.space import to_tune
@@ -79,16 +80,20 @@ def _build(
     trainable = _trainable(
         spec, record_controller=workarounds, datasets=datasets, concurrency=plan.max_concurrent_trials
     )
-    searcher = SEARCHERS.build(spec.searcher, SearcherContext(spec.metric, spec.mode, plan.max_concurrent_trials))
-    scheduler = SCHEDULERS.build(spec.scheduler, SchedulerContext(spec.metric, spec.mode))
+    searcher = SEARCHERS.build(
+        spec.searcher, with_space(spec, _searcher_context(spec, plan.max_concurrent_trials), stream)
+    )
+    scheduler = SCHEDULERS.build(spec.scheduler, SchedulerContext(*spec.scheduler_metric, own=spec.multi_objective))
     callbacks = callbacks_for(spec, concurrency=plan.max_concurrent_trials, stream=stream, workarounds=workarounds)
     apply_tuner_defaults()
     tuner = tune.Tuner(
         trainable,
-        param_space=to_tune(spec.search_space, searcher=spec.searcher.type),
+        param_space=to_tune(spec.trial_space(), searcher=spec.searcher.type),
         tune_config=tune.TuneConfig(
-            metric=spec.metric,
-            mode=spec.mode,
+            # several objectives: Tune has no one metric (it would overwrite the searcher's lists); the
+            # searcher and the scheduler were each built with theirs
+            metric=None if spec.multi_objective else spec.metric,
+            mode=None if spec.multi_objective else spec.mode,
             num_samples=spec.num_samples,
             search_alg=searcher,  # carries the plan's concurrency limit
             scheduler=scheduler,
@@ -105,6 +110,14 @@ def _build(
     )
     recorder = cast("OutcomeRecorder", callbacks[0])  # callbacks_for puts it first, before the printer
     return _Built(tuner, plan, recorder)
+
+
+def _searcher_context(spec: Spec, concurrency: int) -> SearcherContext:
+    """The searcher's metric and mode: lists, one item per objective, for a multi-objective search."""
+    if spec.multi_objective:
+        metrics, modes = [m for m, _ in spec.objectives], [d for _, d in spec.objectives]
+        return SearcherContext(metrics, modes, concurrency)
+    return SearcherContext(spec.metric, spec.mode, concurrency)
 
 
 def callbacks_for(
@@ -155,10 +168,12 @@ def _reaper(spec: Spec, stream: TextIO | None) -> Callback:
     """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.runtime.ray_workarounds)."""
     from hpsearch.runtime.ray_workarounds import OrphanReaper
 
-    bundles: list[dict[str, float]] | None = [spec.scaling.worker_bundle()] * spec.scaling.num_workers
-    if spec.resources.driver_node == "any" and bundles == [{"CPU": spec.resources.driver_cpus}]:
-        bundles = None  # a worker group would look like a trial driver's group: never sweep those
-    return OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, worker_bundles=bundles, stream=stream)
+    # Every worker-group shape a trial can make (several when the search varies the trials' scale).
+    shapes = [[scaling.worker_bundle()] * scaling.workers for scaling in spec.scaling.combinations()]
+    if spec.resources.driver_node == "any":
+        # a worker group shaped like a trial driver's group: never sweep those
+        shapes = [shape for shape in shapes if shape != [{"CPU": spec.resources.driver_cpus}]]
+    return OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, worker_shapes=shapes, stream=stream)
 
 
 def _trainable(
@@ -177,11 +192,20 @@ def _trainable(
         storage_path=spec.experiment_dir / TRAIN_RUNS_DIR,
         metric=spec.metric,
         mode=spec.mode,
+        required_metrics=_required_metrics(spec),
         record_controller=record_controller,
         datasets=datasets,
         data=spec.data,
         concurrency=concurrency,
     )
+
+
+def _required_metrics(spec: Spec) -> tuple[str, ...]:
+    """What every report must hold besides the primary metric: the other objectives, the scheduler's metric."""
+    names = [m for m, _ in spec.objectives[1:]]
+    if spec.scheduler.type != "fifo":
+        names.append(spec.scheduler_metric[0])
+    return tuple(dict.fromkeys(n for n in names if n != spec.metric))
 
 
 def _waiting_reason(spec: Spec, planned: int) -> str | None:
@@ -460,7 +484,7 @@ def resume_with_summary(
             datasets=datasets_for_spec(spec),
             concurrency=plan.max_concurrent_trials,
         ),
-        param_space=to_tune(spec.search_space, searcher=spec.searcher.type),
+        param_space=to_tune(spec.trial_space(), searcher=spec.searcher.type),
         resume_unfinished=True,
         resume_errored=retry_errored,
         restart_errored=False,
@@ -501,10 +525,12 @@ def _banner(spec: Spec, plan: Plan, logs_line: str = "") -> str:
 
 
 def _banner_head(spec: Spec, plan: Plan) -> str:
-    worker = ", ".join(f"{k}: {v:g}" for k, v in spec.scaling.worker_bundle().items())
+    largest = spec.scaling.largest()
+    worker = ", ".join(f"{k}: {v:g}" for k, v in largest.worker_bundle().items())
+    up_to = "up to " if spec.scaling.searched() else ""  # searched scaling: planned for the largest trial
     return (
         f"hpsearch: {spec.name}: {plural(total_trials(spec), 'trial')} ({spec.searcher.type} searcher, "
-        f"{spec.scheduler.type} scheduler), {plan.max_concurrent_trials} at once; each trial = "
-        f"{spec.scaling.num_workers} worker(s) of {{{worker}}} + a driver of {{CPU: {spec.resources.driver_cpus:g}}}\n"
+        f"{spec.scheduler.type} scheduler), {plan.max_concurrent_trials} at once; each trial = {up_to}"
+        f"{largest.num_workers} worker(s) of {{{worker}}} + a driver of {{CPU: {spec.resources.driver_cpus:g}}}\n"
         f"hpsearch: experiment folder {spec.experiment_dir}"
     )

@@ -9,14 +9,25 @@ the README's spec reference; keep it stable and extend it compatibly.
 from __future__ import annotations
 
 import copy
+import itertools
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    TypeAdapter,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from hpsearch.errors import Problem, SpecError
 from hpsearch.spec import space as _space
@@ -28,6 +39,7 @@ from hpsearch.spec.budget import Budget, parse_budget
 from hpsearch.spec.datasets import DataSettings, parse_data, parse_datasets
 from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, PluginChoice
 from hpsearch.spec.tracking import Tracking, parse_tracking
+from hpsearch.spec.warm_start import WarmStart, parse_warm_start
 
 __all__ = [
     "Spec",
@@ -39,48 +51,236 @@ __all__ = [
     "DataSettings",
     "Tracking",
     "Budget",
+    "WarmStart",
     "load_spec",
     "apply_overrides",
     "check_storage",
     "total_trials",
     "varying_params",
     "SPEC_KEYS",
+    "SCALING_GROUP",
 ]
 
 _PLUGIN_KEYS = ("searcher", "scheduler")
+#: The group of the trial's config that holds its searched scaling values (see :meth:`Spec.trial_space`).
+SCALING_GROUP = "scaling"
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 AggregateMethod = Literal["mean", "min", "max", "sum", "rank0"]
 
 
-class Scaling(StrictModel):
-    """Ray Train's ``ScalingConfig`` for each trial (Ray's own names)."""
+#: The distributions a scaling value may be searched with: a finite list, so the planner can place every value.
+SEARCHED_SCALING = ("choice", "grid")
+_Searched = _space.ChoiceParam | _space.GridParam
+_SEARCHED_TYPES = (_space.ChoiceParam, _space.GridParam)
+_POSITIVE_INT: TypeAdapter[int] = TypeAdapter(PositiveInt)
+_AMOUNTS: TypeAdapter[dict[str, float]] = TypeAdapter(
+    dict[str, Annotated[float, Field(allow_inf_nan=False)]], config=ConfigDict(strict=True)
+)
 
-    num_workers: PositiveInt = 1
+
+def _searched_values(raw: Mapping[str, Any], check: Callable[[Any], str | None]) -> _Searched:
+    """A ``{type: choice|grid, values: [...]}`` scaling value, each value checked (``check``: what is wrong, or None)."""
+    kind = raw.get("type")
+    if kind not in SEARCHED_SCALING:
+        raise ValueError(
+            f"@type: a scaling value can be searched with type choice or grid only, got {show(kind)}: the planner "
+            "places every value a trial may get before the search starts, so it needs a finite list of them"
+        )
+    param: _Searched | None
+    if kind == "choice":
+        param, found = validate_section(_space.ChoiceParam, raw, "")
+    else:
+        param, found = validate_section(_space.GridParam, raw, "")
+    if param is None:
+        raise ValueError(f"@{found[0].path}: {found[0].message}")
+    if getattr(param, "when", None) is not None:
+        raise ValueError("@when: a scaling value cannot be conditional: every trial runs some number of workers")
+    for i, value in enumerate(param.values):
+        wrong = check(value)
+        if wrong is not None:
+            raise ValueError(f"@values[{i}]: {wrong}, got {show(value)}")
+    return param
+
+
+def _worker_count(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return "must be a whole number of workers"
+    return None if value >= 1 else "must be at least 1 (Ray Train runs at least one worker)"
+
+
+def _amount_check(key: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "must be a number"
+        if not math.isfinite(value):
+            return "must be a finite number"
+        if value < 0:
+            return "must be >= 0"
+        if key == "GPU" and value > 1 and value != int(value):
+            return "must be a fraction of one GPU or a whole number of GPUs"
+        return None
+
+    return check
+
+
+def _values(value: Any) -> list[Any]:
+    """A scaling value's possible values: a searched one's list, a constant as a list of one."""
+    return list(value.values) if isinstance(value, _SEARCHED_TYPES) else [value]
+
+
+class Scaling(StrictModel):
+    """Ray Train's ``ScalingConfig`` for each trial (Ray's own names).
+
+    ``num_workers`` and each amount of ``resources_per_worker`` may be searched
+    (``{type: choice|grid, values: [...]}``): :meth:`searched` is then the tree the search
+    samples (the trial's config holds it under ``scaling``), :meth:`for_trial` a trial's own
+    constant scaling, and :meth:`largest` the combination every other fits inside (each value
+    at its largest: the values are a cartesian product and a trial's demand grows with each).
+    """
+
+    num_workers: PositiveInt | _space.ChoiceParam | _space.GridParam = 1
     use_gpu: bool = False
-    resources_per_worker: dict[str, float] | None = None
+    resources_per_worker: dict[str, float | _space.ChoiceParam | _space.GridParam] | None = None
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
+
+    @field_validator("num_workers", mode="wrap")
+    @classmethod
+    def _num_workers(cls, value: Any, handler: Callable[[Any], Any]) -> Any:
+        if isinstance(value, Mapping):
+            return _searched_values(value, _worker_count)
+        return _POSITIVE_INT.validate_python(value, strict=True)
+
+    @field_validator("resources_per_worker", mode="wrap")
+    @classmethod
+    def _resources(cls, value: Any, handler: Callable[[Any], Any]) -> Any:
+        if not isinstance(value, Mapping):
+            return handler(value)
+        out: dict[str, Any] = _AMOUNTS.validate_python({k: v for k, v in value.items() if not isinstance(v, Mapping)})
+        for key, amount in value.items():
+            if isinstance(amount, Mapping):
+                try:
+                    out[key] = _searched_values(amount, _amount_check(str(key)))
+                except ValueError as err:  # the path inside the amount, under its key
+                    raise ValueError(f"@{key}.{str(err).removeprefix('@')}") from None
+        return {key: out[key] for key in value}  # the spec's order
+
+    @field_serializer("num_workers")
+    def _dump_workers(self, value: Any) -> Any:
+        return value.model_dump(exclude_none=True) if isinstance(value, _SEARCHED_TYPES) else value
+
+    @field_serializer("resources_per_worker")
+    def _dump_resources(self, value: Any) -> Any:
+        if value is None:
+            return None
+        return {k: v.model_dump(exclude_none=True) if isinstance(v, _SEARCHED_TYPES) else v for k, v in value.items()}
 
     @model_validator(mode="after")
     def _check(self) -> Scaling:
         res = self.resources_per_worker or {}
         for key, amount in res.items():
-            if amount < 0:
+            if not isinstance(amount, _SEARCHED_TYPES) and amount < 0:
                 raise field_error(f"resources_per_worker.{key}", f"must be >= 0, got {amount!r}")
         gpus = res.get("GPU", 0)
-        if gpus > 1 and gpus != int(gpus):
+        if not isinstance(gpus, _SEARCHED_TYPES) and gpus > 1 and gpus != int(gpus):
             raise field_error(
                 "resources_per_worker.GPU", f"must be a fraction of one GPU or a whole number of GPUs, got {gpus!r}"
             )
-        if res.get("GPU", 0) > 0 and not self.use_gpu:
+        if max(_values(gpus)) > 0 and not self.use_gpu:
             raise field_error("use_gpu", "must be true when resources_per_worker asks for GPU")
-        if res and not any(v > 0 for v in res.values()):
+        if res and not any(max(_values(v)) > 0 for v in res.values()):
             raise field_error("resources_per_worker", f"must ask for some resource (e.g. {{CPU: 1}}), got {res}")
+        if res and self.searched() and not any(min(_values(v)) > 0 for v in res.values()):
+            smallest = {k: min(_values(v)) for k, v in res.items()}
+            raise field_error(
+                "resources_per_worker",
+                f"must ask for some resource in every combination of the searched values, but a trial could get "
+                f"{smallest} (nothing)",
+            )
         return self
 
+    def searched(self) -> _space.SearchSpace:
+        """The searched values as a search-space tree (``num_workers``, ``resources_per_worker.<R>``); ``{}`` if none."""
+        tree: _space.SearchSpace = {}
+        if isinstance(self.num_workers, _SEARCHED_TYPES):
+            tree["num_workers"] = self.num_workers
+        amounts: _space.SearchSpace = {
+            k: v for k, v in (self.resources_per_worker or {}).items() if isinstance(v, _SEARCHED_TYPES)
+        }
+        if amounts:
+            tree["resources_per_worker"] = amounts
+        return tree
+
+    def _with(self, num_workers: int, amounts: Mapping[str, float]) -> Scaling:
+        """A constant scaling with these values (already validated); a searched GPU of 0 asks for no GPU."""
+        res: dict[str, float] = {k: amounts[k] for k in (self.resources_per_worker or {}) if k in amounts}
+        res.update({k: v for k, v in (self.resources_per_worker or {}).items() if isinstance(v, (int, float))})
+        res = {k: res[k] for k in (self.resources_per_worker or {})}  # the spec's order
+        gpu_searched = isinstance((self.resources_per_worker or {}).get("GPU"), _SEARCHED_TYPES)
+        use_gpu = self.use_gpu and (not gpu_searched or res.get("GPU", 0) > 0)  # Ray adds 1 GPU to use_gpu workers
+        return self.model_copy(update={"num_workers": num_workers, "resources_per_worker": res, "use_gpu": use_gpu})
+
+    def for_trial(self, config: Mapping[str, Any] | None) -> Scaling:
+        """A trial's own scaling: the searched values as its config holds them (``config["scaling"]``).
+
+        Raises:
+            ValueError: The config lacks a searched value, or holds one the spec does not list.
+        """
+        searched = self.searched()
+        if not searched:
+            return self
+        chosen = (config or {}).get("scaling")
+        chosen = chosen if isinstance(chosen, Mapping) else {}
+        picked: dict[str, Any] = {}
+        for name, param in _space.iter_params(searched):
+            node: Any = chosen
+            for part in name.split("."):
+                node = node.get(part) if isinstance(node, Mapping) else None
+            allowed = list(param.values)  # type: ignore[union-attr]  # searched: choice or grid
+            if node is None or node not in allowed:
+                raise ValueError(f"the trial's config holds scaling.{name}={node!r}, not one of the searched {allowed}")
+            picked[name] = node
+        return self.with_values(picked)
+
+    def with_values(self, picked: Mapping[str, Any]) -> Scaling:
+        """The constant scaling with these searched values (dotted names: ``num_workers``,
+        ``resources_per_worker.GPU``); a searched value not in ``picked`` is taken at its largest."""
+        largest = self.largest()
+        workers = picked.get("num_workers", largest.num_workers)
+        amounts = {**(largest.resources_per_worker or {})}
+        amounts.update({k.removeprefix("resources_per_worker."): v for k, v in picked.items() if k != "num_workers"})
+        return self._with(int(workers), amounts)  # type: ignore[arg-type]  # constants once picked
+
+    def combinations(self) -> list[Scaling]:
+        """Every constant scaling a trial can get, in the order of the values (one: itself, when nothing is searched)."""
+        if not self.searched():
+            return [self]
+        res = self.resources_per_worker or {}
+        keys = [k for k, v in res.items() if isinstance(v, _SEARCHED_TYPES)]
+        out = []
+        for workers in _values(self.num_workers):
+            for amounts in itertools.product(*(_values(res[k]) for k in keys)):
+                out.append(self._with(int(workers), dict(zip(keys, amounts))))
+        return out
+
+    def largest(self) -> Scaling:
+        """The combination with every searched value at its largest: every trial of the search fits inside it."""
+        if not self.searched():
+            return self
+        res = self.resources_per_worker or {}
+        amounts = {k: max(v.values) for k, v in res.items() if isinstance(v, _SEARCHED_TYPES)}
+        return self._with(int(max(_values(self.num_workers))), amounts)
+
+    @property
+    def workers(self) -> int:
+        """How many workers a trial runs (searched: the largest trial's)."""
+        return int(self.largest().num_workers)  # type: ignore[arg-type]  # constant once largest
+
     def worker_bundle(self) -> dict[str, float]:
-        """The resources one Train worker reserves, as Ray Train computes them."""
+        """The resources one Train worker reserves, as Ray Train computes them (searched: the largest trial's)."""
+        if self.searched():
+            return self.largest().worker_bundle()
         if self.resources_per_worker:
-            bundle = {k: float(v) for k, v in self.resources_per_worker.items() if v > 0}
+            bundle = {k: float(v) for k, v in self.resources_per_worker.items() if v > 0}  # type: ignore[arg-type,operator]  # constant
             if self.use_gpu and "GPU" not in self.resources_per_worker:
                 bundle["GPU"] = 1.0
             return bundle
@@ -125,8 +325,8 @@ class Aggregate(StrictModel):
 class _TopLevel(StrictModel):
     name: str
     trainable: str
-    metric: str = Field(min_length=1)
-    mode: Literal["min", "max"]
+    metric: Any = Field()  # a name, or a list of names (multi-objective): checked by _objectives
+    mode: Any = Field()
     num_samples: PositiveInt = 1
     search_space: Any = None
     searcher: Any = None
@@ -140,6 +340,7 @@ class _TopLevel(StrictModel):
     data: Any = None
     tracking: Any = None
     budget: Any = None
+    warm_start: Any = None
     storage_path: str = Field(default="./hpsearch-results", min_length=1)
 
 
@@ -147,9 +348,132 @@ class _TopLevel(StrictModel):
 SPEC_KEYS = tuple(_TopLevel.model_fields)
 
 
+class _Objective(StrictModel):
+    """One objective as written: its metric and whether lower or higher is better."""
+
+    metric: str = Field(min_length=1)
+    mode: Literal["min", "max"]
+
+
+def _objectives(metric: Any, mode: Any) -> tuple[tuple[tuple[str, str], ...], list[Problem]]:
+    """``metric``/``mode`` -> the objectives, in order: one for a name and a mode, one per item for lists."""
+    if isinstance(metric, list) != isinstance(mode, list):
+        if isinstance(metric, list):
+            wanted = f"a list of {len(metric)} modes, one per metric (e.g. mode: [{', '.join(['min'] * len(metric))}])"
+            return (), [Problem("mode", f"must be {wanted}, got {show(mode)}")]
+        return (), [Problem("mode", f"is a list, so metric must be a list of as many names, got {show(metric)}")]
+    if not isinstance(metric, list):
+        single, wrong = validate_section(_Objective, {"metric": metric, "mode": mode}, "")
+        return ((single.metric, single.mode),) if single else (), wrong
+    if not metric:
+        return (), [Problem("metric", "must name at least one metric, got []")]
+    if len(metric) != len(mode):
+        return (), [
+            Problem(
+                "mode", f"has {len(mode)} mode(s) for {len(metric)} metric(s); give one mode (min or max) per metric"
+            )
+        ]
+    out: list[tuple[str, str]] = []
+    problems: list[Problem] = []
+    for i, (name, direction) in enumerate(zip(metric, mode)):
+        objective, found = validate_section(_Objective, {"metric": name, "mode": direction}, "")
+        problems += [Problem(f"{p.path}[{i}]", p.message) for p in found]
+        if objective is None:
+            continue
+        earlier = [j for j, (m, _) in enumerate(out) if m == objective.metric]
+        if earlier:
+            problems.append(
+                Problem(
+                    f"metric[{i}]",
+                    f"{objective.metric!r} is already metric[{earlier[0]}]; each objective needs its own metric",
+                )
+            )
+        out.append((objective.metric, objective.mode))
+    return (tuple(out), problems) if not problems else ((), problems)
+
+
+def _key_order(path: str) -> int:
+    """Where a top-level problem's key comes among :data:`SPEC_KEYS` (unknown keys last)."""
+    head = re.split(r"[.\[]", path, maxsplit=1)[0]
+    return SPEC_KEYS.index(head) if head in SPEC_KEYS else len(SPEC_KEYS)
+
+
+def _multi_objective_problems(
+    objectives: tuple[tuple[str, str], ...], searcher: PluginChoice | None, scheduler: PluginChoice | None
+) -> list[Problem]:
+    """The searcher and scheduler against the objectives (see the README's multi-objective rules)."""
+    problems: list[Problem] = []
+    multi = len(objectives) > 1
+    if multi and searcher is not None:
+        if searcher.type == "hyperopt":
+            problems.append(
+                Problem(
+                    "searcher.type",
+                    "searcher 'hyperopt' cannot search several objectives (HyperOpt minimises one number); "
+                    "use searcher optuna (sampler nsga2, nsga3, tpe, gp or random) or random",
+                )
+            )
+        sampler = getattr(searcher.options, "sampler", None)
+        if searcher.type == "optuna" and sampler == "cmaes":
+            problems.append(
+                Problem(
+                    "searcher.sampler",
+                    "Optuna's 'cmaes' sampler cannot search several objectives (CMA-ES adapts to one number); "
+                    "use nsga2, nsga3, tpe, gp or random",
+                )
+            )
+    if scheduler is None or scheduler.type == "fifo" or not objectives:
+        return problems
+    s_metric, s_mode = getattr(scheduler.options, "metric", None), getattr(scheduler.options, "mode", None)
+    modes = dict(objectives)
+    if not multi:
+        metric, mode = objectives[0]
+        if s_metric is not None and s_metric != metric:
+            problems.append(
+                Problem(
+                    "scheduler.metric",
+                    f"must be the spec's metric {metric!r} (or left out) with one objective: the scheduler stops "
+                    f"trials by the number they are ranked by, got {s_metric!r}",
+                )
+            )
+        elif s_mode is not None and s_mode != mode:
+            problems.append(
+                Problem("scheduler.mode", f"must be the spec's mode {mode!r} (or left out), got {s_mode!r}")
+            )
+        return problems
+    example = f"e.g. scheduler: {{type: {scheduler.type}, metric: {objectives[0][0]}, mode: {objectives[0][1]}}}"
+    if s_metric is None:
+        problems.append(
+            Problem(
+                "scheduler.metric",
+                f"is required with several objectives: a scheduler compares trials on one number, so name "
+                f"the metric it stops trials by ({example})",
+            )
+        )
+    elif s_mode is None and s_metric not in modes:
+        problems.append(
+            Problem(
+                "scheduler.mode", f"is required: {s_metric!r} is not one of the objectives, so say which way is better"
+            )
+        )
+    elif s_mode is not None and s_metric in modes and s_mode != modes[s_metric]:
+        problems.append(
+            Problem(
+                "scheduler.mode",
+                f"must be {modes[s_metric]!r}, the mode of objective {s_metric!r} (or left out), got {s_mode!r}",
+            )
+        )
+    return problems
+
+
 @dataclass(frozen=True)
 class Spec:
-    """A validated search spec. Build one with :func:`load_spec`."""
+    """A validated search spec. Build one with :func:`load_spec`.
+
+    ``metric``/``mode`` are the primary (first) objective: what progress lines, budget targets
+    and "best" use. ``objectives`` holds every ``(metric, mode)`` in the spec's order (one for a
+    single-objective search); ``multi_objective`` says whether there are several.
+    """
 
     name: str
     trainable: str
@@ -170,6 +494,24 @@ class Spec:
     data: DataSettings = field(default_factory=DataSettings)
     tracking: Tracking = field(default_factory=Tracking)
     budget: Budget = field(default_factory=Budget)
+    warm_start: WarmStart = field(default_factory=WarmStart)
+    objectives: tuple[tuple[str, str], ...] = ()  # every (metric, mode); () means ((metric, mode),)
+
+    def __post_init__(self) -> None:
+        if not self.objectives:
+            object.__setattr__(self, "objectives", ((self.metric, self.mode),))
+
+    @property
+    def multi_objective(self) -> bool:
+        """Whether the search has several objectives (``metric``/``mode`` given as lists)."""
+        return len(self.objectives) > 1
+
+    @property
+    def scheduler_metric(self) -> tuple[str, str]:
+        """The metric and mode the scheduler stops trials by: its own, else the primary objective's."""
+        metric = getattr(self.scheduler.options, "metric", None) or self.metric
+        mode = getattr(self.scheduler.options, "mode", None) or dict(self.objectives).get(metric, self.mode)
+        return metric, mode
 
     @property
     def experiment_dir(self) -> Path:
@@ -180,17 +522,24 @@ class Spec:
         """Import the train loop the spec names."""
         return load_callable(self.trainable)
 
+    def trial_space(self) -> _space.SearchSpace:
+        """What every searcher samples: ``search_space`` plus, when scaling values are searched, a ``scaling``
+        group holding them (the trial's config then reads ``scaling.num_workers``, ``scaling.resources_per_worker.GPU``).
+        Without searched scaling it is ``search_space`` itself."""
+        searched = self.scaling.searched()
+        return {**self.search_space, SCALING_GROUP: searched} if searched else self.search_space
+
     def to_dict(self) -> dict[str, Any]:
         """The spec with every default filled in, as YAML-ready plain data."""
 
         def tree(node: _space.SearchSpace) -> dict[str, Any]:
             return {k: tree(v) if isinstance(v, dict) else v.model_dump(exclude_none=True) for k, v in node.items()}
 
-        return {
+        out = {
             "name": self.name,
             "trainable": self.trainable,
-            "metric": self.metric,
-            "mode": self.mode,
+            "metric": [m for m, _ in self.objectives] if self.multi_objective else self.metric,
+            "mode": [d for _, d in self.objectives] if self.multi_objective else self.mode,
             "num_samples": self.num_samples,
             "search_space": tree(self.search_space),
             "searcher": self.searcher.as_dict(),
@@ -206,6 +555,9 @@ class Spec:
             "budget": self.budget.model_dump(),
             "storage_path": str(self.storage_path),
         }
+        if self.warm_start.enabled():  # written only when given: a spec without it reads as before
+            out["warm_start"] = self.warm_start.to_dict()
+        return out
 
 
 def load_spec(
@@ -299,10 +651,17 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str], *, source:
 def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check_trainable: bool) -> Spec:
     problems: list[Problem] = []
     top, found = validate_section(_TopLevel, raw, "")
-    problems += found
 
     def get(key: str) -> Any:
         return getattr(top, key) if top else raw.get(key)
+
+    objectives: tuple[tuple[str, str], ...] = ()
+    if top is not None or ("metric" in raw and "mode" in raw):
+        objectives, wrong = _objectives(get("metric"), get("mode"))
+        # in the order of the keys, as if the top-level model had found them
+        after = next((i for i, p in enumerate(found) if _key_order(p.path) > SPEC_KEYS.index("mode")), len(found))
+        found = [*found[:after], *wrong, *found[after:]]
+    problems += found
 
     name = get("name")
     if isinstance(name, str) and not _NAME.match(name):
@@ -326,14 +685,29 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
     ):
         sections[key], found = validate_section(model, get(key), key)
         problems += found
+    searched_scaling = sections["scaling"].searched() if sections["scaling"] is not None else {}
+    if searched_scaling and SCALING_GROUP in tree:
+        names = ", ".join(f"scaling.{n}" for n, _ in _space.iter_params(searched_scaling))
+        problems.append(
+            Problem(
+                join_path("search_space", SCALING_GROUP),
+                f"clashes with the searched scaling values: the trial's config holds {names} under "
+                f"'{SCALING_GROUP}'; rename this parameter",
+            )
+        )
 
     if searcher is not None and not SEARCHERS[searcher.type].accepts_grid:
-        grid_names = [n for n, p in _space.iter_params(tree) if isinstance(p, _space.GridParam)]
+        grid_names = [
+            join_path(section, n)
+            for section, space in (("search_space", tree), ("scaling", searched_scaling))
+            for n, p in _space.iter_params(space)
+            if isinstance(p, _space.GridParam)
+        ]
         allowed = [p.name for p in SEARCHERS.plugins.values() if p.accepts_grid]
         for grid_name in grid_names:
             problems.append(
                 Problem(
-                    join_path("search_space", grid_name),
+                    grid_name,
                     f"grid values need searcher {' or '.join(allowed)}; searcher '{searcher.type}' cannot "
                     "take them (use type: choice)",
                 )
@@ -345,10 +719,9 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
     problems += found
     tracking, found = parse_tracking(get("tracking"))
     problems += found
-    metric, mode = get("metric"), get("mode")
-    budget, found = parse_budget(
-        get("budget"), metric=metric if isinstance(metric, str) else None, mode=mode if mode in ("min", "max") else None
-    )
+    problems += _multi_objective_problems(objectives, searcher, scheduler)
+    metric, mode = objectives[0] if objectives else (None, None)  # the primary objective
+    budget, found = parse_budget(get("budget"), metric=metric, mode=mode)
     problems += found
 
     trainable = get("trainable")
@@ -370,6 +743,16 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         if not found and os.path.exists(storage_dir) and not os.path.isdir(storage_dir):
             problems.append(Problem("storage_path", f"must be a folder, but {storage!r} is a file"))
 
+    warm_start, found = parse_warm_start(
+        get("warm_start"),
+        tree=tree,
+        num_samples=get("num_samples") if isinstance(get("num_samples"), int) else None,
+        base_dir=base_dir,
+        own_dir=storage_dir / name if storage_dir is not None and isinstance(name, str) else None,
+        check=check_trainable,
+    )
+    problems += found
+
     if problems:
         raise SpecError(problems, source=str(origin) if origin else None)
     assert top is not None and searcher is not None and scheduler is not None and storage_dir is not None
@@ -377,8 +760,9 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
     return Spec(
         name=top.name,
         trainable=resolve_reference(top.trainable, base_dir),
-        metric=top.metric,
-        mode=top.mode,
+        metric=objectives[0][0],
+        mode=objectives[0][1],
+        objectives=objectives,
         num_samples=top.num_samples,
         search_space=tree,
         searcher=searcher,
@@ -394,13 +778,18 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         data=data,
         tracking=tracking,
         budget=budget,
+        warm_start=warm_start or WarmStart(),
     )
 
 
 def total_trials(spec: Spec) -> int:
-    """Trials the search will run: ``num_samples`` per grid point."""
+    """Trials the search will run: ``num_samples`` per grid point (with conditions, the grid
+    combinations that can exist, :func:`hpsearch.spec.space.grid_points`)."""
+    tree = spec.trial_space()
+    if _space.is_conditional(tree):
+        return spec.num_samples * len(_space.grid_points(tree))
     points = 1
-    for _, param in _space.iter_params(spec.search_space):
+    for _, param in _space.iter_params(tree):
         if isinstance(param, _space.GridParam):
             points *= len(param.values)
     return spec.num_samples * points
@@ -408,4 +797,4 @@ def total_trials(spec: Spec) -> int:
 
 def varying_params(spec: Spec) -> list[str]:
     """Dotted names of the parameters that are searched (not constants)."""
-    return [name for name, p in _space.iter_params(spec.search_space) if not isinstance(p, _space.ConstParam)]
+    return [name for name, p in _space.iter_params(spec.trial_space()) if not isinstance(p, _space.ConstParam)]

@@ -32,19 +32,40 @@ OptionsT = TypeVar("OptionsT", bound=StrictModel)
 
 @dataclass(frozen=True)
 class SearcherContext:
-    """What a searcher needs to know beyond its own options."""
+    """What a searcher needs to know beyond its own options.
 
-    metric: str
-    mode: str
+    ``metric``/``mode`` are lists (one item per objective, in the spec's order) when the
+    search has several objectives; the spec refuses searchers that cannot take them.
+    """
+
+    metric: str | list[str]
+    mode: str | list[str]
     max_concurrent: int
+    # the tree the searcher samples (the trial's whole space), when it has conditions or a warm
+    # start to give it; None: Ray converts Tune's param_space, as without either
+    space: Any = None
+    # warm_start.points (flat: dotted name -> value), run first; earlier trials (flat config,
+    # one value per objective) that seed the searcher without running again
+    points: tuple[dict[str, Any], ...] = ()
+    seeds: tuple[tuple[dict[str, Any], tuple[float, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
 class SchedulerContext:
-    """What a scheduler needs to know beyond its own options."""
+    """What a scheduler needs to know beyond its own options.
+
+    With ``own``, the scheduler is built with ``metric``/``mode`` itself: a multi-objective
+    search gives Tune no single metric to hand it (``TuneConfig(metric=None)``), and Ray
+    refuses a scheduler with its own metric when Tune has one too.
+    """
 
     metric: str
     mode: str
+    own: bool = False
+
+    def kwargs(self) -> dict[str, Any]:
+        """``metric=``/``mode=`` for the scheduler's constructor, when it is built with its own."""
+        return {"metric": self.metric, "mode": self.mode} if self.own else {}
 
 
 @dataclass(frozen=True)
@@ -66,7 +87,11 @@ class PluginChoice:
     options: StrictModel
 
     def as_dict(self) -> dict[str, Any]:
-        return {"type": self.type, **self.options.model_dump()}
+        options = self.options.model_dump()
+        for key in ("metric", "mode", "population_size"):  # options added later: written only where given
+            if key in options and options[key] is None:
+                del options[key]
+        return {"type": self.type, **options}
 
 
 class Registry:
@@ -120,16 +145,21 @@ class RandomOptions(StrictModel):
 
 
 class OptunaOptions(StrictModel):
-    sampler: Literal["tpe", "cmaes", "gp", "random"] = "tpe"
+    sampler: Literal["tpe", "cmaes", "gp", "random", "nsga2", "nsga3"] = "tpe"
     seed: int | None = None
     n_startup_trials: PositiveInt | None = Field(
         default=None, description="random trials before the model takes over (tpe, gp); the sampler's default if unset"
+    )
+    population_size: int | None = Field(
+        default=None, ge=2, description="trials per generation (nsga2, nsga3); Optuna's default (50) if unset"
     )
 
     @model_validator(mode="after")
     def _check(self) -> OptunaOptions:
         if self.n_startup_trials is not None and self.sampler not in ("tpe", "gp"):
             raise field_error("n_startup_trials", f"applies to samplers 'tpe' and 'gp' only, not '{self.sampler}'")
+        if self.population_size is not None and self.sampler not in ("nsga2", "nsga3"):
+            raise field_error("population_size", f"applies to samplers 'nsga2' and 'nsga3' only, not '{self.sampler}'")
         return self
 
 
@@ -141,7 +171,16 @@ class HyperoptOptions(StrictModel):
 def _random_searcher(options: RandomOptions, ctx: SearcherContext) -> Any:
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    return BasicVariantGenerator(max_concurrent=ctx.max_concurrent, random_state=options.seed)
+    from hpsearch.spec.space import is_conditional, nested_config
+
+    points: dict[str, Any] = {"points_to_evaluate": [nested_config(p) for p in ctx.points]} if ctx.points else {}
+    if ctx.space is not None and is_conditional(ctx.space):
+        from hpsearch.runtime.searchers import ConditionalVariantGenerator
+
+        return ConditionalVariantGenerator(
+            ctx.space, max_concurrent=ctx.max_concurrent, random_state=options.seed, **points
+        )
+    return BasicVariantGenerator(max_concurrent=ctx.max_concurrent, random_state=options.seed, **points)
 
 
 def _optuna_sampler(options: OptunaOptions) -> Any:
@@ -154,6 +193,18 @@ def _optuna_sampler(options: OptunaOptions) -> Any:
         return optuna.samplers.GPSampler(seed=options.seed, **startup)
     if options.sampler == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=options.seed)
+    if options.sampler == "nsga2":
+        if options.population_size is None:
+            return optuna.samplers.NSGAIISampler(seed=options.seed)
+        return optuna.samplers.NSGAIISampler(seed=options.seed, population_size=options.population_size)
+    if options.sampler == "nsga3":
+        import warnings
+
+        with warnings.catch_warnings():  # "NSGAIIISampler is experimental": it is, and the README says so
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            if options.population_size is None:
+                return optuna.samplers.NSGAIIISampler(seed=options.seed)
+            return optuna.samplers.NSGAIIISampler(seed=options.seed, population_size=options.population_size)
     return optuna.samplers.RandomSampler(seed=options.seed)
 
 
@@ -162,8 +213,23 @@ def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
     from ray.tune.search import ConcurrencyLimiter
     from ray.tune.search.optuna import OptunaSearch
 
+    from hpsearch.spec.space import is_conditional
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    searcher = OptunaSearch(sampler=_optuna_sampler(options), metric=ctx.metric, mode=ctx.mode)
+    if ctx.space is None or not (ctx.points or ctx.seeds or is_conditional(ctx.space)):
+        searcher = OptunaSearch(sampler=_optuna_sampler(options), metric=ctx.metric, mode=ctx.mode)
+    else:  # a define-by-run space for conditions (Tune's param_space is then empty), and the seeds
+        from hpsearch.runtime.searchers import HpsearchOptunaSearch, OptunaSpace
+
+        searcher = HpsearchOptunaSearch(
+            OptunaSpace(ctx.space) if is_conditional(ctx.space) else None,
+            sampler=_optuna_sampler(options),
+            metric=ctx.metric,
+            mode=ctx.mode,
+            hp_tree=ctx.space,
+            hp_points=ctx.points,
+            hp_seeds=ctx.seeds,
+        )
     return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)
 
 
@@ -171,12 +237,26 @@ def _hyperopt_searcher(options: HyperoptOptions, ctx: SearcherContext) -> Any:
     from ray.tune.search import ConcurrencyLimiter
     from ray.tune.search.hyperopt import HyperOptSearch
 
-    searcher = HyperOptSearch(
-        metric=ctx.metric,
-        mode=ctx.mode,
-        n_initial_points=options.n_initial_points,
-        random_state_seed=options.seed,
-    )
+    from hpsearch.spec.space import is_conditional
+
+    common: dict[str, Any] = {
+        "metric": ctx.metric,
+        "mode": ctx.mode,
+        "n_initial_points": options.n_initial_points,
+        "random_state_seed": options.seed,
+    }
+    if ctx.space is None or not (ctx.points or ctx.seeds or is_conditional(ctx.space)):
+        searcher = HyperOptSearch(**common)
+    else:  # nested choices for conditions (Tune's param_space is then empty), and the seeds
+        from hpsearch.runtime.searchers import HpsearchHyperOptSearch
+
+        searcher = HpsearchHyperOptSearch(
+            hp_tree=ctx.space,
+            hp_conditional=is_conditional(ctx.space),
+            hp_points=ctx.points,
+            hp_seeds=ctx.seeds,
+            **common,
+        )
     return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)
 
 
@@ -190,7 +270,7 @@ SEARCHERS = Registry(
             "random sampling and grids (Tune's basic variant generator)",
             accepts_grid=True,
         ),
-        Plugin("optuna", OptunaOptions, _optuna_searcher, "Optuna samplers: tpe, cmaes, gp, random"),
+        Plugin("optuna", OptunaOptions, _optuna_searcher, "Optuna samplers: tpe, cmaes, gp, random, nsga2, nsga3"),
         Plugin("hyperopt", HyperoptOptions, _hyperopt_searcher, "HyperOpt's tree-structured Parzen estimator"),
     ],
     default="random",
@@ -209,6 +289,9 @@ class AshaOptions(StrictModel):
     reduction_factor: float = Field(default=4, gt=1)
     brackets: PositiveInt = 1
     time_attr: str = "epoch"
+    # the one metric the scheduler stops trials by: required with several objectives, else the spec's
+    metric: str | None = Field(default=None, min_length=1)
+    mode: Literal["min", "max"] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> AshaOptions:
@@ -223,12 +306,18 @@ class MedianOptions(StrictModel):
     min_time_slice: float = Field(default=0, ge=0)
     hard_stop: bool = True
     time_attr: str = "epoch"
+    # the one metric the scheduler stops trials by: required with several objectives, else the spec's
+    metric: str | None = Field(default=None, min_length=1)
+    mode: Literal["min", "max"] | None = None
 
 
 class HyperbandOptions(StrictModel):
     max_t: PositiveInt = 81
     reduction_factor: float = Field(default=3, gt=1)
     time_attr: str = "epoch"
+    # the one metric the scheduler stops trials by: required with several objectives, else the spec's
+    metric: str | None = Field(default=None, min_length=1)
+    mode: Literal["min", "max"] | None = None
 
 
 def _fifo(options: FifoOptions, ctx: SchedulerContext) -> Any:
@@ -246,6 +335,7 @@ def _asha(options: AshaOptions, ctx: SchedulerContext) -> Any:
         grace_period=options.grace_period,
         reduction_factor=options.reduction_factor,
         brackets=options.brackets,
+        **ctx.kwargs(),
     )
 
 
@@ -258,6 +348,7 @@ def _median(options: MedianOptions, ctx: SchedulerContext) -> Any:
         min_samples_required=options.min_samples_required,
         min_time_slice=options.min_time_slice,  # type: ignore[arg-type]  # Ray annotates int; it only compares it
         hard_stop=options.hard_stop,
+        **ctx.kwargs(),
     )
 
 
@@ -265,7 +356,7 @@ def _hyperband(options: HyperbandOptions, ctx: SchedulerContext) -> Any:
     from ray.tune.schedulers import HyperBandScheduler
 
     return HyperBandScheduler(
-        time_attr=options.time_attr, max_t=options.max_t, reduction_factor=options.reduction_factor
+        time_attr=options.time_attr, max_t=options.max_t, reduction_factor=options.reduction_factor, **ctx.kwargs()
     )
 
 

@@ -1,0 +1,423 @@
+"""Ray Tune's searchers for conditional spaces and warm starts, each through Ray's own mechanisms.
+
+A conditional space (parameters with ``when``) reaches each searcher in its own idiom:
+
+- Optuna: :class:`OptunaSpace`, a define-by-run function (``OptunaSearch(space=...)``): only the
+  active parameters are suggested, so TPE models them as Optuna does; constants are returned too.
+- HyperOpt: :func:`hyperopt_space`, nested ``hp.choice`` (each branch of a controlling choice
+  carries the parameters that exist with that value); :class:`HpsearchHyperOptSearch` turns a
+  suggestion back into a flat config of the active parameters, and clears the inactive ones
+  from the HyperOpt trial, so that TPE never learns from a value that was not used.
+- random: Tune's own variant generation (every parameter drawn, grids over the combinations
+  that can exist: :func:`hpsearch.spec.space.grid_points`), then
+  :class:`ConditionalVariantGenerator` drops the inactive parameters from each trial before Tune
+  records or runs it.
+
+Warm-start points and earlier trials (:mod:`hpsearch.runtime.warm_start`) are given to the same
+searchers: Optuna enqueues the points and adds the earlier trials, with their distributions
+and values, to its study (:class:`HpsearchOptunaSearch`); HyperOpt runs the points first and
+holds the earlier trials as completed ones (:class:`HpsearchHyperOptSearch`; Ray's
+``HyperOptSearch`` has no ``evaluated_rewards``); the random searcher runs the points first
+(``points_to_evaluate``). Seeds are added when a searcher's study is set up, which
+``Tuner.restore`` replaces with the saved one: ``hpsearch resume`` never seeds twice.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ray.tune.search.basic_variant import BasicVariantGenerator
+from ray.tune.search.hyperopt import HyperOptSearch
+from ray.tune.search.optuna import OptunaSearch
+from ray.tune.search.variant_generator import format_vars
+
+from hpsearch.spec.space import (
+    JOINT_GRID_KEY,
+    ChoiceParam,
+    ConstParam,
+    FloatParam,
+    IntParam,
+    Param,
+    SearchSpace,
+    active_config,
+    condition_holds,
+    flat_config,
+    iter_params,
+    nested_config,
+    ordered_params,
+    same_value,
+    tune_domain,
+)
+
+__all__ = [
+    "Seed",
+    "label",
+    "complete_point",
+    "OptunaSpace",
+    "optuna_distribution",
+    "HpsearchOptunaSearch",
+    "hyperopt_space",
+    "HpsearchHyperOptSearch",
+    "ConditionalVariantGenerator",
+]
+
+#: An earlier trial that seeds a searcher: its flat config (dotted name -> value) and its
+#: value of each objective, in the spec's order.
+Seed = tuple[dict[str, Any], tuple[float, ...]]
+
+
+def label(name: str) -> str:
+    """A dotted parameter name as Ray's searchers name it (``model.width`` -> ``model/width``)."""
+    return name.replace(".", "/")
+
+
+def complete_point(
+    tree: SearchSpace, point: Mapping[str, Any], sample: Callable[[Param], Any] | None = None
+) -> dict[str, Any]:
+    """A point's active parameters (dotted name -> value), constants included; an active parameter
+    the point leaves out is drawn with ``sample`` (left out without one)."""
+    values: dict[str, Any] = {}
+    for name, param in ordered_params(tree):
+        if not condition_holds(param, values):
+            continue
+        if isinstance(param, ConstParam):
+            values[name] = param.value
+        elif name in point:
+            values[name] = point[name]
+        elif sample is not None:
+            values[name] = sample(param)
+    return values
+
+
+def _searched(tree: SearchSpace) -> dict[str, Param]:
+    return {name: p for name, p in iter_params(tree) if not isinstance(p, ConstParam)}
+
+
+# ----------------------------------------------------------------------------- Optuna
+
+
+def optuna_distribution(param: Param) -> Any:
+    """The Optuna distribution of one parameter: the same as Ray's conversion of its Tune domain."""
+    from optuna import distributions as d
+
+    if isinstance(param, FloatParam):
+        return d.FloatDistribution(float(param.low), float(param.high), log=param.log, step=param.step)
+    if isinstance(param, IntParam):
+        return d.IntDistribution(param.low, param.high, log=param.log, step=param.step or 1)
+    if isinstance(param, ChoiceParam):
+        return d.CategoricalDistribution(list(param.values))
+    raise TypeError(f"no Optuna distribution for {param!r}")  # pragma: no cover  # grids are refused for Optuna
+
+
+class OptunaSpace:
+    """A define-by-run search space (``OptunaSearch(space=OptunaSpace(tree))``).
+
+    Suggests each parameter whose condition holds, its controllers first, and returns the
+    active constants; an instance pickles with the searcher's state (a closure would not).
+    """
+
+    def __init__(self, tree: SearchSpace) -> None:
+        self.tree = tree
+
+    def __call__(self, trial: Any) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        constants: dict[str, Any] = {}
+        for name, param in ordered_params(self.tree):
+            if not condition_holds(param, values):
+                continue
+            key = label(name)
+            if isinstance(param, ConstParam):
+                values[name] = constants[key] = param.value
+            elif isinstance(param, FloatParam):
+                values[name] = trial.suggest_float(key, param.low, param.high, log=param.log, step=param.step)
+            elif isinstance(param, IntParam):
+                values[name] = trial.suggest_int(key, param.low, param.high, log=param.log, step=param.step or 1)
+            elif isinstance(param, ChoiceParam):
+                values[name] = trial.suggest_categorical(key, list(param.values))
+            else:  # pragma: no cover  # the spec refuses grids for Optuna
+                raise TypeError(f"Optuna cannot search {param!r}")
+        return constants
+
+    def distributions(self) -> dict[str, Any]:
+        """Every searched parameter's distribution, by Optuna name (``model/width``)."""
+        return {label(name): optuna_distribution(p) for name, p in _searched(self.tree).items()}
+
+
+class HpsearchOptunaSearch(OptunaSearch):
+    """``OptunaSearch`` that, once its study exists, enqueues warm-start points and adds earlier trials.
+
+    ``hp_points``: flat configs, run first (a left-out active parameter is sampled by Optuna);
+    ``hp_seeds``: earlier trials, added as completed trials with their distributions and
+    values (one value per objective). Works with Ray's converted space (a dict of
+    distributions) and with :class:`OptunaSpace`.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        hp_tree: SearchSpace,
+        hp_points: Sequence[Mapping[str, Any]] = (),
+        hp_seeds: Sequence[Seed] = (),
+        **kwargs: Any,
+    ) -> None:
+        self._hp_tree = hp_tree
+        self._hp_points = [dict(p) for p in hp_points]
+        self._hp_seeds = list(hp_seeds)
+        super().__init__(*args, **kwargs)  # builds the study at once when given a space
+
+    def _setup_study(self, mode: str | list[str]) -> None:
+        super()._setup_study(mode)
+        import optuna
+
+        study: Any = self._ot_study
+        searched = _searched(self._hp_tree)
+        space: Any = self._space  # Ray's converted dict of distributions, or an OptunaSpace
+        known = space.distributions() if isinstance(space, OptunaSpace) else dict(space or {})
+        for config, values in self._hp_seeds:
+            params = {label(k): v for k, v in config.items() if k in searched}
+            distributions = {k: known[k] for k in params}
+            if isinstance(self._metric, list):  # one value per objective
+                trial = optuna.trial.create_trial(params=params, distributions=distributions, values=list(values))
+            else:
+                trial = optuna.trial.create_trial(params=params, distributions=distributions, value=values[0])
+            study.add_trial(trial)
+        for point in self._hp_points:
+            study.enqueue_trial({label(k): v for k, v in point.items() if k in searched})
+
+
+# ----------------------------------------------------------------------------- HyperOpt
+
+
+def hyperopt_space(tree: SearchSpace) -> dict[str, Any]:
+    """A conditional tree as HyperOpt's nested choices, labelled as Ray labels them (``model/width``).
+
+    A parameter sits in the branches of its first controlling ``choice`` whose values allow it
+    (the same node in each, so HyperOpt sees one parameter); a condition on a constant is
+    decided here; further conditions are applied by :class:`HpsearchHyperOptSearch`.
+    """
+    from hyperopt import hp
+
+    params = dict(iter_params(tree))
+    constants = {n: p.value for n, p in params.items() if isinstance(p, ConstParam)}
+    primary: dict[str, str] = {}
+    for name, param in params.items():
+        if isinstance(param, ConstParam):
+            continue
+        static = {c: v for c, v in (param.when or {}).items() if isinstance(params[c], ConstParam)}
+        if static and not condition_holds(param.model_copy(update={"when": static}), constants):
+            continue  # a constant rules it out: it never exists
+        ctrl = next((c for c in (param.when or {}) if isinstance(params[c], ChoiceParam)), None)
+        primary[name] = ctrl or ""
+    plain = HyperOptSearch.convert_search_space(
+        {label(n): tune_domain(params[n], "hyperopt") for n in primary if n not in primary.values()}
+    )
+    built: dict[str, Any] = {}
+
+    def node(name: str) -> Any:
+        if name not in built:
+            param = params[name]
+            deps = [d for d, c in primary.items() if c == name]
+            if deps and isinstance(param, ChoiceParam):
+                branches = [
+                    {label(d): node(d) for d in deps if any(same_value(value, v) for v in (params[d].when or {})[name])}
+                    for value in param.values
+                ]
+                built[name] = hp.choice(label(name), branches)
+            else:
+                built[name] = plain[label(name)]
+        return built[name]
+
+    return {label(n): node(n) for n, ctrl in primary.items() if not ctrl}
+
+
+def _hyperopt_value(param: Param, value: Any) -> Any:
+    """A config value as HyperOpt stores it in a trial's ``vals`` (a choice: its index)."""
+    if isinstance(param, ChoiceParam):
+        return next(i for i, v in enumerate(param.values) if same_value(v, value))
+    return float(value)
+
+
+def _from_hyperopt(param: Param, stored: Any) -> Any:
+    if isinstance(param, ChoiceParam):
+        return param.values[int(stored)]
+    if isinstance(param, IntParam):
+        return int(round(float(stored)))
+    return float(stored)
+
+
+class HpsearchHyperOptSearch(HyperOptSearch):
+    """``HyperOptSearch`` for conditional spaces and warm starts.
+
+    With ``hp_conditional`` it takes :func:`hyperopt_space` and returns only the active
+    parameters (and constants), their inactive siblings cleared from HyperOpt's trial. It runs
+    ``hp_points`` first (an active parameter a point leaves out is drawn from its
+    distribution, which Ray's ``points_to_evaluate`` cannot do) and holds ``hp_seeds`` as
+    completed HyperOpt trials.
+    """
+
+    def __init__(
+        self,
+        *,
+        hp_tree: SearchSpace,
+        hp_conditional: bool,
+        hp_points: Sequence[Mapping[str, Any]] = (),
+        hp_seeds: Sequence[Seed] = (),
+        **kwargs: Any,
+    ) -> None:
+        self._hp_tree = hp_tree
+        self._hp_conditional = hp_conditional
+        self._hp_points = [dict(p) for p in hp_points]
+        self._hp_seeds = list(hp_seeds)
+        super().__init__(space=hyperopt_space(hp_tree) if hp_conditional else None, **kwargs)
+
+    def _setup_hyperopt(self) -> None:
+        super()._setup_hyperopt()
+        if not self._hp_seeds:
+            return
+        import hyperopt as hpo
+
+        tids = self._hpopt_trials.new_trial_ids(len(self._hp_seeds))
+        docs = []
+        for tid, (config, values) in zip(tids, self._hp_seeds):
+            doc = self._doc(tid, config)
+            doc["state"] = hpo.base.JOB_STATE_DONE
+            doc["result"] = {"loss": self.metric_op * values[0], "status": hpo.STATUS_OK}
+            docs.append(doc)
+        self._hpopt_trials.insert_trial_docs(docs)
+        self._hpopt_trials.refresh()
+
+    def _doc(self, tid: int, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A HyperOpt trial document holding ``config``'s searched values (the others: empty)."""
+        searched = _searched(self._hp_tree)
+        by_label = {label(n): n for n in searched}
+        vals: dict[str, list[Any]] = {}
+        idxs: dict[str, list[int]] = {}
+        domain: Any = self.domain
+        for key in domain.params:
+            name = by_label.get(key)
+            has = name is not None and name in config
+            vals[key] = [_hyperopt_value(searched[name], config[name])] if has else []  # type: ignore[index]
+            idxs[key] = [tid] if has else []
+        return {
+            "state": 0,
+            "tid": tid,
+            "spec": None,
+            "result": {"status": "new"},
+            "misc": {
+                "tid": tid,
+                "cmd": ("domain_attachment", "FMinIter_Domain"),
+                "workdir": None,
+                "idxs": idxs,
+                "vals": vals,
+            },
+            "exp_key": None,
+            "owner": None,
+            "version": 0,
+            "book_time": None,
+            "refresh_time": None,
+        }
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        if self._hp_points and self.domain is not None:
+            point = self._hp_points.pop(0)
+            config = complete_point(self._hp_tree, point, self._sample)
+            tid = self._hpopt_trials.new_trial_ids(1)[0]
+            doc = self._doc(tid, config)
+            self._hpopt_trials.insert_trial_docs([doc])
+            self._hpopt_trials.refresh()
+            doc = next(t for t in self._hpopt_trials.trials if t["tid"] == tid)
+            self._live_trial_mapping[trial_id] = (tid, doc)
+            return self._config(config)
+        config = super().suggest(trial_id)
+        if not self._hp_conditional or not isinstance(config, dict):
+            return config
+        _, doc = self._live_trial_mapping[trial_id]
+        vals, idxs = doc["misc"]["vals"], doc["misc"]["idxs"]
+        searched = _searched(self._hp_tree)
+        drawn = {n: _from_hyperopt(p, vals[label(n)][0]) for n, p in searched.items() if vals.get(label(n))}
+        active = complete_point(self._hp_tree, drawn)
+        for name in drawn:
+            if name not in active:  # drawn in an active branch, but another condition is false
+                vals[label(name)], idxs[label(name)] = [], []
+        self._hpopt_trials.refresh()
+        return self._config(active)
+
+    def _config(self, flat: Mapping[str, Any]) -> dict[str, Any]:
+        """The config Tune gets, constants included (as HyperOpt's own suggestions hold them)."""
+        return nested_config(flat)
+
+    def _sample(self, param: Param) -> Any:
+        value = tune_domain(param, "random").sample(random_state=self.rstate)
+        return value.item() if hasattr(value, "item") else value
+
+
+# ----------------------------------------------------------------------------- random
+
+
+class ConditionalVariantGenerator(BasicVariantGenerator):
+    """Tune's variant generator, with each trial's inactive parameters dropped before Tune records it.
+
+    Tune draws every parameter (and expands the one grid of :func:`hpsearch.spec.space.to_tune`
+    over the combinations that can exist); this puts the grid's values in their places and
+    removes the parameters whose condition is false from the trial's config, its evaluated
+    parameters and its tag, so neither the trial folder, ``params.json``, ``result.json`` nor
+    the loop's ``train_loop_config`` holds them.
+    """
+
+    def __init__(self, tree: SearchSpace, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._hp_tree = tree
+
+    def next_trial(self) -> Any:
+        trial = super().next_trial()  # type: ignore[no-untyped-call]  # Ray's method has no annotations
+        if trial is not None:
+            keep_active(trial, self._hp_tree)
+        return trial
+
+
+def keep_active(trial: Any, tree: SearchSpace) -> None:
+    """Drop a Tune trial's inactive parameters, in place (the trial has not been added to Tune yet)."""
+    config = trial.config
+    joint = config.pop(JOINT_GRID_KEY, None) or {}
+    for name, value in joint.items():
+        _assign(config, name, copy.deepcopy(value))
+    flat = flat_config(tree, config)
+    active = active_config(tree, flat)
+    for name in flat:
+        if name not in active:
+            _delete(config, name)
+    searched = _searched(tree)
+    trial.evaluated_params = {label(k): v for k, v in active.items() if k in searched}
+    number = str(trial.experiment_tag).split("_", 1)[0]
+    tag = format_vars({tuple(k.split("/")): v for k, v in trial.evaluated_params.items()})
+    trial.experiment_tag = f"{number}_{tag}" if tag else number
+
+
+def _assign(config: dict[str, Any], name: str, value: Any) -> None:
+    *groups, last = name.split(".")
+    node = config
+    for group in groups:
+        node = node.setdefault(group, {})
+    node[last] = value
+
+
+def _delete(config: dict[str, Any], name: str) -> None:
+    *groups, last = name.split(".")
+    trail = [config]
+    for group in groups:
+        child = trail[-1].get(group)
+        if not isinstance(child, dict):
+            return
+        trail.append(child)
+    trail[-1].pop(last, None)
+    for parent, group in zip(reversed(trail[:-1]), reversed(groups)):  # groups left empty go too
+        if parent.get(group) == {}:
+            del parent[group]
+
+
+def finite(values: Sequence[Any]) -> bool:
+    """Whether every value is a finite number (a seed needs one per objective)."""
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
