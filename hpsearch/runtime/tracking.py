@@ -220,13 +220,19 @@ def _space(spec: Spec) -> tuple[dict[str, Any], list[str]]:
     return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
 
 
+#: What SQLAlchemy says when another process creates Optuna's schema at the same moment.
+_SCHEMA_RACES = ("already exists", "UNIQUE constraint failed: alembic_version", "database is locked")
+
+
 def open_optuna_storage(url: str, *, attempts: int = 5) -> Any:
     """Optuna's storage at ``url``, retried while another process creates its tables.
 
     Opening an empty RDB storage creates Optuna's schema; two processes doing it at once (an
     ``optuna-dashboard`` started on the same file before the search, the search's own check
-    and tracker) make one of them fail with "table ... already exists". The tables are then
-    there, so a second try succeeds.
+    and tracker) make one of them fail: "table ... already exists" while the tables are made,
+    "UNIQUE constraint failed: alembic_version..." while the schema version is stamped (both
+    seen in CI), "database is locked" while the other writes. The schema is then there (or
+    about to be), so a later try succeeds.
     """
     import optuna
 
@@ -234,7 +240,7 @@ def open_optuna_storage(url: str, *, attempts: int = 5) -> Any:
         try:
             return optuna.storages.get_storage(url)
         except Exception as err:  # noqa: BLE001 - SQLAlchemy's OperationalError/IntegrityError, by message
-            if "already exists" not in str(err) or attempt == attempts - 1:
+            if not any(race in str(err) for race in _SCHEMA_RACES) or attempt == attempts - 1:
                 raise
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")  # the loop returns or raises
