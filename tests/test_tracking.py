@@ -482,12 +482,15 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys) -> None:
     exported = optuna.load_study(study_name="tracked", storage=f"sqlite:///{db}").trials
 
     def view(trials: list[Any]) -> list[Any]:
-        return [
-            (t.number, t.user_attrs["trial_id"], t.state, t.value, t.params, t.distributions, t.intermediate_values)
+        # by trial id: Optuna numbers the live trials as they start, the export as Tune created them,
+        # and two trials started at once may start in either order
+        return sorted(
+            (t.user_attrs["trial_id"], t.state, t.value, t.params, t.distributions, t.intermediate_values)
             for t in trials
-        ]
+        )
 
     assert view(live) == view(exported) and len(live) == 2
+    assert sorted(t.number for t in live) == sorted(t.number for t in exported) == [0, 1]
 
 
 def test_an_optuna_storage_another_process_is_creating_is_opened_on_a_second_try(monkeypatch) -> None:
