@@ -207,6 +207,22 @@ def write_results(path: Path, record: dict) -> None:
 # ----------------------------------------------------------------------------- searches in a process of their own
 
 
+def sizes_from(args: Any, defaults: dict[str, int], quick: dict[str, int]) -> dict[str, int]:
+    """A benchmark's sizes (``seeds``, ``trials``, ``epochs``): its defaults, ``--quick``'s, then each flag given."""
+    sizes = {**defaults, **(quick if args.quick else {})}
+    sizes.update({k: getattr(args, k) for k in ("seeds", "trials", "epochs") if getattr(args, k)})
+    return sizes
+
+
+def methods_from(parser: Any, args: Any, labels: Iterable[str]) -> tuple[str, ...]:
+    """The ways ``--methods`` chose (all of ``labels`` without it); an unknown one is the parser's error."""
+    known = tuple(labels)
+    methods = tuple(args.methods.split(",")) if args.methods else known
+    if unknown := set(methods) - set(known):
+        parser.error(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(known)}")
+    return methods
+
+
 def run_group(script: str, jobs: Sequence[dict[str, Any]], log: Path, timeout_s: float = WAY_TIMEOUT_S) -> list[dict]:
     """``python script --jobs JSON`` in its own session (:func:`run_isolated`): several searches one after
     another in one process and one embedded Ray (what :func:`run_here` does there), so that Ray's

@@ -59,10 +59,12 @@ if not __package__:  # run as a script (python benchmarks/x.py): the repository 
 from benchmarks._common import (  # noqa: E402
     experiment_reports,
     logs_folder,
+    methods_from,
     print_table,
     run_group,
     run_here,
     run_search,
+    sizes_from,
     stopped_note,
     write_results,
 )
@@ -281,11 +283,8 @@ def main() -> int:
         print(json.dumps(run_here(json.loads(args.jobs), run_way)))
         return 0
 
-    sizes = {"seeds": SEEDS, "trials": TRIALS, "epochs": EPOCHS, **(QUICK if args.quick else {})}
-    sizes.update({k: v for k, v in (("seeds", args.seeds), ("trials", args.trials), ("epochs", args.epochs)) if v})
-    methods = tuple(args.methods.split(",")) if args.methods else tuple(LABELS)
-    if unknown := set(methods) - set(LABELS):
-        parser.error(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(LABELS)}")
+    sizes = sizes_from(args, {"seeds": SEEDS, "trials": TRIALS, "epochs": EPOCHS}, QUICK)
+    methods = methods_from(parser, args, LABELS)
 
     command, machine = print_header()
     print(

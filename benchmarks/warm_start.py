@@ -53,6 +53,7 @@ from benchmarks._common import (  # noqa: E402
     run_group,
     run_here,
     run_search,
+    sizes_from,
     stopped_note,
     to_target_rows,
     write_results,
@@ -146,8 +147,7 @@ def main() -> int:
         print(json.dumps(run_here(json.loads(args.jobs), run_role)))
         return 0
 
-    sizes = {"seeds": SEEDS, "trials": TRIALS, "epochs": EPOCHS, **(QUICK if args.quick else {})}
-    sizes.update({k: v for k, v in (("seeds", args.seeds), ("trials", args.trials), ("epochs", args.epochs)) if v})
+    sizes = sizes_from(args, {"seeds": SEEDS, "trials": TRIALS, "epochs": EPOCHS}, QUICK)
     command, machine = print_header()
     print(
         f"work: digits MLP (digits_quick.yaml's space, metric val_loss), Optuna TPE ({N_STARTUP} startup trials), "

@@ -209,3 +209,23 @@ def test_a_search_is_stalled_once_no_history_file_has_grown_for_stall_s(tmp_path
     assert check() == "no trial reported for 90 s"
     assert common.stopped_note({"stopped": "no trial reported for 90 s"}).startswith("; STOPPED (no trial")
     assert common.stopped_note({"stopped": None}) == ""
+
+
+def test_the_sizes_and_ways_come_from_the_defaults_quick_and_the_flags() -> None:
+    import argparse
+
+    from benchmarks._common import methods_from, sizes_from
+
+    defaults, quick = {"seeds": 3, "trials": 6, "epochs": 20}, {"seeds": 1, "trials": 2, "epochs": 3}
+    flags = argparse.Namespace(quick=False, seeds=None, trials=4, epochs=None, methods=None)
+    assert sizes_from(flags, defaults, quick) == {"seeds": 3, "trials": 4, "epochs": 20}
+    flags.quick = True
+    assert sizes_from(flags, defaults, quick) == {"seeds": 1, "trials": 4, "epochs": 3}  # a flag beats --quick
+
+    parser = argparse.ArgumentParser()
+    assert methods_from(parser, flags, ["tpe", "random"]) == ("tpe", "random")
+    flags.methods = "random"
+    assert methods_from(parser, flags, ["tpe", "random"]) == ("random",)
+    flags.methods = "tpe,grid"
+    with pytest.raises(SystemExit):
+        methods_from(parser, flags, ["tpe", "random"])
