@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import (
+    CheckpointNotReportedError,
     ClusterError,
     ExperimentExistsError,
     ExperimentNotFoundError,
@@ -45,6 +46,7 @@ __all__ = [
     "ResultsError",
     "ExportError",
     "MetricNotReportedError",
+    "CheckpointNotReportedError",
     "__version__",
 ]
 

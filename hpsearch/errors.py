@@ -113,3 +113,20 @@ class MetricNotReportedError(HpsearchError, ValueError):
 
 
 __all__ += ["MetricNotReportedError"]
+
+
+class CheckpointNotReportedError(HpsearchError, RuntimeError):
+    """Under population-based training a trial reported without a checkpoint, or did not start
+    from the donor's checkpoint it was given: PBT cannot work with that loop, so it is never retried.
+
+    Raised in the nested run's controller; its message is one line that says what the loop must do.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[CheckpointNotReportedError], tuple[str]]:
+        return (type(self), (str(self),))  # rebuilt from its message in another Ray process
+
+
+__all__ += ["CheckpointNotReportedError"]

@@ -21,10 +21,19 @@ shards (``DistributedSampler`` pads them), their states are the same.
 
 Which checkpoints are kept (``checkpoint.num_to_keep`` in the spec): the best by the
 search metric, and always the latest, from which a restarted trial resumes.
+
+Population-based training (``scheduler: pbt`` or ``pb2``): when the scheduler exploits, the
+weaker trial's next run starts from the donor's checkpoint, with a mutated config.
+:func:`restore` loads the donor's checkpoint (model, optimizer state, LR scheduler, epoch) and
+then gives the optimizer the hyperparameters the loop built it with from the *new* config,
+so a mutated ``lr`` takes effect instead of the donor's. What a loop must do: build the model,
+optimizer and LR scheduler from ``config`` as usual, call :func:`restore` before training, and
+report with :func:`report` (a checkpoint with every report).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import tempfile
@@ -35,7 +44,9 @@ import numpy as np
 import ray.train
 import torch
 
-__all__ = ["report", "restore", "STATE_FILE"]
+from hpsearch.experiment.layout import START_FILE
+
+__all__ = ["report", "restore", "apply_hyperparameters", "STATE_FILE"]
 
 #: The file, inside each checkpoint directory, that holds the training state.
 STATE_FILE = "hpsearch_state.pt"
@@ -115,13 +126,26 @@ def restore(
     """Load the latest checkpoint of this run, if any; return the first epoch still to run.
 
     Call it at the start of the loop, on every rank, after ``prepare_model`` and after
-    building the optimizer (its state then lands on the model's device). Returns 1 when the run starts fresh. ``extra``, if
-    given, is updated with what :func:`report` saved as ``extra``.
+    building the optimizer (its state then lands on the model's device) and the LR scheduler.
+    Returns 1 when the run starts fresh. ``extra``, if given, is updated with what
+    :func:`report` saved as ``extra``.
+
+    Under population-based training a run may start from another trial's checkpoint (an
+    exploit). Then the optimizer keeps the donor's state (moments, step counts) but takes the
+    hyperparameters it was built with here, from the mutated config: every ``param_group``
+    key (``lr``, ``weight_decay``, ``momentum``, ``betas``, ...) is set back to its value
+    before the load. With an LR scheduler, its progress is the donor's and its base rates the
+    new ones: each group's ``lr`` is the donor's current ``lr`` scaled by new base / donor's
+    base (a mutated ``lr`` of 1.2x the donor's continues the schedule at 1.2x). An ordinary
+    resume of the trial's own run restores everything as saved.
 
     Raises:
         FileNotFoundError: The checkpoint was not written by :func:`report`.
     """
-    found = ray.train.get_checkpoint()
+    found, transplant = ray.train.get_checkpoint(), False
+    if found is None:
+        found = _start_checkpoint()
+        transplant = found is not None
     if found is None:
         return 1
     with found.as_directory() as folder:
@@ -132,12 +156,60 @@ def restore(
             )
         # The RNG states hold numpy arrays and Python tuples: not loadable with weights_only=True.
         state = torch.load(path, map_location="cpu", weights_only=False)
+    built = _hyperparameters(optimizer) if transplant and optimizer is not None else None
+    built_base = list(getattr(scheduler, "base_lrs", []) or []) if transplant else []
     _unwrap(model).load_state_dict(state["model"])
     if optimizer is not None and state.get("optimizer") is not None:
         optimizer.load_state_dict(state["optimizer"])
     if scheduler is not None and state.get("scheduler") is not None:
         scheduler.load_state_dict(state["scheduler"])
+    if built is not None and optimizer is not None:
+        apply_hyperparameters(optimizer, built, scheduler=scheduler, base_lrs=built_base)
     if extra is not None:
         extra.update(state.get("extra") or {})
     _set_rng_states(state["rng"])
     return int(state["epoch"]) + 1
+
+
+def _hyperparameters(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Each param group's hyperparameters (every key but its parameters), as the loop built them."""
+    return [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+
+
+def apply_hyperparameters(
+    optimizer: torch.optim.Optimizer,
+    built: list[dict[str, Any]],
+    *,
+    scheduler: Any = None,
+    base_lrs: list[float] | None = None,
+) -> None:
+    """After loading a donor's optimizer (and LR scheduler) state, give each param group the
+    hyperparameters ``built`` holds (see :func:`restore`); with a scheduler, rescale its rates."""
+    scaled = scheduler is not None and base_lrs and len(base_lrs) == len(optimizer.param_groups)
+    donor_base = list(getattr(scheduler, "base_lrs", [])) if scaled else []
+    for i, (group, values) in enumerate(zip(optimizer.param_groups, built)):
+        current = group.get("lr")
+        for key, value in values.items():
+            if key not in ("lr", "initial_lr"):
+                group[key] = value
+        if scaled and base_lrs is not None and donor_base[i] and current is not None:
+            group["lr"] = current * base_lrs[i] / donor_base[i]
+            group["initial_lr"] = base_lrs[i]
+        elif "lr" in values:
+            group["lr"] = values["lr"]
+    if scaled and base_lrs is not None:
+        scheduler.base_lrs = list(base_lrs)
+        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]  # what get_last_lr() returns
+
+
+def _start_checkpoint() -> ray.train.Checkpoint | None:
+    """The donor checkpoint this run starts from under population-based training (written into the
+    run's folder by the trial driver, :mod:`hpsearch.runtime.pbt`), or ``None``."""
+    try:
+        storage = ray.train.get_context().get_storage()
+        fs, folder = storage.storage_filesystem, storage.experiment_fs_path
+        with fs.open_input_stream(os.path.join(folder, START_FILE)) as stream:
+            start = json.loads(stream.read().decode("utf-8"))
+    except (OSError, ValueError, AttributeError, NotImplementedError):  # no start file: a fresh run
+        return None
+    return ray.train.Checkpoint(start["checkpoint"], filesystem=fs)

@@ -293,8 +293,9 @@ CORPUS = [
     ),
     (
         "unknown-scheduler",
-        put("scheduler.type", "pbt"),
-        "scheduler.type: unknown scheduler 'pbt' (allowed: 'fifo', 'asha', 'median' or 'hyperband')",
+        put("scheduler.type", "pbtt"),
+        "scheduler.type: unknown scheduler 'pbtt'; did you mean 'pbt'? (allowed: 'fifo', 'asha', 'median', 'hyperband', "
+        "'pbt' or 'pb2')",
     ),
     (
         "scheduler-unknown-option",
@@ -779,7 +780,7 @@ CORPUS = [
     (
         "scheduler-type-a-number",
         put("scheduler", {"type": 3}),
-        "scheduler.type: unknown scheduler 3 (allowed: 'fifo', 'asha', 'median' or 'hyperband')",
+        "scheduler.type: unknown scheduler 3 (allowed: 'fifo', 'asha', 'median', 'hyperband', 'pbt' or 'pb2')",
     ),
     ("asha-max-t-zero", put("scheduler.max_t", 0), "scheduler.max_t: must be greater than 0, got 0"),
     ("num-to-keep-zero", put("checkpoint.num_to_keep", 0), "checkpoint.num_to_keep: must be greater than 0, got 0"),

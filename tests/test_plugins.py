@@ -35,7 +35,7 @@ def choose(registry: Registry, raw: Any) -> PluginChoice:
 
 def test_registry_names() -> None:
     assert SEARCHERS.names() == ["random", "optuna", "hyperopt"]
-    assert SCHEDULERS.names() == ["fifo", "asha", "median", "hyperband"]
+    assert SCHEDULERS.names() == ["fifo", "asha", "median", "hyperband", "pbt", "pb2"]
     assert SEARCHERS.default == "random" and SCHEDULERS.default == "fifo"
     assert [p.name for p in SEARCHERS.plugins.values() if p.accepts_grid] == ["random"]
 
@@ -221,6 +221,24 @@ SCHEDULER_BUILDS = [
         "HyperBandScheduler",
         {"_max_t_attr": 27, "_eta": 3, "_time_attr": "epoch"},
         id="hyperband",
+    ),
+    pytest.param(
+        {
+            "type": "pbt",
+            "perturbation_interval": 3,
+            "quantile_fraction": 0.5,
+            "resample_probability": 0.1,
+            "hyperparam_mutations": {"lr": {"type": "float", "low": 0.001, "high": 0.1, "log": True}},
+        },
+        "HpsearchPBT",
+        {"_perturbation_interval": 3, "_quantile_fraction": 0.5, "_resample_probability": 0.1, "_time_attr": "epoch"},
+        id="pbt",
+    ),
+    pytest.param(
+        {"type": "pb2", "perturbation_interval": 4, "hyperparam_bounds": {"lr": [0.001, 0.1]}},
+        "HpsearchPB2",
+        {"_perturbation_interval": 4, "_quantile_fraction": 0.25, "_hyperparam_bounds": {"lr": [0.001, 0.1]}},
+        id="pb2",
     ),
 ]
 

@@ -342,7 +342,7 @@ BAD_FRAGMENTS = [
     pytest.param(
         _set("scheduler", "ashaa"),
         "scheduler.type: unknown scheduler 'ashaa'; did you mean 'asha'? "
-        "(allowed: 'fifo', 'asha', 'median' or 'hyperband')",
+        "(allowed: 'fifo', 'asha', 'median', 'hyperband', 'pbt' or 'pb2')",
         id="scheduler-type-typo",
     ),
     pytest.param(

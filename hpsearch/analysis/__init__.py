@@ -14,6 +14,7 @@ from hpsearch.analysis._curves import (
     learning_curves,
     optimization_history,
 )
+from hpsearch.analysis._lineage import LINEAGE_COLUMNS, LineageData, lineage_table, pbt_lineage
 from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, Results, load_results
 from hpsearch.analysis._params import (
     ParallelCoordinates,
@@ -58,6 +59,10 @@ __all__ = [
     "pareto_front_table",
     "pareto_front",
     "ParetoPlot",
+    "lineage_table",
+    "LINEAGE_COLUMNS",
+    "pbt_lineage",
+    "LineageData",
     "learning_curves",
     "LearningCurves",
     "Curve",

@@ -213,6 +213,15 @@ class Results:
         return hypervolume(self, reference)
 
     @property
+    def lineage(self) -> pd.DataFrame:
+        """Population-based training's exploits, one row each, oldest first: the trial and its epoch
+        when it was replaced, the donor and the epoch it continued from, what changed, and the seconds
+        the exploit cost (empty for other schedulers; see :func:`hpsearch.analysis.lineage_table`)."""
+        from hpsearch.analysis._lineage import lineage_table
+
+        return lineage_table(self)
+
+    @property
     def best(self) -> pd.Series | None:
         """The best trial's row of :attr:`trials`: rank 1, when its best value is finite."""
         top = self.trials[self.trials["rank"] == 1]

@@ -9,8 +9,8 @@ sharded across workers by ``prepare_data_loader``; every worker evaluates the
 whole validation split with its (DDP-synchronised, hence identical) model.
 
 Each epoch every rank reports, through :func:`hpsearch.train.report`, the metrics
-``epoch`` (1-based), ``train_loss`` (this rank's mean training loss), ``val_loss``
-and ``val_acc``; on checkpoint epochs rank 0 saves the model, the optimizer, the
+``epoch`` (1-based), ``train_loss`` (this rank's mean training loss), ``val_loss``,
+``val_acc``, ``n_params`` and ``lr_now`` (the learning rate the epoch trained with); on checkpoint epochs rank 0 saves the model, the optimizer, the
 epoch and the random states. The loop resumes from the latest checkpoint with
 :func:`hpsearch.train.restore`, continuing exactly where it stopped.
 
@@ -129,7 +129,8 @@ def train_loop(config: dict[str, Any]) -> None:
 
     model = ray.train.torch.prepare_model(_build_model(x_tr.shape[1], n_classes, hidden, layers, dropout))
     optimizer = _optimizer(config, model, lr, weight_decay)
-    # After prepare_model, so the optimizer's state lands on the model's device.
+    # After prepare_model, so the optimizer's state lands on the model's device. Under pbt/pb2 it may load
+    # another trial's checkpoint, and then keeps this config's lr, weight decay, momentum and betas.
     start_epoch = hp.restore(model=model, optimizer=optimizer)  # 1 unless resuming
     loss_fn = nn.CrossEntropyLoss()
 
@@ -166,6 +167,8 @@ def train_loop(config: dict[str, Any]) -> None:
             "val_acc": val_acc,
             # the model's size, an objective of search_spaces/digits_multi_objective.yaml
             "n_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
+            # the learning rate this epoch trained with: under pbt it follows the mutations
+            "lr_now": optimizer.param_groups[0]["lr"],
         }
         save = epoch % checkpoint_every == 0 or epoch == epochs
         hp.report(metrics, epoch=epoch, model=model, optimizer=optimizer, checkpoint=save)

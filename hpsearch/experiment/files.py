@@ -25,10 +25,13 @@ from hpsearch.errors import ExperimentNotFoundError
 from hpsearch.experiment.layout import (
     CONTROLLER_FILE,
     HISTORY_FILE,
+    LINEAGE_FILE,
     OUTCOMES_FILE,
     PLAN_FILE,
+    POINTER_FILE,
     RAY_LOGS_FILE,
     SPEC_FILE,
+    START_FILE,
     STATUSES,
     SUMMARY_FILE,
     TRAIN_RUNS_DIR,
@@ -58,6 +61,11 @@ __all__ = [
     "write_summary",
     "read_summary",
     "write_controller",
+    "append_lineage",
+    "read_lineage",
+    "write_pointer",
+    "read_pointer",
+    "write_start",
     "read_controller",
     "append_ray_logs",
     "read_ray_logs",
@@ -311,6 +319,45 @@ def read_controller(run_folder: PathLike) -> dict[str, Any] | None:
     """The controller record of a nested run, or ``None`` (it never reported)."""
     data = read_json(Path(run_folder) / CONTROLLER_FILE)
     return data if isinstance(data, dict) else None
+
+
+# ----------------------------------------------------------------------------- PBT lineage
+
+
+def append_lineage(run_folder: PathLike, record: Mapping[str, Any]) -> None:
+    """Append one exploit of a trial to ``train/<trial_id>/hpsearch_lineage.jsonl``.
+
+    ``record`` holds ``trial_id``, ``donor_trial_id``, ``donor_epoch`` (the epoch the trial
+    continues from), ``epoch`` (the trial's own epoch when it was replaced), ``old_config``,
+    ``new_config`` and ``time`` (when the scheduler paused the trial; added when missing).
+    """
+    _append_line(Path(run_folder) / LINEAGE_FILE, {"time": time.time(), **record})
+
+
+def read_lineage(experiment_dir: PathLike, trial_id: str) -> list[dict[str, Any]]:
+    """Every exploit of a trial under population-based training, oldest first (none: ``[]``)."""
+    return read_json_lines(run_dir(experiment_dir, trial_id) / LINEAGE_FILE)
+
+
+def write_pointer(folder: PathLike, pointer: Mapping[str, Any]) -> None:
+    """Write the pointer a Tune checkpoint holds under population-based training: ``trial_id``,
+    ``storage`` and ``name`` (the nested run, ``storage`` relative to ``train/``), ``checkpoint``
+    (relative to ``train/``) and ``epoch``."""
+    os.makedirs(folder, exist_ok=True)
+    _write_json(Path(folder) / POINTER_FILE, dict(pointer), indent=None)
+
+
+def read_pointer(folder: PathLike) -> dict[str, Any] | None:
+    """The pointer in a Tune checkpoint folder, or ``None`` (not a population-based training checkpoint)."""
+    data = read_json(Path(folder) / POINTER_FILE)
+    return data if isinstance(data, dict) and {"trial_id", "name", "checkpoint"} <= set(data) else None
+
+
+def write_start(run_folder: PathLike, start: Mapping[str, Any]) -> None:
+    """Say which donor checkpoint a nested run starts from (``checkpoint``: an absolute path;
+    ``donor_trial_id``, ``donor_epoch``); :func:`hpsearch.train.restore` reads it on the workers."""
+    os.makedirs(run_folder, exist_ok=True)
+    _write_json(Path(run_folder) / START_FILE, dict(start), indent=None)
 
 
 # ----------------------------------------------------------------------------- Ray's logs

@@ -16,6 +16,10 @@ One search is one folder, ``<storage_path>/<name>/``::
         checkpoint_*/           its checkpoints (Ray Train keeps ``num_to_keep``)
         hpsearch_history.jsonl  every report forwarded to Tune, across restarts (HISTORY_FILE)
         hpsearch_controller.json  who ran the nested run's controller          (CONTROLLER_FILE)
+        hpsearch_lineage.jsonl  pbt/pb2: one line per exploit (donor, epoch, configs) (LINEAGE_FILE)
+        pbt-<donor>-e<epoch>/   pbt/pb2: the run that continued from a donor's checkpoint
+            hpsearch_start.json the donor checkpoint that run starts from   (START_FILE)
+    <trial folder>/checkpoint_*/hpsearch_pbt.json  pbt/pb2: Tune's checkpoint, a pointer into train/ (POINTER_FILE)
 
 Nothing here reads or writes; :mod:`hpsearch.experiment.files` does, with these names.
 """
@@ -36,6 +40,10 @@ __all__ = [
     "TRAIN_RUNS_DIR",
     "HISTORY_FILE",
     "CONTROLLER_FILE",
+    "LINEAGE_FILE",
+    "START_FILE",
+    "POINTER_FILE",
+    "PBT_RUN_PREFIX",
     "TUNE_PARAMS_FILE",
     "TUNE_RESULT_FILE",
     "TUNE_ERROR_FILE",
@@ -85,6 +93,18 @@ TRAIN_RUNS_DIR: Final = "train"
 HISTORY_FILE: Final = "hpsearch_history.jsonl"
 #: Written into ``train/<trial_id>/`` by the nested run's controller: which process to check on.
 CONTROLLER_FILE: Final = "hpsearch_controller.json"
+#: Population-based training: one JSON line per exploit of a trial, in ``train/<trial_id>/``
+#: (the donor trial and epoch, the config before and after), written by the scheduler.
+LINEAGE_FILE: Final = "hpsearch_lineage.jsonl"
+#: Population-based training: in the folder of a nested run that continues from a donor's
+#: checkpoint, which checkpoint that is (read by :func:`hpsearch.train.restore` on the workers).
+START_FILE: Final = "hpsearch_start.json"
+#: Population-based training: the one file of each Tune checkpoint of a trial, a pointer to the
+#: nested run's checkpoint it stands for (the weights are never copied into Tune's folder).
+POINTER_FILE: Final = "hpsearch_pbt.json"
+#: Population-based training: the nested run a trial continues in after an exploit is
+#: ``train/<trial_id>/pbt-<donor trial id>-e<donor epoch>/``.
+PBT_RUN_PREFIX: Final = "pbt-"
 
 #: Tune's files in each trial folder (Tune writes them; hpsearch only reads them).
 TUNE_PARAMS_FILE: Final = "params.json"

@@ -35,6 +35,7 @@ __all__ = [
     "param_importances",
     "scheduler_effect",
     "pareto_front",
+    "pbt_lineage",
     "STATUS_STYLE",
 ]
 
@@ -496,6 +497,39 @@ def pareto_front(results: Any, *, ax: Axes | Sequence[Axes] | None = None) -> An
     for i, (x, y) in enumerate(pairs):
         _pareto_pair(axes[i], data, x, y, legend=i == 0)
     return axes[: len(pairs)]
+
+
+def pbt_lineage(results: Any, *, ax: Axes | None = None) -> Axes:
+    """Population-based training's lineage: a lane per trial over its epochs, and an arrow for each
+    exploit, from the donor's lane at the epoch the trial continued from into the trial's lane,
+    where the trial's own line was cut (``x``). Reads :attr:`Results.lineage`."""
+    data = results if isinstance(results, _an.LineageData) else _an.pbt_lineage(results)
+    ax = _axes(ax, figsize=(7.0, max(2.4, 0.45 * len(data.trials) + 1.2)))
+    if not data.exploits:
+        return _empty(ax, "no exploits: not a pbt/pb2 search, or no trial copied another yet")
+    lane = {trial: i for i, trial in enumerate(data.trials)}
+    for trial, first, last in data.spans:
+        ax.plot([first, last], [lane[trial], lane[trial]], color="#bbbbbb", linewidth=2, zorder=1)
+    for trial, epoch, donor, donor_epoch in data.exploits:
+        if trial not in lane or donor not in lane or donor_epoch is None:
+            continue
+        if epoch is not None:
+            ax.plot([epoch], [lane[trial]], marker="x", color="#8c8c8c", zorder=2)
+        ax.annotate(
+            "",
+            xy=(donor_epoch, lane[trial]),
+            xytext=(donor_epoch, lane[donor]),
+            arrowprops={"arrowstyle": "->", "color": STATUS_STYLE[FINISHED]["color"], "lw": 1.4},
+            zorder=3,
+        )
+        ax.plot([donor_epoch], [lane[donor]], marker="o", color=STATUS_STYLE[FINISHED]["color"], zorder=3)
+    ax.set_yticks(range(len(data.trials)), data.labels)
+    ax.set_ylim(-0.6, len(data.trials) - 0.4)
+    ax.invert_yaxis()
+    ax.set_xlabel("epoch")
+    ax.set_title(f"PBT lineage: {len(data.exploits)} exploits (donor -> trial)")
+    ax.grid(axis="x", alpha=0.3)
+    return ax
 
 
 def _axes_list(ax: Any) -> list[Axes]:

@@ -96,6 +96,8 @@ def report_figures(results: Results) -> list[Figure]:
     for key, title, compute, draw, size, caption in _plots():
         if key == "pareto_front" and not results.multi_objective:
             continue
+        if key == "pbt_lineage" and not _population_based(results):
+            continue
         fig = Figure(key, title, "")
         try:
             data = compute(results)
@@ -224,8 +226,20 @@ def _plots() -> list[tuple[Any, ...]]:
             f"{first} (the first objective).{pairs}{left}"
         )
 
+    def lineage_size(data: Any) -> tuple[int, int, float, float]:
+        return 1, 1, 7.0, max(2.4, 0.45 * len(data.trials) + 1.2)
+
+    def lineage(results: Results, data: Any) -> str:
+        copied = len({t for t, *_ in data.exploits})
+        return (
+            f"{len(data.exploits)} exploits: each arrow goes from the donor's lane, at the epoch whose checkpoint "
+            f"the trial continued from, into that trial (its own line was cut at the x). {copied} of "
+            f"{len(data.trials)} trials continued from another's checkpoint at least once."
+        )
+
     return [
         ("pareto_front", "Pareto front", an.pareto_front, plots.pareto_front, pareto_size, pareto),
+        ("pbt_lineage", "PBT lineage", an.pbt_lineage, plots.pbt_lineage, lineage_size, lineage),
         ("learning_curves", "Learning curves", an.learning_curves, plots.learning_curves, one(5.8, 3.8), curves),
         (
             "optimization_history",
@@ -337,6 +351,18 @@ def _best_table(results: Results, n: int = 10) -> pd.DataFrame:
     shown: pd.DataFrame = _gaps(table)
     shown[results.metric] = table[results.metric].astype("object")
     return shown
+
+
+def _population_based(results: Results) -> bool:
+    return results.scheduler.get("type") in ("pbt", "pb2")
+
+
+def _lineage_table(results: Results) -> pd.DataFrame:
+    """The exploits as the report lists them: who copied whom at which epochs, the values then,
+    what changed, and the seconds from the pause to the trial's next report."""
+    columns = ["trial_id", "epoch", "donor_trial_id", "donor_epoch", "value", "donor_value", "changed", "exploit_s"]
+    table: pd.DataFrame = results.lineage[columns]
+    return table
 
 
 def _pareto_table(results: Results) -> pd.DataFrame:
@@ -488,6 +514,7 @@ def render_html(results: Results, figures: list[Figure]) -> str:
     by_key = {f.key: f for f in figures}
     layout = [
         ("pareto_front",),
+        ("pbt_lineage",),
         ("learning_curves", "optimization_history"),
         ("param_vs_metric",),
         ("parallel_coordinates",),
@@ -501,6 +528,9 @@ def render_html(results: Results, figures: list[Figure]) -> str:
     if results.multi_objective:
         front = _pareto_table(results)
         out += [f"<h2>Pareto front ({len(front)} trials)</h2>", _table_html(front, results)]
+    if _population_based(results):
+        exploits = _lineage_table(results)
+        out += [f"<h2>PBT lineage ({len(exploits)} exploits)</h2>", _table_html(exploits, results)]
     out += [f"<h2>{_best_title(results)}</h2>", _table_html(_best_table(results), results, mark_best=True)]
     errors = _errors(results)
     out.append(f"<h2>Errors ({len(errors)})</h2>")
@@ -613,6 +643,9 @@ def render_markdown(results: Results, figures: list[Figure], images: dict[str, s
     if results.multi_objective:
         front = _pareto_table(results)
         lines += ["", f"## Pareto front ({len(front)} trials)", "", _table_md(front)]
+    if _population_based(results):
+        exploits = _lineage_table(results)
+        lines += ["", f"## PBT lineage ({len(exploits)} exploits)", "", _table_md(exploits)]
     lines += ["", f"## {_best_title(results)}", "", _table_md(_best_table(results))]
     errors = _errors(results)
     lines += ["", f"## Errors ({len(errors)})", ""]

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from hpsearch.errors import MetricNotReportedError
+from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER, data_cpus_per_trial
@@ -66,6 +66,7 @@ def make_trainable(
     datasets: Mapping[str, Any] | None = None,
     data: DataSettings | Mapping[str, Any] | None = None,
     concurrency: int = 1,
+    population: bool = False,
 ) -> Any:
     """Build a Tune trainable whose every trial is a nested Ray Train ``TorchTrainer`` run.
 
@@ -101,6 +102,10 @@ def make_trainable(
         concurrency: Trials at once (the plan's ``max_concurrent_trials``): each trial's Ray
             Data executors get ``1/concurrency`` of ``data.cpus`` and of Ray Data's object store
             budget (:func:`~hpsearch.planning.planner.data_cpus_per_trial`).
+        population: Population-based training (``pbt``, ``pb2``; :mod:`hpsearch.runtime.pbt`): every
+            report must carry a checkpoint and reaches Tune with a pointer to it, a trial exploited
+            by the scheduler continues from the donor's checkpoint in a new nested run, nested runs
+            keep every checkpoint, and at most ``concurrency`` drivers hold the head node's slots.
 
     Returns:
         A trainable for ``ray.tune.Tuner``, with the driver's resources attached.
@@ -127,7 +132,8 @@ def make_trainable(
 
         record_controller = workarounds_enabled()
 
-    checkpoint_config: dict[str, Any] = {"num_to_keep": checkpoint.num_to_keep}
+    # Under PBT another trial may continue from any checkpoint a pointer names: keep them all.
+    checkpoint_config: dict[str, Any] = {"num_to_keep": None if population else checkpoint.num_to_keep}
     if metric is not None:
         checkpoint_config.update(checkpoint_score_attribute=metric, checkpoint_score_order=mode)
     worker_loop = _worker_loop(train_loop)
@@ -148,6 +154,7 @@ def make_trainable(
             required=(*([metric] if metric is not None else []), *required_metrics),
             search_token=search_token,
             data=_TrialData(dict(datasets or {}), factories, feed) if feed is not None else None,
+            population=population,
         )
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
@@ -158,6 +165,10 @@ def make_trainable(
     bundle = {"CPU": driver_cpus}
     if driver_node == "head":
         bundle[HEAD_RESOURCE] = HEAD_SLIVER
+        if population:  # the population takes turns: only `concurrency` drivers fit on the head at once
+            from hpsearch.runtime.pbt import driver_slot
+
+            bundle[HEAD_RESOURCE] = driver_slot(concurrency)
     elif driver_node != "any":
         raise ValueError(f"driver_node must be 'head' or 'any', got {driver_node!r}")
     return tune.with_resources(trial, tune.PlacementGroupFactory([bundle]))
@@ -285,6 +296,7 @@ def _run_nested(
     required: Sequence[str] = (),
     search_token: str = "",
     data: _TrialData | None = None,
+    population: bool = False,
 ) -> None:
     """Body of the trial driver (runs in the Tune trial's actor)."""
     apply_trial_defaults(failure)  # Ray Train passes them on to the controller and workers
@@ -300,6 +312,15 @@ def _run_nested(
         raise earlier
     if runs_dir is None:
         runs_dir = str(Path(context.get_trial_dir()).parent / TRAIN_RUNS_DIR)
+    trial_folder = os.path.join(runs_dir, trial_id)  # the trial's history, lineage and controller record
+    storage_path, run_name, donor_epoch = runs_dir, trial_id, None
+    if population:
+        from hpsearch.runtime import pbt
+
+        start = pbt.resolve_start(trial_id, runs_dir, tune.get_checkpoint())
+        storage_path, run_name = start.storage_path(runs_dir), start.name
+        donor_epoch = start.donor.epoch if start.donor is not None else None
+        pbt.install_pointer_reports(trial_id, runs_dir, start)
     fed: dict[str, Any] = {}
     if data is not None:
         from hpsearch.runtime.datasets import build_for_trial, data_config
@@ -324,10 +345,16 @@ def _run_nested(
         ),
         # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
         run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
-            name=trial_id,
-            storage_path=runs_dir,
+            name=run_name,
+            storage_path=storage_path,
             callbacks=[
-                _aggregating_callback(aggregate, os.path.join(runs_dir, trial_id), record_controller, required=required)
+                _aggregating_callback(
+                    aggregate,
+                    trial_folder,
+                    record_controller,
+                    required=required,
+                    checkpoints=_Checkpoints(population, donor_epoch) if population else None,
+                )
             ],
             failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
                 max_failures=failure.worker_retries,
@@ -346,11 +373,13 @@ def _run_nested(
 
             wait_for_forwarded_reports()
     except Exception as err:
-        missing = getattr(err, "controller_failure", None)  # a ControllerError: the callback raised it
-        if not isinstance(missing, MetricNotReportedError):
+        cause = getattr(err, "controller_failure", None)  # a ControllerError: the callback raised it
+        if isinstance(cause, CheckpointNotReportedError):
+            raise cause from None  # one line, not Ray's wrapper around it
+        if not isinstance(cause, MetricNotReportedError):
             raise
-        _remember_missing_metric(missing_key, missing)
-        raise missing from None  # the trial's error is the one line, not Ray's wrapper around it
+        _remember_missing_metric(missing_key, cause)
+        raise cause from None  # the trial's error is the one line, not Ray's wrapper around it
 
 
 #: Where a trial's missing metric is kept for Tune's retries of it: Ray's key-value store
@@ -395,8 +424,40 @@ def _has_metric(result: Mapping[str, Any], metric: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _Checkpoints:
+    """What a population-based trial's reports must carry: a checkpoint each, and, in a run that
+    continues from a donor's checkpoint of ``donor_epoch``, a first epoch after it."""
+
+    required: bool
+    donor_epoch: int | None = None
+
+
+def _checkpoint_problem(checks: _Checkpoints, metrics: Mapping[str, Any], checkpoint: Any, first: bool) -> str | None:
+    """Why a report cannot go on under population-based training, or ``None``."""
+    epoch = metrics.get(EPOCH)
+    if checks.donor_epoch is not None and first and isinstance(epoch, (int, float)) and epoch <= checks.donor_epoch:
+        return (
+            f"this run continues from another trial's checkpoint of epoch {checks.donor_epoch}, but the loop "
+            f"reported epoch {epoch}: it did not load that checkpoint. Under scheduler pbt/pb2 start the loop "
+            "with hpsearch.train.restore(model=..., optimizer=...), which loads it and returns the next epoch"
+        )
+    if checks.required and checkpoint is None:
+        return (
+            f"under scheduler pbt/pb2 every report needs a checkpoint (trials exploit each other's), but the loop "
+            f"reported epoch {epoch} without one: report with hpsearch.train.report(metrics, epoch=..., "
+            "model=..., optimizer=...), or ray.train.report(metrics, checkpoint=...) from rank 0"
+        )
+    return None
+
+
 def _aggregating_callback(
-    aggregate: Aggregate, run_folder: str, record_controller: bool = True, *, required: Sequence[str] = ()
+    aggregate: Aggregate,
+    run_folder: str,
+    record_controller: bool = True,
+    *,
+    required: Sequence[str] = (),
+    checkpoints: _Checkpoints | None = None,
 ) -> Any:
     """A ``TuneReportCallback`` that forwards the aggregate of all ranks, not rank 0's dict.
 
@@ -431,6 +492,10 @@ def _aggregating_callback(
             missing = next((m for m in required if not _has_metric(combined, m)), None)
             if missing is not None:
                 raise MetricNotReportedError(missing, reported)
+            if checkpoints is not None:
+                problem = _checkpoint_problem(checkpoints, combined, checkpoint, first=self.reports == 1)
+                if problem is not None:
+                    raise CheckpointNotReportedError(problem)
             super().after_report(run_context, [combined], checkpoint)
             _append_history(run_folder, combined, checkpoint)
 

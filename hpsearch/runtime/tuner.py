@@ -13,6 +13,7 @@ import functools
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,10 +81,18 @@ def _build(
     trainable = _trainable(
         spec, record_controller=workarounds, datasets=datasets, concurrency=plan.max_concurrent_trials
     )
-    searcher = SEARCHERS.build(
-        spec.searcher, with_space(spec, _searcher_context(spec, plan.max_concurrent_trials), stream)
+    # Population-based training: the whole population is created at once (the searcher's limit is
+    # the population), and the drivers take turns within the plan's concurrency (runtime/pbt.py).
+    searcher_limit = total_trials(spec) if spec.population_based else plan.max_concurrent_trials
+    if spec.population_based:  # reuse_actors stays off (a stopped nested run can outlive its driver)
+        warnings.filterwarnings("ignore", message="Consider boosting PBT performance", category=UserWarning)
+    searcher = SEARCHERS.build(spec.searcher, with_space(spec, _searcher_context(spec, searcher_limit), stream))
+    scheduler = SCHEDULERS.build(
+        spec.scheduler,
+        SchedulerContext(
+            *spec.scheduler_metric, own=spec.multi_objective, experiment_dir=spec.experiment_dir, stream=stream
+        ),
     )
-    scheduler = SCHEDULERS.build(spec.scheduler, SchedulerContext(*spec.scheduler_metric, own=spec.multi_objective))
     callbacks = callbacks_for(spec, concurrency=plan.max_concurrent_trials, stream=stream, workarounds=workarounds)
     apply_tuner_defaults()
     tuner = tune.Tuner(
@@ -197,6 +206,7 @@ def _trainable(
         datasets=datasets,
         data=spec.data,
         concurrency=concurrency,
+        population=spec.population_based,
     )
 
 

@@ -37,7 +37,8 @@ from hpsearch.spec._validation import StrictModel, field_error, join_path, show,
 from hpsearch.spec._yaml import YamlError, parse_scalar, read_yaml
 from hpsearch.spec.budget import Budget, parse_budget
 from hpsearch.spec.datasets import DataSettings, parse_data, parse_datasets
-from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, PluginChoice
+from hpsearch.spec.plugins import POPULATION_SCHEDULERS, SCHEDULERS, SEARCHERS, PluginChoice
+from hpsearch.spec.population import population_problems
 from hpsearch.spec.tracking import Tracking, parse_tracking
 from hpsearch.spec.warm_start import WarmStart, parse_warm_start
 
@@ -422,7 +423,7 @@ def _multi_objective_problems(
                     "use nsga2, nsga3, tpe, gp or random",
                 )
             )
-    if scheduler is None or scheduler.type == "fifo" or not objectives:
+    if scheduler is None or scheduler.type == "fifo" or scheduler.type in POPULATION_SCHEDULERS or not objectives:
         return problems
     s_metric, s_mode = getattr(scheduler.options, "metric", None), getattr(scheduler.options, "mode", None)
     modes = dict(objectives)
@@ -505,6 +506,12 @@ class Spec:
     def multi_objective(self) -> bool:
         """Whether the search has several objectives (``metric``/``mode`` given as lists)."""
         return len(self.objectives) > 1
+
+    @property
+    def population_based(self) -> bool:
+        """Whether the scheduler is population-based training (``pbt``, ``pb2``): trials exploit each
+        other's checkpoints, so every report must carry one."""
+        return self.scheduler.type in POPULATION_SCHEDULERS
 
     @property
     def scheduler_metric(self) -> tuple[str, str]:
@@ -720,6 +727,13 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
     tracking, found = parse_tracking(get("tracking"))
     problems += found
     problems += _multi_objective_problems(objectives, searcher, scheduler)
+    problems += population_problems(
+        tree,
+        searcher=searcher,
+        scheduler=scheduler,
+        objectives=objectives,
+        driver_node=sections["resources"].driver_node if sections["resources"] is not None else None,
+    )
     metric, mode = objectives[0] if objectives else (None, None)  # the primary objective
     budget, found = parse_budget(get("budget"), metric=metric, mode=mode)
     problems += found

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from hpsearch.errors import Problem, did_you_mean, one_of
 from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
@@ -25,6 +25,7 @@ __all__ = [
     "SCHEDULERS",
     "SearcherContext",
     "SchedulerContext",
+    "POPULATION_SCHEDULERS",
 ]
 
 OptionsT = TypeVar("OptionsT", bound=StrictModel)
@@ -62,6 +63,10 @@ class SchedulerContext:
     metric: str
     mode: str
     own: bool = False
+    # population-based training: the experiment folder (each exploit is recorded in its trial's
+    # folder under train/) and where to print a line per exploit
+    experiment_dir: Any = None
+    stream: Any = None
 
     def kwargs(self) -> dict[str, Any]:
         """``metric=``/``mode=`` for the scheduler's constructor, when it is built with its own."""
@@ -360,6 +365,81 @@ def _hyperband(options: HyperbandOptions, ctx: SchedulerContext) -> Any:
     )
 
 
+class PbtOptions(StrictModel):
+    # checked against the search space in hpsearch.spec (pbt_problems): keys, types, bounds
+    hyperparam_mutations: dict[str, Any] = Field(min_length=1)
+    perturbation_interval: PositiveInt = 2
+    quantile_fraction: float = Field(default=0.25, gt=0, le=0.5)
+    resample_probability: float = Field(default=0.25, ge=0, le=1)
+    perturbation_factors: list[PositiveFloat] = Field(default_factory=lambda: [1.2, 0.8], min_length=2, max_length=2)
+    burn_in_period: int = Field(default=0, ge=0)
+    synch: bool = False
+    time_attr: str = "epoch"
+
+
+class Pb2Options(StrictModel):
+    # key -> [low, high]; checked against the search space in hpsearch.spec (pbt_problems)
+    hyperparam_bounds: dict[str, list[float]] = Field(min_length=1)
+    perturbation_interval: PositiveInt = 2
+    quantile_fraction: float = Field(default=0.25, gt=0, le=0.5)
+    synch: bool = False
+    time_attr: str = "epoch"
+
+    @model_validator(mode="after")
+    def _check(self) -> Pb2Options:
+        for key, bounds in self.hyperparam_bounds.items():
+            if len(bounds) != 2:
+                raise field_error(f"hyperparam_bounds.{key}", f"must be [low, high], got {bounds}")
+            low, high = bounds
+            if not low < high:
+                raise field_error(
+                    f"hyperparam_bounds.{key}", f"must be [low, high] with low < high, got [{low}, {high}]"
+                )
+        return self
+
+
+#: The schedulers that exploit through checkpoints (population-based training).
+POPULATION_SCHEDULERS = ("pbt", "pb2")
+
+
+def _pbt(options: PbtOptions, ctx: SchedulerContext) -> Any:
+    from hpsearch.runtime.pbt import HpsearchPBT
+    from hpsearch.spec.space import parse_search_space, to_tune
+
+    tree, _ = parse_search_space(options.hyperparam_mutations, "scheduler.hyperparam_mutations")
+    return HpsearchPBT(
+        time_attr=options.time_attr,
+        perturbation_interval=options.perturbation_interval,
+        burn_in_period=options.burn_in_period,
+        hyperparam_mutations=to_tune(tree),
+        quantile_fraction=options.quantile_fraction,
+        resample_probability=options.resample_probability,
+        perturbation_factors=(options.perturbation_factors[0], options.perturbation_factors[1]),
+        synch=options.synch,
+        log_config=False,  # hpsearch records each exploit itself, in the trial's folder
+        hp_experiment_dir=ctx.experiment_dir,
+        hp_stream=ctx.stream,
+        **ctx.kwargs(),
+    )
+
+
+def _pb2(options: Pb2Options, ctx: SchedulerContext) -> Any:
+    from hpsearch.runtime.pbt import HpsearchPB2
+    from hpsearch.spec.space import nested_config
+
+    return HpsearchPB2(
+        time_attr=options.time_attr,
+        perturbation_interval=options.perturbation_interval,
+        hyperparam_bounds=nested_config({k: list(v) for k, v in options.hyperparam_bounds.items()}),
+        quantile_fraction=options.quantile_fraction,
+        synch=options.synch,
+        log_config=False,
+        hp_experiment_dir=ctx.experiment_dir,
+        hp_stream=ctx.stream,
+        **ctx.kwargs(),
+    )
+
+
 SCHEDULERS = Registry(
     "scheduler",
     [
@@ -367,6 +447,8 @@ SCHEDULERS = Registry(
         Plugin("asha", AshaOptions, _asha, "asynchronous successive halving (early stopping)"),
         Plugin("median", MedianOptions, _median, "median stopping rule"),
         Plugin("hyperband", HyperbandOptions, _hyperband, "synchronous HyperBand (pauses and resumes trials)"),
+        Plugin("pbt", PbtOptions, _pbt, "population-based training (exploits through the nested run's checkpoints)"),
+        Plugin("pb2", Pb2Options, _pb2, "PB2: population-based bandits (PBT guided by a Gaussian process)"),
     ],
     default="fifo",
 )
