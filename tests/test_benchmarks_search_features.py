@@ -229,3 +229,23 @@ def test_the_sizes_and_ways_come_from_the_defaults_quick_and_the_flags() -> None
     flags.methods = "tpe,grid"
     with pytest.raises(SystemExit):
         methods_from(parser, flags, ["tpe", "random"])
+
+
+# ----------------------------------------------------------------------------- pbt
+
+
+def test_pbt_benchmark_ways_differ_only_in_their_scheduler():
+    from benchmarks import pbt
+    from hpsearch.spec import load_spec
+
+    specs = {way: pbt.spec_for(way, 2, 4, 12, "/tmp/x") for way in pbt.WAYS}
+    assert specs["pbt"]["scheduler"]["type"] == "pbt" and specs["pbt"]["scheduler"]["perturbation_interval"] == 3
+    assert specs["asha"]["scheduler"] == {"type": "asha", "max_t": 12, "grace_period": 3, "reduction_factor": 2}
+    assert specs["random"]["scheduler"] == {"type": "fifo"}
+    for way, spec in specs.items():
+        assert spec["num_samples"] == 4 and spec["search_space"]["epochs"] == 12 and spec["search_space"]["seed"] == 2
+        assert spec["searcher"] == {"type": "random", "seed": 2}
+        assert load_spec(spec, check_trainable=False).name == f"pbt-bench-{way}-seed2"  # each one runs as written
+    assert pbt.spec_for("pbt", 0, 2, 4, "/tmp/x")["scheduler"]["perturbation_interval"] == 2  # --quick: 2 perturbations
+    with pytest.raises(ValueError, match="unknown way 'pb3'"):
+        pbt.spec_for("pb3", 0, 4, 12, "/tmp/x")

@@ -256,13 +256,17 @@ def test_reports_under_pbt_need_a_checkpoint_and_a_continued_run_its_donors_epoc
     checks = _Checkpoints(True)
     assert _checkpoint_problem(checks, {"epoch": 1}, object(), first=True) is None
     problem = _checkpoint_problem(checks, {"epoch": 3}, None, first=False)
-    assert problem is not None and "reported epoch 3 without one" in problem
-    assert "hpsearch.train.report(metrics, epoch=..., model=..., optimizer=...)" in problem
+    assert problem == (
+        "pbt/pb2 need a checkpoint with every report; epoch 3 had none: report with "
+        "hpsearch.train.report(..., model=...) or ray.train.report(..., checkpoint=...)"
+    )
     donor = _Checkpoints(True, donor_epoch=4)
     assert _checkpoint_problem(donor, {"epoch": 5}, object(), first=True) is None
     restarted = _checkpoint_problem(donor, {"epoch": 1}, object(), first=True)
-    assert restarted is not None and "did not load that checkpoint" in restarted
-    assert "hpsearch.train.restore(model=..., optimizer=...)" in restarted
+    assert restarted == (
+        "this run continues another trial's checkpoint of epoch 4, but the loop reported epoch 1: "
+        "load it with hpsearch.train.restore(model=..., optimizer=...)"
+    )
     error = CheckpointNotReportedError(restarted)
     import pickle
 
@@ -333,7 +337,7 @@ def _experiment(tmp_path: Path) -> Path:
     files.append_lineage(
         files.run_dir(exp, "aaaa0002"),
         {
-            "time": T0 + 30,
+            "time": T0 + 21.5,  # the pause: the trial's epochs 2 and 3 are reported at T0 + 22
             "trial_id": "aaaa0002",
             "epoch": 2,
             "donor_trial_id": "aaaa0001",
@@ -358,6 +362,7 @@ def test_load_results_shows_each_exploit_in_the_lineage_table(tmp_path: Path) ->
     assert row["changed"] == "lr 0.0002 -> 0.06"
     assert (row["old.lr"], row["new.lr"]) == (0.0002, 0.06)
     assert "old.opt.momentum" not in lineage  # only what changed
+    assert row["exploit_s"] == pytest.approx(0.5)  # to the first report of epoch 3 (the donor's epoch + 1)
 
 
 def test_the_lineage_plot_data_and_the_report(tmp_path: Path) -> None:
@@ -378,3 +383,30 @@ def test_a_search_without_pbt_has_an_empty_lineage_and_no_lineage_section(tmp_pa
     assert results.lineage.empty and list(results.lineage.columns[:3]) == ["trial_id", "number", "epoch"]
     assert main(["report", str(exp), "--format", "md"]) == 0
     assert "PBT lineage" not in (exp / "hpsearch_report.md").read_text()
+
+
+# ----------------------------------------------------------------------------- usage across pauses
+
+
+def test_a_paused_trial_holds_nothing_until_it_runs_again(tmp_path: Path) -> None:
+    """PBT (and HyperBand) pause trials: a pause ends the driver's run in the usage file, so
+    resource-hours and budgets count only the time a trial held its resources."""
+    from fake_tune import FakeTrial as TuneTrial
+
+    from hpsearch.runtime.outcomes import OutcomeRecorder
+
+    exp = write_experiment(tmp_path / "exp", [], spec=spec_dict(scheduler=PBT, searcher={"type": "random"}))
+    recorder = OutcomeRecorder(exp)
+    trial = TuneTrial("aaaa0001")
+    recorder.on_trial_start(0, [trial], trial)
+    recorder.on_step_end(1, [trial])  # running: nothing ends
+    trial.status = "PAUSED"
+    recorder.on_step_end(2, [trial])
+    recorder.on_step_end(3, [trial])  # ended once
+    trial.status = "RUNNING"
+    recorder.on_trial_start(4, [trial], trial)
+    trial.status = "TERMINATED"
+    recorder.on_trial_complete(5, [trial], trial)
+    runs = files.read_usage(exp).trials["aaaa0001"]
+    assert [run.end for run in runs] == ["paused", "finished"]
+    assert all(run.ended_at is not None for run in runs) and runs[0].ended_at <= runs[1].started_at

@@ -23,7 +23,7 @@ from hpsearch.experiment.layout import SUMMARY_FILE
 pytestmark = pytest.mark.ray
 
 GOOD, BAD = 0.05, 0.0002  # SGD + momentum on digits: 0.05 learns in 2 epochs, 0.0002 hardly moves
-EPOCHS = 4
+EPOCHS = 3  # one perturbation, at epoch 2 (another at the last epoch would only restart a run with nothing left to do)
 
 
 def _spec(folder: Path, name: str, scheduler: dict[str, Any], lrs: list[float], **changes: Any) -> Path:
@@ -85,7 +85,7 @@ def _check_exploits(exp: Path, low: float, high: float) -> None:
     history = results.history
     for row in lineage.itertuples(index=False):
         assert row.donor_trial_id != row.trial_id and row.donor_trial_id in lrs
-        assert row.donor_value < row.value  # the donor was the better trial then
+        assert row.donor_value <= row.value  # the donor was no worse then (two trials can be equal: same seed, same lr)
         donor_epoch, epoch = int(row.donor_epoch), int(row.epoch)
         assert donor_epoch >= 2 and epoch >= 2  # at a perturbation interval
         record = next(
@@ -115,6 +115,9 @@ def test_pbt_exploits_copy_the_donor_and_a_resumed_population_carries_on(ray_clu
         "perturbation_interval": 2,
         "quantile_fraction": 0.34,  # of 3: the worst copies the best
         "resample_probability": 0.0,  # lr x1.2 or x0.8 of the donor's
+        # synchronous: the whole population is ranked at each perturbation, so the exploit is certain (async,
+        # a trial becomes a donor only if others have scores at its own perturbation: not so with turns)
+        "synch": True,
         "hyperparam_mutations": {"lr": {"type": "float", "low": 1.0e-4, "high": 0.2, "log": True}},
     }
     spec = _spec(tmp_path, "pbt", scheduler, [GOOD, BAD, BAD * 1.5], budget={"max_wall_time": "12s"})
@@ -143,6 +146,7 @@ def test_pb2_exploits_within_its_bounds(ray_cluster: Any, tmp_path: Path) -> Non
         "perturbation_interval": 2,
         "quantile_fraction": 0.5,
         "hyperparam_bounds": {"lr": [1.0e-4, 0.1]},
+        "synch": True,  # the exploit is certain (see the PBT test)
     }
     exp = tmp_path / "results" / "pb2"
     assert main(["run", str(_spec(tmp_path, "pb2", scheduler, [GOOD, BAD]))]) == 0
@@ -172,9 +176,8 @@ def test_a_loop_that_never_checkpoints_fails_under_pbt_with_one_line(ray_cluster
     assert main(["run", str(path)]) == 1
     _, err = capfd.readouterr()
     expected = (
-        "under scheduler pbt/pb2 every report needs a checkpoint (trials exploit each other's), but the loop reported "
-        "epoch 1 without one: report with hpsearch.train.report(metrics, epoch=..., model=..., optimizer=...), or "
-        "ray.train.report(metrics, checkpoint=...) from rank 0"
+        "pbt/pb2 need a checkpoint with every report; epoch 1 had none: report with "
+        "hpsearch.train.report(..., model=...) or ray.train.report(..., checkpoint=...)"
     )
     assert [line for line in err.splitlines() if line.startswith("Error:")] == [f"Error: the trial failed: {expected}"]
     assert "Traceback" not in err

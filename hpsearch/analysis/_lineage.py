@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.experiment import files
-from hpsearch.experiment.layout import flatten_config
+from hpsearch.experiment.layout import EPOCH, flatten_config
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -48,23 +48,33 @@ def lineage_table(results: Results) -> pd.DataFrame:
     """One row per exploit, in the order they happened: the trial and its epoch when it was replaced,
     the donor trial and the epoch it continues from, both values of the metric then, what changed
     (``changed``: ``"lr 0.01 -> 0.012"``; ``old.<key>``/``new.<key>`` per changed key), when it
-    happened (``exploited_at``, UTC), the trial's next report (``next_report_at``) and the seconds
-    between them (``exploit_s``: the pause, the new nested run's start and its first epoch)."""
+    happened (``exploited_at``, UTC), the first report of the run that continued from the donor (its
+    epoch is the donor's + 1: ``next_report_at``) and the seconds between them (``exploit_s``: the
+    pause, the new trial actor and nested run starting, and one epoch's training)."""
     import pandas as pd
 
     numbers = dict(zip(results.trials["trial_id"], results.trials["number"]))
     rows: list[dict[str, Any]] = []
     for trial_id in results.trials["trial_id"]:
-        # when each report was forwarded (the history's own clock: Tune's timestamp has whole seconds)
-        times = sorted(
-            float(r["time"])
+        # when each report was forwarded (the history's own clock: Tune's timestamp has whole seconds), and its epoch
+        reports = sorted(
+            (float(r["time"]), r.get(EPOCH))
             for r in files.read_history(results.experiment_dir, str(trial_id))
             if isinstance(r.get("time"), (int, float))
         )
         for record in files.read_lineage(results.experiment_dir, str(trial_id)):
             changes = _changes(record.get("old_config") or {}, record.get("new_config") or {})
             when = record.get("time")
-            later = [t for t in times if isinstance(when, (int, float)) and t > when]
+            donor_epoch = record.get("donor_epoch")
+            # the new run's first report: the epoch after the donor's (a report of the old run that was still
+            # on its way when the scheduler paused the trial is not it)
+            later = [
+                t
+                for t, epoch in reports
+                if isinstance(when, (int, float))
+                and t > when
+                and (not isinstance(donor_epoch, int) or epoch == donor_epoch + 1)
+            ]
             at = pd.to_datetime(when, unit="s", utc=True) if isinstance(when, (int, float)) else pd.NaT
             next_at = pd.to_datetime(later[0], unit="s", utc=True) if later else pd.NaT
             row: dict[str, Any] = {

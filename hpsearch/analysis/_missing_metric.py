@@ -4,24 +4,29 @@ Each such trial errored with :class:`~hpsearch.errors.MetricNotReportedError` at
 first report without the metric (raised in the nested run's controller, see
 :mod:`hpsearch.runtime.trainable`). When every trial did, the search is one mistake, in
 the loop or in the spec's ``metric``, and ``hpsearch run`` says so once, as an
-``Error:``, instead of a table of identical errors.
+``Error:``, instead of a table of identical errors. The same holds for a loop that cannot
+run under population-based training (:class:`~hpsearch.errors.CheckpointNotReportedError`:
+it reports without a checkpoint, or ignores the donor's).
 """
 
 from __future__ import annotations
 
 from hpsearch.analysis._summary import SearchSummary
-from hpsearch.errors import MetricNotReportedError
+from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
 from hpsearch.experiment.layout import ERRORED
 
 __all__ = ["missing_metric_message"]
 
-_MARKER = f"{MetricNotReportedError.__name__}: "
+_MARKERS = tuple(f"{error.__name__}: " for error in (MetricNotReportedError, CheckpointNotReportedError))
 
 
 def _message(error: str) -> str | None:
-    """The message of a trial's error line when it is a :class:`MetricNotReportedError`, else ``None``."""
-    at = error.find(_MARKER)
-    return error[at + len(_MARKER) :].strip() if at >= 0 else None
+    """The message of a trial's error line when it is one of the loop's mistakes above, else ``None``."""
+    for marker in _MARKERS:
+        at = error.find(marker)
+        if at >= 0:
+            return error[at + len(marker) :].strip()
+    return None
 
 
 def missing_metric_message(summary: SearchSummary) -> str | None:

@@ -98,7 +98,15 @@ class OutcomeRecorder(Callback):
         self._held = {}
 
     # -- Tune callback hooks
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        # A paused trial (pbt, pb2, hyperband) holds nothing until Tune starts it again, which is a new
+        # run: end the current one now. Tune has no pause hook; its status says so by the step's end.
+        for trial in trials:
+            if getattr(trial, "status", None) == _PAUSED and trial.trial_id in self._started:
+                self._end_run(trial.trial_id, "paused")
+
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._end_run(trial.trial_id, "paused")  # still open: it paused within the step it restarted in
         started = time.time()
         self._started[trial.trial_id] = started
         self._held[trial.trial_id] = self.trial_resources(getattr(trial, "config", None))
@@ -183,6 +191,10 @@ class OutcomeRecorder(Callback):
                 file=self.stream or sys.stderr,
                 flush=True,
             )
+
+
+#: Tune's status of a paused trial (``ray.tune.experiment.Trial.PAUSED``).
+_PAUSED = "PAUSED"
 
 
 def _error_line(trial: Any) -> str:

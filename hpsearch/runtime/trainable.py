@@ -436,17 +436,16 @@ class _Checkpoints:
 def _checkpoint_problem(checks: _Checkpoints, metrics: Mapping[str, Any], checkpoint: Any, first: bool) -> str | None:
     """Why a report cannot go on under population-based training, or ``None``."""
     epoch = metrics.get(EPOCH)
+    # one line each, short enough that the trial's error line (200 characters) keeps all of it
     if checks.donor_epoch is not None and first and isinstance(epoch, (int, float)) and epoch <= checks.donor_epoch:
         return (
-            f"this run continues from another trial's checkpoint of epoch {checks.donor_epoch}, but the loop "
-            f"reported epoch {epoch}: it did not load that checkpoint. Under scheduler pbt/pb2 start the loop "
-            "with hpsearch.train.restore(model=..., optimizer=...), which loads it and returns the next epoch"
+            f"this run continues another trial's checkpoint of epoch {checks.donor_epoch}, but the loop reported "
+            f"epoch {epoch}: load it with hpsearch.train.restore(model=..., optimizer=...)"
         )
     if checks.required and checkpoint is None:
         return (
-            f"under scheduler pbt/pb2 every report needs a checkpoint (trials exploit each other's), but the loop "
-            f"reported epoch {epoch} without one: report with hpsearch.train.report(metrics, epoch=..., "
-            "model=..., optimizer=...), or ray.train.report(metrics, checkpoint=...) from rank 0"
+            f"pbt/pb2 need a checkpoint with every report; epoch {epoch} had none: report with "
+            "hpsearch.train.report(..., model=...) or ray.train.report(..., checkpoint=...)"
         )
     return None
 
