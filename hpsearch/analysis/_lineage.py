@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH, flatten_config
+from hpsearch.formatting import number
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from hpsearch.analysis._load import Results
 
-__all__ = ["LINEAGE_COLUMNS", "lineage_table", "LineageData", "pbt_lineage"]
+__all__ = ["LINEAGE_COLUMNS", "lineage_table", "describe_changes", "LineageData", "pbt_lineage"]
 
 #: The lineage table's fixed columns, before one ``old.<key>``/``new.<key>`` pair per changed config key.
 LINEAGE_COLUMNS = (
@@ -42,6 +43,12 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, A
     flat_old, flat_new = flatten_config(old or {}), flatten_config(new or {})
     keys = dict.fromkeys([*flat_old, *flat_new])
     return {k: (flat_old.get(k), flat_new.get(k)) for k in keys if flat_old.get(k) != flat_new.get(k)}
+
+
+def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What an exploit changed in a trial's config, as the lineage table and the printed line say it:
+    ``"lr 0.01 -> 0.012, dropout 0.1 -> 0.2"`` (dotted keys for nested ones; ``""`` when nothing changed)."""
+    return ", ".join(f"{k} {number(a)} -> {number(b)}" for k, (a, b) in _changes(old, new).items())
 
 
 def lineage_table(results: Results) -> pd.DataFrame:
@@ -86,7 +93,7 @@ def lineage_table(results: Results) -> pd.DataFrame:
                 "donor_epoch": record.get("donor_epoch"),
                 "value": record.get("value"),
                 "donor_value": record.get("donor_value"),
-                "changed": ", ".join(f"{k} {_show(a)} -> {_show(b)}" for k, (a, b) in changes.items()),
+                "changed": describe_changes(record.get("old_config") or {}, record.get("new_config") or {}),
                 "exploited_at": at,
                 "next_report_at": next_at,
                 "exploit_s": later[0] - when if later and isinstance(when, (int, float)) else None,
@@ -104,12 +111,6 @@ def lineage_table(results: Results) -> pd.DataFrame:
         table[col] = pd.to_numeric(table[col], errors="coerce").astype("Int64")
     table["exploit_s"] = pd.to_numeric(table["exploit_s"], errors="coerce")
     return table.sort_values("exploited_at", kind="stable").reset_index(drop=True)
-
-
-def _show(value: Any) -> str:
-    from hpsearch.formatting import number
-
-    return number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
 @dataclass(frozen=True)

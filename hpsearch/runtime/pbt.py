@@ -39,8 +39,9 @@ from typing import Any, TextIO
 from ray.tune.schedulers import PopulationBasedTraining
 from ray.tune.schedulers.pb2 import PB2
 
+from hpsearch.analysis._lineage import describe_changes
 from hpsearch.experiment import files
-from hpsearch.experiment.layout import EPOCH, PBT_RUN_PREFIX, flatten_config
+from hpsearch.experiment.layout import EPOCH, PBT_RUN_PREFIX
 from hpsearch.formatting import number
 
 __all__ = [
@@ -214,19 +215,14 @@ class _Lineage:
         return files.run_dir(experiment or ".", trial.trial_id)
 
     def _hp_print(self, record: Mapping[str, Any]) -> None:
-        old, new = flatten_config(record["old_config"]), flatten_config(record["new_config"])
-        changed = [f"{k} {_show(old.get(k))} -> {_show(v)}" for k, v in new.items() if old.get(k) != v]
+        changed = describe_changes(record["old_config"], record["new_config"])
         metric = record["metric"] or "score"
         line = (
-            f"pbt: trial {record['trial_id']} (epoch {record['epoch']}, {metric} {_show(record['value'])}) continues "
+            f"pbt: trial {record['trial_id']} (epoch {record['epoch']}, {metric} {number(record['value'])}) continues "
             f"from trial {record['donor_trial_id']}'s epoch {record['donor_epoch']} "
-            f"({metric} {_show(record['donor_value'])}); {', '.join(changed) or 'config unchanged'}"
+            f"({metric} {number(record['donor_value'])}); {changed or 'config unchanged'}"
         )
         print(line, file=self._hp_stream or sys.stderr, flush=True)
-
-
-def _show(value: Any) -> str:
-    return number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
 class HpsearchPBT(_Lineage, PopulationBasedTraining):

@@ -402,24 +402,31 @@ class Pb2Options(StrictModel):
 POPULATION_SCHEDULERS = ("pbt", "pb2")
 
 
+def _population(options: PbtOptions | Pb2Options, ctx: SchedulerContext) -> dict[str, Any]:
+    """What PBT and PB2 are built with alike: their shared options and hpsearch's lineage record."""
+    return {
+        "time_attr": options.time_attr,
+        "perturbation_interval": options.perturbation_interval,
+        "quantile_fraction": options.quantile_fraction,
+        "synch": options.synch,
+        "log_config": False,  # hpsearch records each exploit itself, in the trial's folder
+        "hp_experiment_dir": ctx.experiment_dir,
+        "hp_stream": ctx.stream,
+        **ctx.kwargs(),
+    }
+
+
 def _pbt(options: PbtOptions, ctx: SchedulerContext) -> Any:
     from hpsearch.runtime.pbt import HpsearchPBT
     from hpsearch.spec.space import parse_search_space, to_tune
 
     tree, _ = parse_search_space(options.hyperparam_mutations, "scheduler.hyperparam_mutations")
     return HpsearchPBT(
-        time_attr=options.time_attr,
-        perturbation_interval=options.perturbation_interval,
         burn_in_period=options.burn_in_period,
         hyperparam_mutations=to_tune(tree),
-        quantile_fraction=options.quantile_fraction,
         resample_probability=options.resample_probability,
         perturbation_factors=(options.perturbation_factors[0], options.perturbation_factors[1]),
-        synch=options.synch,
-        log_config=False,  # hpsearch records each exploit itself, in the trial's folder
-        hp_experiment_dir=ctx.experiment_dir,
-        hp_stream=ctx.stream,
-        **ctx.kwargs(),
+        **_population(options, ctx),
     )
 
 
@@ -428,15 +435,8 @@ def _pb2(options: Pb2Options, ctx: SchedulerContext) -> Any:
     from hpsearch.spec.space import nested_config
 
     return HpsearchPB2(
-        time_attr=options.time_attr,
-        perturbation_interval=options.perturbation_interval,
         hyperparam_bounds=nested_config({k: list(v) for k, v in options.hyperparam_bounds.items()}),
-        quantile_fraction=options.quantile_fraction,
-        synch=options.synch,
-        log_config=False,
-        hp_experiment_dir=ctx.experiment_dir,
-        hp_stream=ctx.stream,
-        **ctx.kwargs(),
+        **_population(options, ctx),
     )
 
 
