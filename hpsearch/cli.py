@@ -138,6 +138,8 @@ def _errors_table(errored: Sequence[TrialOutcome], varying: Sequence[str]) -> st
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Show how many trials of a spec run at once, where, and what stays idle, without starting any trial."""
+    if args.emit or args.image or args.namespace or args.storage_pvc:
+        return _emit_rayjob(args)
     import json
 
     from hpsearch.planning.for_spec import plan_for
@@ -168,6 +170,62 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         title = f"Plan for {spec.name} on {where} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})"
         print(render_plan(plan, title=title, total_trials=total_trials(spec)))
+    return EXIT_OK
+
+
+def _emit_rayjob(args: argparse.Namespace) -> int:
+    """``plan --emit rayjob``: the KubeRay RayJob (and the spec's ConfigMap) on stdout, notes on stderr."""
+    import shlex
+    from importlib.metadata import PackageNotFoundError, version
+
+    from hpsearch.errors import PlanError
+    from hpsearch.planning.cluster_shape import nodes_at, parse_node_groups
+    from hpsearch.planning.for_spec import plan_for
+    from hpsearch.planning.rayjob import job_name, rayjob_manifest
+
+    if not args.emit:
+        raise PlanError("--image, --storage-pvc and --namespace are options of --emit rayjob")
+    if not args.cluster:
+        raise PlanError(
+            "--emit rayjob needs --cluster SHAPE: the node groups the Kubernetes cluster gives Ray, "
+            "e.g. --cluster '1x{CPU: 8, memory: 32} + 0..4x{CPU: 8, GPU: 8, memory: 64}'"
+        )
+    if args.format == "json":
+        raise PlanError("--emit rayjob writes YAML: leave out --format json")
+    if not args.image:
+        raise PlanError(
+            "--emit rayjob needs --image IMAGE: a container image with hpsearch, your train loop's packages "
+            "and the same Ray as here installed (README: Running on Kubernetes)"
+        )
+    spec = _load(args)
+    groups = parse_node_groups(args.cluster)
+    plan = plan_for(spec, nodes_at(groups, "max"))
+    try:
+        ray_version: str | None = version("ray")
+    except PackageNotFoundError:  # pragma: no cover - ray is a dependency
+        ray_version = None
+    command = ["hpsearch", "plan", args.spec, "--cluster", args.cluster, "--emit", "rayjob", "--image", args.image]
+    command += ["--storage-pvc", args.storage_pvc] if args.storage_pvc else []
+    command += ["--namespace", args.namespace] if args.namespace else []
+    command += [arg for o in args.set or () for arg in ("--set", o)]
+    manifest = rayjob_manifest(
+        spec,
+        args.spec,
+        groups,
+        plan,
+        image=args.image,
+        storage_pvc=args.storage_pvc,
+        namespace=args.namespace,
+        overrides=args.set or (),
+        ray_version=ray_version,
+        command=shlex.join(command),
+    )
+    sys.stdout.write(manifest)
+    print(
+        f"hpsearch: RayJob {job_name(spec.name)}: {plan.max_concurrent_trials} trial(s) at once on the cluster at "
+        f"its maximum size; apply it with kubectl apply -f (README: Running on Kubernetes)",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -285,6 +343,22 @@ def _parser() -> argparse.ArgumentParser:
         "(memory in GB; the first node is the head) or a YAML file listing nodes",
     )
     plan_p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    kube = plan_p.add_argument_group("KubeRay (with --cluster)")
+    kube.add_argument(
+        "--emit",
+        choices=("rayjob",),
+        help="write a KubeRay RayJob (ray.io/v1) for the described cluster to stdout instead of the plan: "
+        "worker groups with min/max replicas, the head sized for the trial drivers, the entrypoint "
+        "'hpsearch run SPEC --address auto', the spec in a ConfigMap",
+    )
+    kube.add_argument("--image", help="with --emit rayjob: the container image (hpsearch, your loop's packages, Ray)")
+    kube.add_argument(
+        "--storage-pvc",
+        metavar="NAME",
+        help="with --emit rayjob: a ReadWriteMany PersistentVolumeClaim for the results, mounted in every pod "
+        "at /mnt/hpsearch-results (the search's storage_path)",
+    )
+    kube.add_argument("--namespace", help="with --emit rayjob: the Kubernetes namespace (default: kubectl's current)")
     _results_commands(sub)
     return parser
 

@@ -1,0 +1,761 @@
+"""A KubeRay ``RayJob`` for a spec and a described cluster: ``hpsearch plan SPEC --cluster SHAPE --emit rayjob``.
+
+The plan says how many trials run at once and where; this module writes the same plan as the
+two Kubernetes documents that run the search on a KubeRay cluster: a ``ConfigMap`` holding the
+spec file (and the ``.py`` files it names by path), and a ``ray.io/v1`` ``RayJob`` whose Ray
+cluster has the described node groups and whose entrypoint is ``hpsearch run SPEC --address auto``.
+It is the plan rendered for a cluster manager, as :mod:`~hpsearch.planning.render` renders it for
+a person: pure (no Ray, no Kubernetes client), plain data in, YAML text with comments out.
+
+What it decides, and why (each also said in a comment of the manifest it writes):
+
+- **Head group.** The head pod has the head node's shape (its CPUs, GPUs and custom resources as
+  ``rayStartParams``) and at least the memory the plan puts there: the trial drivers the plan places
+  on the head times ``resources.driver_memory_gb``, any Train workers it places there times
+  ``resources.worker_memory_gb``, plus :data:`HEAD_BASE_GB` for Ray's own head processes and the
+  search process. Both per-trial figures are read from the spec, never fixed here.
+- **Worker groups.** One ``workerGroupSpecs`` entry per node group after the head (and one for
+  the head group's other nodes, if it has several): ``minReplicas``/``maxReplicas`` from the group's
+  ``min..max`` count. ``replicas`` (the count the cluster starts with) is the *maximum*:
+  ``hpsearch run`` plans on the nodes alive when it starts, so a cluster started at its minimum would
+  plan fewer trials at once, or refuse a spec whose workers only fit on nodes the autoscaler has
+  not added yet. The autoscaler (``enableInTreeAutoscaling`` when any group has a range) then
+  removes the nodes left idle, e.g. in the search's tail, after :data:`IDLE_TIMEOUT_S`, and adds
+  them back while trials wait.
+- **Storage.** hpsearch writes its experiment folder with ordinary file I/O, so ``storage_path``
+  is a folder: a ReadWriteMany ``PersistentVolumeClaim`` (``--storage-pvc``; EFS, Filestore, NFS)
+  mounted at :data:`STORAGE_MOUNT` in every pod, passed as ``--set storage_path=...``. The claim
+  is not part of the manifest, so deleting the RayJob never deletes the results. Without one
+  the manifest is refused: the Ray cluster is deleted after the job (``shutdownAfterJobFinishes``),
+  and with worker nodes every pod must reach the folder.
+- **Deadline.** ``activeDeadlineSeconds`` is the spec's ``budget.max_wall_time`` plus
+  :data:`DEADLINE_MARGIN_S` when there is one: KubeRay counts it from the RayJob's start, which
+  includes pulling images and adding nodes, while the budget counts the search's own time.
+
+Refusals raise :class:`~hpsearch.errors.PlanError` (the CLI's one ``Error:`` line, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpsearch.errors import PlanError
+from hpsearch.planning.cluster_shape import NodeGroup, nodes_at
+from hpsearch.planning.planner import GB, MEMORY, Plan
+from hpsearch.spec import Spec
+
+__all__ = [
+    "rayjob_manifest",
+    "job_name",
+    "deadline_seconds",
+    "head_memory_gb",
+    "HEAD_BASE_GB",
+    "WORKER_BASE_GB",
+    "DEADLINE_MARGIN_S",
+    "TTL_SECONDS",
+    "IDLE_TIMEOUT_S",
+    "SPEC_MOUNT",
+    "STORAGE_MOUNT",
+]
+
+#: Memory (GB) the head pod gets on top of the trials' drivers: the GCS, the raylet, the dashboard and
+#: its agents, the search process itself (455 MB resident at the end of a 200-trial search,
+#: ``benchmarks/scale.py``), and idle pool workers. An allowance, not a measurement of its own.
+HEAD_BASE_GB = 2.0
+#: Memory (GB) each worker pod gets on top of its Train workers: the raylet and the agents every Ray
+#: node runs. An allowance, like :data:`HEAD_BASE_GB`.
+WORKER_BASE_GB = 1.0
+#: Seconds added to ``budget.max_wall_time`` for ``activeDeadlineSeconds``: KubeRay counts from the
+#: RayJob's start, so the deadline must also cover pulling the image (GPU images take minutes), the
+#: cloud adding nodes, and the search's own stop once its budget is spent (trials stopped, files written).
+DEADLINE_MARGIN_S = 1800
+#: ``ttlSecondsAfterFinished``: how long the Ray cluster outlives the job, to read its logs and check the
+#: results from the head pod before KubeRay deletes it.
+TTL_SECONDS = 600
+#: ``autoscalerOptions.idleTimeoutSeconds``: an idle worker node is removed after this long. Longer than
+#: Ray's 60 s default so that the nodes the cluster starts with are not removed while ``hpsearch run``
+#: starts up and plans, before its first trials reach them.
+IDLE_TIMEOUT_S = 300
+#: Where the ConfigMap holding the spec is mounted in every pod.
+SPEC_MOUNT = "/etc/hpsearch"
+#: Where the results volume is mounted in every pod; the search's ``storage_path``.
+STORAGE_MOUNT = "/mnt/hpsearch-results"
+#: The longest RayJob name KubeRay accepts: its RayCluster is the name plus 6 characters, at most 53.
+MAX_NAME = 47
+#: The largest ``activeDeadlineSeconds`` (an int32 in the CRD).
+_INT32_MAX = 2**31 - 1
+_SPEC_FILE = "spec.yaml"
+_SPEC_VOLUME, _RESULTS_VOLUME, _SHM_VOLUME = "hpsearch-spec", "hpsearch-results", "shared-mem"
+#: Resources the container spec carries; the rest go to Ray as ``rayStartParams``.
+_CPU, _GPU = "CPU", "GPU"
+_K8S_GPU = "nvidia.com/gpu"
+_OBJECT_STORE = "object_store_memory"
+#: ``storage_path: s3://bucket/x`` is read as a local folder ``<cwd>/s3:/bucket/x``: its trace.
+_URI_TRACE = re.compile(r"/(s3|gs|gcs|abfs|abfss|az|hdfs|file):/")
+
+
+def job_name(name: str) -> str:
+    """The RayJob's name from the spec's: a DNS-1035 label (``[a-z]([-a-z0-9]*[a-z0-9])?``) of at most 47 characters.
+
+    Example:
+        >>> job_name("Digits_Quick v2")
+        'digits-quick-v2'
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if not slug or not slug[0].isalpha():
+        slug = f"hp-{slug}".rstrip("-")
+    return slug[:MAX_NAME].rstrip("-")
+
+
+def deadline_seconds(spec: Spec) -> int | None:
+    """``activeDeadlineSeconds``: ``budget.max_wall_time`` + :data:`DEADLINE_MARGIN_S` (``None`` without a wall-time budget)."""
+    wall = spec.budget.max_wall_time
+    if wall is None:
+        return None
+    return min(math.ceil(wall) + DEADLINE_MARGIN_S, _INT32_MAX)
+
+
+def head_memory_gb(spec: Spec, drivers: int, workers: int = 0, *, base_gb: float = HEAD_BASE_GB) -> float:
+    """The head pod's memory (GB) for ``drivers`` trial drivers and ``workers`` Train workers on it.
+
+    ``drivers x resources.driver_memory_gb + workers x resources.worker_memory_gb + base_gb``.
+    """
+    return drivers * spec.resources.driver_memory_gb + workers * spec.resources.worker_memory_gb + base_gb
+
+
+@dataclass
+class _Doc:
+    """One YAML document: its data and the comment lines to write before keys (by dotted path)."""
+
+    data: dict[str, Any]
+    comments: dict[str, list[str]] = field(default_factory=dict)
+    header: list[str] = field(default_factory=list)
+
+    def note(self, path: str, *lines: str) -> None:
+        self.comments.setdefault(path, []).extend(lines)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A Ray node group as the manifest writes it: a shape, a count range, and what the plan puts on one node."""
+
+    name: str
+    resources: Mapping[str, float]
+    min_count: int
+    max_count: int
+    workers: int  # the most Train workers the plan puts on one node of the group
+    drivers: int  # the most trial drivers the plan puts on one node of the group
+
+
+def rayjob_manifest(
+    spec: Spec,
+    spec_path: str | Path,
+    groups: Sequence[NodeGroup],
+    plan: Plan,
+    *,
+    image: str,
+    storage_pvc: str | None,
+    namespace: str | None = None,
+    overrides: Sequence[str] = (),
+    ray_version: str | None = None,
+    command: str | None = None,
+    ttl_seconds: int = TTL_SECONDS,
+    head_base_gb: float = HEAD_BASE_GB,
+    worker_base_gb: float = WORKER_BASE_GB,
+) -> str:
+    """The ConfigMap and RayJob documents that run ``spec`` on a KubeRay cluster of ``groups``, as YAML text.
+
+    Args:
+        spec: The validated spec (``--set`` overrides applied), for its name, figures and budget.
+        spec_path: The spec file: its text goes into the ConfigMap as written.
+        groups: The cluster's node groups (:func:`~hpsearch.planning.cluster_shape.parse_node_groups`).
+        plan: The plan at the groups' maximum size (``plan_for(spec, nodes_at(groups, "max"))``).
+        image: The container image every pod runs: hpsearch, the loop's packages and Ray installed.
+        storage_pvc: A ReadWriteMany PersistentVolumeClaim for the results (required).
+        namespace: The namespace of both documents (none: kubectl's current one).
+        overrides: The ``--set KEY=VALUE`` given to ``hpsearch plan``, repeated in the entrypoint.
+        ray_version: ``rayClusterSpec.rayVersion`` (the image's Ray); omitted when ``None``.
+        command: The command line that wrote the manifest, for its header.
+
+    Raises:
+        PlanError: No ``storage_pvc``; ``storage_path`` given as an object-store URI; a file the spec
+            names that lies outside the spec's folder; a fractional GPU count per node.
+    """
+    spec_path = Path(spec_path)
+    _check_storage(spec, storage_pvc, groups)
+    assert storage_pvc is not None  # _check_storage refused None
+    name = job_name(spec.name)
+    files = _spec_files(spec, spec_path)
+    head, workers = _ray_groups(groups, plan)
+    autoscaling = any(g.min_count < g.max_count for g in workers)
+
+    config_map = _config_map(name, namespace, files)
+    job = _rayjob(
+        spec,
+        name,
+        namespace,
+        files,
+        head,
+        workers,
+        autoscaling=autoscaling,
+        image=image,
+        storage_pvc=storage_pvc,
+        overrides=overrides,
+        ray_version=ray_version,
+        ttl_seconds=ttl_seconds,
+        head_base_gb=head_base_gb,
+        worker_base_gb=worker_base_gb,
+    )
+    header = _header(spec, name, storage_pvc, ttl_seconds, command)
+    return "\n".join(header) + "\n" + _dump_documents([config_map, job])
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _check_storage(spec: Spec, storage_pvc: str | None, groups: Sequence[NodeGroup]) -> None:
+    """Refuse what cannot keep the results: no claim, or an object-store URI read as a local folder."""
+    trace = _URI_TRACE.search(str(spec.storage_path))
+    if trace:
+        uri = f"{trace.group(1)}://{str(spec.storage_path)[trace.end() :]}"
+        raise PlanError(
+            f"storage_path {uri} is an object-store URI, which hpsearch reads as the local folder "
+            f"{spec.storage_path}: hpsearch writes its experiment folder with file I/O, so on Kubernetes the "
+            "results go to a ReadWriteMany volume: pass --storage-pvc NAME (EFS on EKS, Filestore on GKE; "
+            "README: Running on Kubernetes), and the RayJob sets storage_path to where it is mounted"
+        )
+    if storage_pvc:
+        return
+    has_workers = any(g.max_count > (1 if g.is_head else 0) for g in groups)
+    why = (
+        "the cluster has worker nodes, so every pod must reach storage_path, and the Ray cluster is deleted "
+        "after the job (shutdownAfterJobFinishes)"
+        if has_workers
+        else "the Ray cluster, its head pod's disk included, is deleted after the job (shutdownAfterJobFinishes)"
+    )
+    raise PlanError(
+        f"--emit rayjob needs --storage-pvc NAME: {why}; create a ReadWriteMany PersistentVolumeClaim "
+        f"(EFS on EKS, Filestore on GKE; README: Running on Kubernetes) and name it: it is mounted at "
+        f"{STORAGE_MOUNT} in every pod and becomes the search's storage_path"
+    )
+
+
+def _spec_files(spec: Spec, spec_path: Path) -> dict[str, str]:
+    """The ConfigMap's files by their path relative to the spec's folder: the spec, and the ``.py`` files it names."""
+    folder = spec_path.resolve().parent
+    files = {_SPEC_FILE: spec_path.read_text(encoding="utf-8")}
+    references = [("trainable", spec.trainable), *((f"datasets.{k}", v) for k, v in spec.datasets.items())]
+    for key, ref in references:
+        target = ref.rpartition(":")[0]
+        if not target.endswith(".py"):
+            continue  # a module: it must be importable in the image
+        path = Path(target)
+        try:
+            relative = path.resolve().relative_to(folder)
+        except ValueError:
+            raise PlanError(
+                f"{key} names {path}, outside the spec's folder {folder}: the RayJob ships the spec's folder's "
+                "files it names in a ConfigMap; move the file beside the spec, or install it in the image "
+                "and name it as module:function"
+            ) from None
+        files[relative.as_posix()] = path.read_text(encoding="utf-8")
+    return files
+
+
+# ----------------------------------------------------------------------------- the groups
+
+
+def _ray_groups(groups: Sequence[NodeGroup], plan: Plan) -> tuple[_Group, list[_Group]]:
+    """The head and the worker groups, each with the most drivers and workers the plan puts on one of its nodes."""
+    per_node = {u.node_id: (u.drivers, u.workers) for u in plan.usage}
+    nodes = nodes_at(groups, "max")
+    at: dict[int, list[tuple[int, int]]] = {}
+    i = 0
+    for g_index, group in enumerate(groups):
+        for _ in range(group.max_count):
+            at.setdefault(g_index, []).append(per_node.get(nodes[i].node_id, (0, 0)))
+            i += 1
+    head_group = groups[0]
+    head_load = at.get(0, [(0, 0)])[0]
+    head = _Group("head", head_group.resources, 1, 1, workers=head_load[1], drivers=head_load[0])
+    workers: list[_Group] = []
+    if head_group.max_count > 1:  # the head group's other nodes are workers of the head's shape
+        loads = at.get(0, [])[1:]
+        workers.append(
+            _Group(
+                _group_name(0, head_group.resources),
+                head_group.resources,
+                head_group.min_count - 1,
+                head_group.max_count - 1,
+                workers=max((w for _, w in loads), default=0),
+                drivers=max((d for d, _ in loads), default=0),
+            )
+        )
+    for g_index, group in enumerate(groups[1:], start=1):
+        loads = at.get(g_index, [])
+        workers.append(
+            _Group(
+                _group_name(g_index, group.resources),
+                group.resources,
+                group.min_count,
+                group.max_count,
+                workers=max((w for _, w in loads), default=0),
+                drivers=max((d for d, _ in loads), default=0),
+            )
+        )
+    for g in [head, *workers]:
+        gpus = g.resources.get(_GPU, 0.0)
+        if gpus != int(gpus):
+            raise PlanError(
+                f"GPU: {gpus:g} per node in --cluster: Kubernetes gives a pod whole GPUs ({_K8S_GPU}); "
+                "describe each node with its whole number of GPUs (trials may still use fractions of them)"
+            )
+    return head, workers
+
+
+def _group_name(index: int, resources: Mapping[str, float]) -> str:
+    """``group1-cpu8-gpu8``: the group's place and its CPUs and GPUs (a label value: <= 63 characters)."""
+    parts = [f"group{index}"]
+    for key in (_CPU, _GPU):
+        if resources.get(key):
+            parts.append(f"{key.lower()}{_number(resources[key])}".replace(".", "p"))
+    return "-".join(parts)[:63]
+
+
+# ----------------------------------------------------------------------------- the documents
+
+
+def _config_map(name: str, namespace: str | None, files: Mapping[str, str]) -> _Doc:
+    doc = _Doc(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _metadata(f"{name}-spec", namespace, name),
+            "data": {_key(path): text for path, text in files.items()},
+        }
+    )
+    doc.header = [
+        f"The spec as written{' and the .py files it names by path' if len(files) > 1 else ''}, mounted read-only "
+        f"at {SPEC_MOUNT} in every pod. A loop named as module:function must be importable in the image.",
+    ]
+    return doc
+
+
+def _key(path: str) -> str:
+    """A ConfigMap key for a file's relative path (keys allow ``[-._a-zA-Z0-9]``)."""
+    return re.sub(r"[^-._a-zA-Z0-9]", "_", path.replace("/", "__"))
+
+
+def _metadata(name: str, namespace: str | None, instance: str) -> dict[str, Any]:
+    """``metadata``: the name, the namespace if given, and labels that find both documents of one job."""
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = {"app.kubernetes.io/name": "hpsearch", "app.kubernetes.io/instance": instance}
+    return meta
+
+
+def _rayjob(
+    spec: Spec,
+    name: str,
+    namespace: str | None,
+    files: Mapping[str, str],
+    head: _Group,
+    workers: Sequence[_Group],
+    *,
+    autoscaling: bool,
+    image: str,
+    storage_pvc: str,
+    overrides: Sequence[str],
+    ray_version: str | None,
+    ttl_seconds: int,
+    head_base_gb: float,
+    worker_base_gb: float,
+) -> _Doc:
+    entrypoint = shlex.join(
+        [
+            "hpsearch",
+            "run",
+            f"{SPEC_MOUNT}/{_SPEC_FILE}",
+            "--address",
+            "auto",
+            "--set",
+            f"storage_path={STORAGE_MOUNT}",
+            *(arg for o in overrides if not o.startswith("storage_path=") for arg in ("--set", o)),
+        ]
+    )
+    deadline = deadline_seconds(spec)
+    job_spec: dict[str, Any] = {"entrypoint": entrypoint, "submissionMode": "K8sJobMode"}
+    if deadline is not None:
+        job_spec["activeDeadlineSeconds"] = deadline
+    job_spec["shutdownAfterJobFinishes"] = True
+    job_spec["ttlSecondsAfterFinished"] = ttl_seconds
+    cluster: dict[str, Any] = {}
+    if ray_version:
+        cluster["rayVersion"] = ray_version
+    if autoscaling:
+        cluster["enableInTreeAutoscaling"] = True
+        cluster["autoscalerOptions"] = {"upscalingMode": "Default", "idleTimeoutSeconds": IDLE_TIMEOUT_S}
+    volumes = _volumes(name, files, storage_pvc)
+    head_memory = max(
+        head_memory_gb(spec, head.drivers, head.workers, base_gb=head_base_gb),
+        head.resources.get(MEMORY, 0.0) / GB,
+    )
+    cluster["headGroupSpec"] = {
+        "rayStartParams": {"dashboard-host": "0.0.0.0", **_start_params(head.resources)},
+        "template": _pod_template("ray-head", image, head.resources, head_memory, volumes),
+    }
+    worker_specs = []
+    for g in workers:
+        memory = max(
+            g.workers * spec.resources.worker_memory_gb + g.drivers * spec.resources.driver_memory_gb + worker_base_gb,
+            g.resources.get(MEMORY, 0.0) / GB,
+        )
+        worker_specs.append(
+            {
+                "groupName": g.name,
+                "replicas": g.max_count,
+                "minReplicas": g.min_count,
+                "maxReplicas": g.max_count,
+                "rayStartParams": _start_params(g.resources),
+                "template": _pod_template("ray-worker", image, g.resources, memory, volumes),
+            }
+        )
+    if worker_specs:
+        cluster["workerGroupSpecs"] = worker_specs
+    job_spec["rayClusterSpec"] = cluster
+    doc = _Doc(
+        {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": _metadata(name, namespace, name), "spec": job_spec}
+    )
+    _comment_rayjob(doc, spec, head, workers, head_memory, autoscaling, deadline, ttl_seconds, head_base_gb)
+    return doc
+
+
+def _volumes(name: str, files: Mapping[str, str], storage_pvc: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each pod's (volume, mount) pairs: the spec's ConfigMap, the results claim, and /dev/shm for the object store."""
+    config_map: dict[str, Any] = {"name": f"{name}-spec"}
+    if any("/" in path for path in files):
+        config_map["items"] = [{"key": _key(path), "path": path} for path in files]
+    return [
+        (
+            {"name": _SPEC_VOLUME, "configMap": config_map},
+            {"name": _SPEC_VOLUME, "mountPath": SPEC_MOUNT, "readOnly": True},
+        ),
+        (
+            {"name": _RESULTS_VOLUME, "persistentVolumeClaim": {"claimName": storage_pvc}},
+            {"name": _RESULTS_VOLUME, "mountPath": STORAGE_MOUNT},
+        ),
+        ({"name": _SHM_VOLUME, "emptyDir": {"medium": "Memory"}}, {"name": _SHM_VOLUME, "mountPath": "/dev/shm"}),
+    ]
+
+
+def _pod_template(
+    container: str,
+    image: str,
+    resources: Mapping[str, float],
+    memory_gb: float,
+    volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+) -> dict[str, Any]:
+    amounts: dict[str, Any] = {}
+    if resources.get(_CPU):
+        amounts["cpu"] = _cpu_quantity(resources[_CPU])
+    amounts["memory"] = f"{math.ceil(memory_gb)}Gi"
+    if resources.get(_GPU):
+        amounts[_K8S_GPU] = int(resources[_GPU])
+    return {
+        "spec": {
+            "containers": [
+                {
+                    "name": container,
+                    "image": image,
+                    "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+                    "volumeMounts": [mount for _, mount in volumes],
+                }
+            ],
+            "volumes": [volume for volume, _ in volumes],
+        }
+    }
+
+
+def _start_params(resources: Mapping[str, float]) -> dict[str, str]:
+    """``ray start`` options for a node's shape: ``num-cpus``, ``num-gpus``, ``object-store-memory``, ``resources``."""
+    params: dict[str, str] = {}
+    if _CPU in resources:
+        params["num-cpus"] = _number(resources[_CPU])
+    if resources.get(_GPU):
+        params["num-gpus"] = _number(resources[_GPU])
+    if resources.get(_OBJECT_STORE):
+        params["object-store-memory"] = str(int(resources[_OBJECT_STORE]))
+    custom = {k: v for k, v in resources.items() if k not in (_CPU, _GPU, MEMORY, _OBJECT_STORE) and v > 0}
+    if custom:
+        # KubeRay's documented form ('"{\"Custom1\": 1}"'): the value reaches `ray start` through a shell.
+        text = json.dumps({k: _json_number(v) for k, v in custom.items()})
+        params["resources"] = '"' + text.replace('"', '\\"') + '"'
+    return params
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _json_number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _cpu_quantity(cpus: float) -> str:
+    """A Kubernetes CPU quantity: ``8``, or millicores (``2500m``) for a fraction."""
+    return _number(cpus) if float(cpus).is_integer() else f"{math.ceil(cpus * 1000)}m"
+
+
+# ----------------------------------------------------------------------------- comments
+
+
+def _header(spec: Spec, name: str, storage_pvc: str, ttl_seconds: int, command: str | None) -> list[str]:
+    folder = f"{STORAGE_MOUNT}/{spec.name}"
+    lines = [
+        f'A KubeRay RayJob that runs the hpsearch search "{spec.name}", and a ConfigMap holding its spec.',
+    ]
+    if command:
+        lines.append(f"Written by: {command}")
+    lines += [
+        "",
+        "Run it (the KubeRay operator v1.1 or later installed; README: Running on Kubernetes):",
+        "  kubectl apply -f rayjob.yaml",
+        f"  kubectl get rayjob {name} -w          # JOB STATUS: RUNNING, then SUCCEEDED or FAILED",
+        f"  kubectl logs -f job/{name}            # the search's output (KubeRay's submitter Job)",
+        "",
+        f"Where the results go: storage_path is {STORAGE_MOUNT}, where the PersistentVolumeClaim "
+        f'"{storage_pvc}" is mounted',
+        f"in every pod: the experiment folder is {folder} (hpsearch_summary.json, the trials, the checkpoints).",
+        "The claim is not in this file: deleting the RayJob never deletes it.",
+        "",
+        f"shutdownAfterJobFinishes: KubeRay deletes the Ray cluster (head and worker pods) {ttl_seconds} s after",
+        "the search ends; the RayJob and the ConfigMap stay until you delete them. Before deleting them,",
+        f"check that the results are kept, from the head pod within those {ttl_seconds} s:",
+        f"  CLUSTER=$(kubectl get rayjob {name} -o jsonpath='{{.status.rayClusterName}}')",
+        "  HEAD=$(kubectl get pod -l ray.io/cluster=$CLUSTER,ray.io/node-type=head -o name)",
+        f"  kubectl exec $HEAD -- ls {folder}      # hpsearch_summary.json, hpsearch_trials.jsonl, ...",
+        f"  kubectl cp ${{HEAD#pod/}}:{folder} ./{spec.name} && hpsearch report ./{spec.name}",
+        "then: kubectl delete -f rayjob.yaml     (the claim, and the results on it, stay)",
+        "",
+        "Paths in the spec resolve inside the pods: warm_start.from against "
+        f"{SPEC_MOUNT}, tracking stores against the head's",
+        f"working directory: point them under {STORAGE_MOUNT} (--set) to keep them.",
+    ]
+    if spec.warm_start.source is not None:
+        lines.append(
+            f"This spec's warm_start.from is {spec.warm_start.source}, a folder on the machine that wrote this file."
+        )
+    return [f"# {line}".rstrip() for line in lines]
+
+
+def _comment_rayjob(
+    doc: _Doc,
+    spec: Spec,
+    head: _Group,
+    workers: Sequence[_Group],
+    head_memory: float,
+    autoscaling: bool,
+    deadline: int | None,
+    ttl_seconds: int,
+    head_base_gb: float,
+) -> None:
+    r = spec.resources
+    doc.note(
+        "spec.entrypoint",
+        "Runs on the head pod (Ray's job supervisor is placed there), as `ray job submit` from KubeRay's",
+        f"submitter Job; the spec is the ConfigMap's copy, the results go to the claim at {STORAGE_MOUNT}.",
+        "To run it again: a new --set name=..., or `hpsearch resume` of the folder (an existing folder is refused).",
+    )
+    if deadline is not None:
+        assert spec.budget.max_wall_time is not None
+        doc.note(
+            "spec.activeDeadlineSeconds",
+            f"budget.max_wall_time ({spec.budget.max_wall_time:g} s) + {DEADLINE_MARGIN_S} s for the cluster to start "
+            "(image pulls, new nodes)",
+            "and the search to stop. Past it KubeRay fails the RayJob (DeadlineExceeded) and deletes the cluster:",
+            "the checkpoints on the claim are kept, and `hpsearch resume` continues the search.",
+        )
+    else:
+        doc.note("spec.shutdownAfterJobFinishes", "No activeDeadlineSeconds: the spec has no budget.max_wall_time.")
+    doc.note(
+        "spec.ttlSecondsAfterFinished",
+        f"The Ray cluster is deleted {ttl_seconds} s after the job ends: check the results first (top of this file).",
+    )
+    if autoscaling:
+        doc.note(
+            "spec.rayClusterSpec.autoscalerOptions",
+            f"Idle worker nodes are removed after {IDLE_TIMEOUT_S} s (Ray's default is 60 s: too short for the",
+            "nodes the cluster starts with to get their first trials) and added back while trials wait.",
+        )
+    doc.note(
+        "spec.rayClusterSpec.headGroupSpec",
+        "The head node: the search process and the trial drivers (resources.driver_node: "
+        f"{r.driver_node}); the plan puts {head.drivers} driver(s)"
+        + (f" and {head.workers} Train worker(s)" if head.workers else "")
+        + " here.",
+        "dashboard-host 0.0.0.0: the submitter reaches the Jobs API through the head's Service (restrict it",
+        "with a NetworkPolicy where other workloads share the cluster).",
+    )
+    base = "spec.rayClusterSpec.headGroupSpec.template.spec"
+    shape_memory = head.resources.get(MEMORY, 0.0) / GB
+    need = head_memory_gb(spec, head.drivers, head.workers, base_gb=head_base_gb)
+    worker_part = f" + {head.workers} x {r.worker_memory_gb:g} GB (resources.worker_memory_gb)" if head.workers else ""
+    memory_lines = [
+        f"memory: {head.drivers} driver(s) x {r.driver_memory_gb:g} GB (resources.driver_memory_gb){worker_part}",
+        f"+ {head_base_gb:g} GB for Ray's head processes and the search process (an allowance) = {need:.3g} GB",
+    ]
+    if shape_memory:
+        memory_lines.append(
+            f"(the --cluster shape says {shape_memory:.3g} GB: the larger, {head_memory:.3g} GB, is used), rounded up."
+        )
+    else:
+        memory_lines.append("rounded up to whole GiB.")
+    memory_lines.append(
+        "Ray keeps 30% of it for its object store (/dev/shm, used as objects are stored): with datasets, add their size."
+    )
+    doc.note(f"{base}.containers[0].resources", *memory_lines)
+    doc.note(f"{base}.volumes", *_placement_placeholders(head.resources))
+    for i, g in enumerate(workers):
+        path = f"spec.rayClusterSpec.workerGroupSpecs[{i}]"
+        doc.note(
+            path,
+            f"{_count(g.min_count, g.max_count)} node(s) of "
+            f"{_shape(g.resources)}: up to {g.workers} Train worker(s) each in the plan.",
+        )
+        if g.min_count < g.max_count:
+            doc.note(
+                f"{path}.replicas",
+                f"Starts at its maximum ({g.max_count}): `hpsearch run` plans on the nodes alive when it starts;",
+                f"the autoscaler then keeps it between minReplicas ({g.min_count}) and maxReplicas ({g.max_count}).",
+            )
+        doc.note(
+            f"{path}.template.spec.containers[0].resources",
+            f"memory: {g.workers} Train worker(s) x {r.worker_memory_gb:g} GB (resources.worker_memory_gb)"
+            + (f" + {g.drivers} driver(s) x {r.driver_memory_gb:g} GB" if g.drivers else "")
+            + " + Ray's own processes (an allowance), or the --cluster shape's memory if larger.",
+        )
+        doc.note(f"{path}.template.spec.volumes", *_placement_placeholders(g.resources))
+
+
+def _placement_placeholders(resources: Mapping[str, float]) -> list[str]:
+    """Commented nodeSelector/tolerations to fill in for the node pool this group's pods must land on."""
+    if resources.get(_GPU):
+        return [
+            "Place these pods on the GPU node pool (uncomment and fill in; a pod asking for nvidia.com/gpu",
+            "lands only on nodes whose NVIDIA device plugin advertises GPUs):",
+            "nodeSelector: {cloud.google.com/gke-accelerator: nvidia-l4}     # GKE: the pool's GPU type",
+            "nodeSelector: {eks.amazonaws.com/nodegroup: gpu-nodes}          # EKS: the managed node group",
+            "tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]   # if the GPU nodes are tainted",
+        ]
+    return [
+        "To place these pods on a node pool (uncomment and fill in):",
+        "nodeSelector: {cloud.google.com/gke-nodepool: cpu-pool}   # GKE; EKS: {eks.amazonaws.com/nodegroup: cpu-nodes}",
+    ]
+
+
+def _count(low: int, high: int) -> str:
+    """A group's count as ``--cluster`` writes it: ``3`` or ``0..4``."""
+    return f"{low}..{high}" if high > low else str(low)
+
+
+def _shape(resources: Mapping[str, float]) -> str:
+    parts = [f"{k}: {_number(v / GB) + ' GB' if k == MEMORY else _number(v)}" for k, v in resources.items()]
+    return "{" + ", ".join(parts) + "}"
+
+
+# ----------------------------------------------------------------------------- YAML with comments
+
+
+def _dump_documents(docs: Iterable[_Doc]) -> str:
+    out: list[str] = []
+    for doc in docs:
+        out.append("---")
+        out += [f"# {line}" for line in doc.header]
+        out += _mapping(doc.data, 0, "", doc.comments)
+    return "\n".join(out) + "\n"
+
+
+def _mapping(data: Mapping[str, Any], indent: int, path: str, comments: Mapping[str, list[str]]) -> list[str]:
+    pad = " " * indent
+    out: list[str] = []
+    for key, value in data.items():
+        here = f"{path}.{key}" if path else key
+        out += [f"{pad}# {line}".rstrip() for line in comments.get(here, ())]
+        out += _entry(f"{pad}{_scalar(key)}:", value, indent, here, comments)
+    return out
+
+
+def _entry(prefix: str, value: Any, indent: int, path: str, comments: Mapping[str, list[str]]) -> list[str]:
+    """``prefix`` (``key:`` or ``- key:``) followed by ``value``, nested under ``indent``."""
+    if isinstance(value, Mapping) and value:
+        return [prefix, *_mapping(value, indent + 2, path, comments)]
+    if isinstance(value, list) and value:
+        return [prefix, *_sequence(value, indent + 2, path, comments)]
+    if isinstance(value, str) and "\n" in value and _literal_ok(value):
+        # |2: the content is indented 2 past the key (so a first line may start with spaces);
+        # chomping: "-" no final line break, "" one, "+" several (each kept).
+        chomp = "-" if not value.endswith("\n") else ("+" if value.endswith("\n\n") else "")
+        body = value if chomp == "-" else value[:-1]
+        pad = " " * (indent + 2)
+        return [f"{prefix} |2{chomp}", *(f"{pad}{line}".rstrip() if line else "" for line in body.split("\n"))]
+    return [f"{prefix} {_scalar(value)}"]
+
+
+def _sequence(items: Sequence[Any], indent: int, path: str, comments: Mapping[str, list[str]]) -> list[str]:
+    pad = " " * indent
+    out: list[str] = []
+    for i, item in enumerate(items):
+        here = f"{path}[{i}]"
+        out += [f"{pad}# {line}".rstrip() for line in comments.get(here, ())]
+        if isinstance(item, Mapping) and item:
+            lines = _mapping(item, indent + 2, here, comments)
+            first = next(j for j, line in enumerate(lines) if not line.lstrip().startswith("#"))
+            out += lines[:first]  # the first key's comments go above the dash
+            out.append(f"{pad}- {lines[first][indent + 2 :]}")
+            out += lines[first + 1 :]
+        else:
+            out += _entry(f"{pad}-", item, indent, here, comments)
+    return out
+
+
+def _literal_ok(text: str) -> bool:
+    """Whether ``text`` can be a literal block scalar as is: some content, printable, no carriage returns, no
+    trailing spaces (YAML would drop them, and read a block of empty lines as "")."""
+    return (
+        text.strip("\n") != ""
+        and all(ch == "\n" or ch == "\t" or ch.isprintable() for ch in text)
+        and not any(line != line.rstrip(" \t") for line in text.split("\n"))
+    )
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./@%+=~-][A-Za-z0-9_./@%+=~:, -]*")
+
+
+def _scalar(value: Any) -> str:
+    """A YAML scalar that reads back as ``value``, under YAML 1.1 (PyYAML) and 1.2 alike."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    text = str(value)
+    if (
+        _PLAIN.fullmatch(text)
+        and not text.endswith((" ", ":"))
+        and ": " not in text
+        and " #" not in text
+        and yaml.safe_load(text) == text
+    ):
+        return text
+    return json.dumps(text, ensure_ascii=False)
