@@ -36,6 +36,7 @@ from hpsearch.experiment.layout import (
     SUMMARY_FILE,
     TRAIN_RUNS_DIR,
     USAGE_FILE,
+    WORKER_GROUP_FILE,
     TrialStatus,
 )
 
@@ -67,6 +68,8 @@ __all__ = [
     "read_pointer",
     "write_start",
     "read_controller",
+    "write_worker_group",
+    "read_worker_group",
     "append_ray_logs",
     "read_ray_logs",
     "Run",
@@ -318,6 +321,18 @@ def write_controller(run_folder: PathLike, *, actor_id: str | None, node_id: str
 def read_controller(run_folder: PathLike) -> dict[str, Any] | None:
     """The controller record of a nested run, or ``None`` (it never reported)."""
     data = read_json(Path(run_folder) / CONTROLLER_FILE)
+    return data if isinstance(data, dict) else None
+
+
+def write_worker_group(run_folder: PathLike, *, group_id: str, run_name: str) -> None:
+    """Record a nested run's worker placement group (see :mod:`hpsearch.runtime.reuse`)."""
+    os.makedirs(run_folder, exist_ok=True)
+    _write_json(Path(run_folder) / WORKER_GROUP_FILE, {"group_id": group_id, "run_name": run_name}, indent=None)
+
+
+def read_worker_group(run_folder: PathLike) -> dict[str, Any] | None:
+    """The worker-group record of a trial's latest nested run, or ``None`` (its loop never started)."""
+    data = read_json(Path(run_folder) / WORKER_GROUP_FILE)
     return data if isinstance(data, dict) else None
 
 

@@ -16,6 +16,7 @@ One search is one folder, ``<storage_path>/<name>/``::
         checkpoint_*/           its checkpoints (Ray Train keeps ``num_to_keep``)
         hpsearch_history.jsonl  every report forwarded to Tune, across restarts (HISTORY_FILE)
         hpsearch_controller.json  who ran the nested run's controller          (CONTROLLER_FILE)
+        hpsearch_worker_group.json  the nested run's worker placement group    (WORKER_GROUP_FILE)
         hpsearch_lineage.jsonl  pbt/pb2: one line per exploit (donor, epoch, configs) (LINEAGE_FILE)
         pbt-<donor>-e<epoch>/   pbt/pb2: the run that continued from a donor's checkpoint
             hpsearch_start.json the donor checkpoint that run starts from   (START_FILE)
@@ -40,6 +41,7 @@ __all__ = [
     "TRAIN_RUNS_DIR",
     "HISTORY_FILE",
     "CONTROLLER_FILE",
+    "WORKER_GROUP_FILE",
     "LINEAGE_FILE",
     "START_FILE",
     "POINTER_FILE",
@@ -93,6 +95,9 @@ TRAIN_RUNS_DIR: Final = "train"
 HISTORY_FILE: Final = "hpsearch_history.jsonl"
 #: Written into ``train/<trial_id>/`` by the nested run's controller: which process to check on.
 CONTROLLER_FILE: Final = "hpsearch_controller.json"
+#: Written into ``train/<trial_id>/`` by rank 0 of the nested run when its loop starts: the workers'
+#: placement group, so a reused trial actor can wait until the run's workers are gone.
+WORKER_GROUP_FILE: Final = "hpsearch_worker_group.json"
 #: Population-based training: one JSON line per exploit of a trial, in ``train/<trial_id>/``
 #: (the donor trial and epoch, the config before and after), written by the scheduler.
 LINEAGE_FILE: Final = "hpsearch_lineage.jsonl"

@@ -133,8 +133,11 @@ def wait_for_forwarded_reports(
         except Exception:  # noqa: BLE001 - the queue actor is gone: nothing is left to forward
             return True
 
+    stopped = getattr(session, "stop_event", None)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if stopped is not None and stopped.is_set():  # Tune is done with this trial (a reused actor): nobody reads
+            return False
         if empty():
             time.sleep(settle_s)
             if empty():

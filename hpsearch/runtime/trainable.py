@@ -40,8 +40,10 @@ from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER, data_cpus_per_trial
+from hpsearch.runtime import reuse
 from hpsearch.runtime.aggregate import aggregate_metrics, plain_metrics
 from hpsearch.runtime.env import apply_trial_defaults
+from hpsearch.runtime.reuse import ReusableDriver
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
 from hpsearch.spec._imports import is_file_module
 from hpsearch.spec.datasets import DataSettings
@@ -136,13 +138,12 @@ def make_trainable(
     checkpoint_config: dict[str, Any] = {"num_to_keep": None if population else checkpoint.num_to_keep}
     if metric is not None:
         checkpoint_config.update(checkpoint_score_attribute=metric, checkpoint_score_order=mode)
-    worker_loop = _worker_loop(train_loop)
     search_token = uuid.uuid4().hex  # one per Tuner: Tune's retries of a trial share it, a resume does not
     shared, factories, feed = _datasets(datasets, _as(DataSettings, data), concurrency)
 
     def hpsearch_trial(config: dict[str, Any], datasets: Mapping[str, Any] | None = None) -> None:
         _run_nested(
-            worker_loop,
+            train_loop,
             config,
             scaling,
             failure,
@@ -159,6 +160,9 @@ def make_trainable(
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
     hpsearch_trial.__qualname__ = hpsearch_trial.__name__
+    # Tune's hook for the class it wraps a function in: with reuse_actors, the previous trial's
+    # nested run is ended before the next trial runs in the actor (runtime/reuse.py).
+    hpsearch_trial.__mixins__ = (ReusableDriver,)  # type: ignore[attr-defined]  # read by ray.tune's wrap_function
     trial: Callable[..., None] = hpsearch_trial
     if shared:  # the datasets' handles go into the object store once; every trial reads the same blocks
         trial = tune.with_parameters(hpsearch_trial, datasets=shared)
@@ -225,8 +229,11 @@ def _as(model: type[_Section], value: _Section | Mapping[str, Any] | None) -> _S
     return value if isinstance(value, model) else model.model_validate(dict(value))
 
 
-def _worker_loop(train_loop: Callable[..., Any]) -> Callable[..., None]:
+def _worker_loop(train_loop: Callable[..., Any], run_folder: str | None = None) -> Callable[..., None]:
     """The user's loop as each Train worker runs it: reports made plain, the return value dropped.
+
+    With ``run_folder``, rank 0 records the run's worker placement group there first
+    (:func:`hpsearch.runtime.reuse.record_worker_group`).
 
     The loop keeps its arity (Ray Train calls a loop with a required parameter with the
     config, one without any with nothing). Its return value would travel to the
@@ -237,6 +244,8 @@ def _worker_loop(train_loop: Callable[..., Any]) -> Callable[..., None]:
         return train_loop  # Ray Train refuses it with its own message
 
     def hpsearch_worker(*args: dict[str, Any]) -> None:  # a *args counts as one: Ray Train passes the config
+        if run_folder is not None:
+            reuse.record_worker_group(run_folder)
         _plain_reports()
         train_loop(*args[:required])
 
@@ -313,6 +322,7 @@ def _run_nested(
     if runs_dir is None:
         runs_dir = str(Path(context.get_trial_dir()).parent / TRAIN_RUNS_DIR)
     trial_folder = os.path.join(runs_dir, trial_id)  # the trial's history, lineage and controller record
+    generation = reuse.begin_run(trial_folder)  # a reused actor ends this run before its next trial
     storage_path, run_name, donor_epoch = runs_dir, trial_id, None
     if population:
         from hpsearch.runtime import pbt
@@ -327,7 +337,10 @@ def _run_nested(
 
         feed = data.feed
         fed = {
-            "datasets": {**data.shared, **build_for_trial(data.factories, config)},
+            "datasets": {
+                **data.shared,
+                **build_for_trial({k: reuse.current(f) for k, f in data.factories.items()}, config),
+            },
             "dataset_config": data_config(feed.split, feed.cpu_limit, feed.concurrency),
         }
 
@@ -335,7 +348,7 @@ def _run_nested(
     # the loop can read its scale and the config it sees is the one Tune and load_results show).
     own = scaling.for_trial(config)
     trainer = TorchTrainer(
-        train_loop,
+        _worker_loop(reuse.current(train_loop), trial_folder),
         train_loop_config=config,
         scaling_config=train.ScalingConfig(
             num_workers=own.workers,
@@ -366,8 +379,10 @@ def _run_nested(
         ),
         **fed,
     )
+    reuse.claim(generation)  # a later trial took this actor while this one was setting up: leave
     try:
         trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
+        reuse.claim(generation)
         if record_controller:  # the work-arounds are on: Tune must take the last report first (bug 3)
             from hpsearch.runtime.ray_workarounds import wait_for_forwarded_reports
 

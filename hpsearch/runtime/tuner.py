@@ -84,7 +84,7 @@ def _build(
     # Population-based training: the whole population is created at once (the searcher's limit is
     # the population), and the drivers take turns within the plan's concurrency (runtime/pbt.py).
     searcher_limit = total_trials(spec) if spec.population_based else plan.max_concurrent_trials
-    if spec.population_based:  # reuse_actors stays off (a stopped nested run can outlive its driver)
+    if spec.population_based:  # reuse_actors stays off: a paused trial's actor handed a restored trial is unmeasured
         warnings.filterwarnings("ignore", message="Consider boosting PBT performance", category=UserWarning)
     searcher = SEARCHERS.build(spec.searcher, with_space(spec, _searcher_context(spec, searcher_limit), stream))
     scheduler = SCHEDULERS.build(
@@ -106,7 +106,9 @@ def _build(
             num_samples=spec.num_samples,
             search_alg=searcher,  # carries the plan's concurrency limit
             scheduler=scheduler,
-            reuse_actors=False,  # reuse is unsafe with early stopping: a stopped nested run keeps training
+            # a reused actor ends the previous trial's nested run first (runtime/reuse.py); it finds the run's
+            # controller by the record the work-arounds switch also governs
+            reuse_actors=spec.resources.reuse_actors and workarounds and not spec.population_based,
         ),
         run_config=tune.RunConfig(
             name=spec.name,
