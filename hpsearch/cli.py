@@ -19,6 +19,7 @@ from hpsearch.errors import HpsearchError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis import SearchSummary, TrialOutcome
+    from hpsearch.planning.cluster_shape import NodeGroup
     from hpsearch.spec import Spec
 
 __all__ = ["main"]
@@ -148,9 +149,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     spec = _load(args)
     if args.cluster:
-        from hpsearch.planning.cluster_shape import parse_cluster
+        from hpsearch.planning.cluster_shape import nodes_at, parse_node_groups
 
-        nodes = parse_cluster(args.cluster)
+        groups = parse_node_groups(args.cluster)
+        if any(g.autoscaling for g in groups):  # min..max counts: the plan at both sizes, and per extra node
+            return _plan_autoscaling(spec, groups, args.format)
+        nodes = nodes_at(groups)
         where = "the described cluster"
     else:
         import ray
@@ -170,6 +174,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         title = f"Plan for {spec.name} on {where} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})"
         print(render_plan(plan, title=title, total_trials=total_trials(spec)))
+    return EXIT_OK
+
+
+def _plan_autoscaling(spec: Spec, groups: Sequence[NodeGroup], fmt: str) -> int:
+    """``plan --cluster`` with ``min..max`` counts: the plan at the minimum and maximum sizes, and per extra node."""
+    import json
+
+    from hpsearch.planning.autoscale import plan_autoscaling
+    from hpsearch.planning.render import describe_groups, render_autoscaling
+    from hpsearch.spec import total_trials
+
+    plan = plan_autoscaling(spec, groups)
+    if fmt == "json":
+        shape = describe_groups(plan)
+        print(
+            json.dumps(
+                {
+                    "name": spec.name,
+                    "total_trials": total_trials(spec),
+                    "cluster": shape,
+                    "autoscaling": plan.as_dict(),
+                },
+                indent=2,
+            )
+        )
+    else:
+        title = (
+            f"Plan for {spec.name} on the described autoscaling cluster {describe_groups(plan)} "
+            f"({plan.min_nodes} to {plan.max_nodes} nodes)"
+        )
+        print(render_autoscaling(plan, title=title, total_trials=total_trials(spec)))
     return EXIT_OK
 
 

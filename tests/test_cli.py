@@ -255,6 +255,104 @@ def test_plan_with_a_bad_cluster_description_is_a_usage_error(capsys: pytest.Cap
     assert "--cluster term 1.GPU: must be a number >= 0, got 'lots'" in capsys.readouterr().err
 
 
+AUTOSCALING_GPUS = "1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}"
+
+
+def test_plan_on_an_autoscaling_cluster_gives_both_sizes_and_each_extra_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", str(QUICK), "--cluster", "1x{CPU: 2} + 0..2x{CPU: 2}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "Plan for digits-quick on the described autoscaling cluster 1x{CPU: 2} + 0..2x{CPU: 2} (1 to 3 nodes)"
+    )
+    assert lines[2] == "At the minimum size (1 node)"
+    assert "  trials at once  2 (of 12 in total)" in lines
+    assert "At the maximum size (3 nodes)" in lines
+    assert "  trials at once  5 (of 12 in total)" in lines
+    assert lines[-2:] == [
+        "As the autoscaler adds nodes (the other groups at their minimum)",
+        "  each extra {CPU: 2} node (0..2): +1: 3, +2: 5 trials at once (from 2)",
+    ]
+
+
+def test_plan_where_no_trial_fits_before_the_autoscaler_adds_a_node(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(QUICK), "--cluster", AUTOSCALING_GPUS, *GPU_PAIRS]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "At the minimum size (1 node)\n"
+        "  trials at once  0: a worker needs GPU: 1 but the largest node has GPU: 0\n"
+        "                  trials wait for the autoscaler to start a node (see what each extra node adds below)\n"
+    ) in out
+    assert "  trials at once  16 (of 12 in total)" in out
+    assert out.endswith("  each extra {CPU: 8, GPU: 8} node (0..4): +4 trial(s) at once, up to 16 with all 4\n")
+
+
+def test_plan_on_an_autoscaling_cluster_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["plan", str(QUICK), "--cluster", AUTOSCALING_GPUS, *GPU_PAIRS, "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["name"], plan["total_trials"], plan["cluster"]) == ("digits-quick", 12, AUTOSCALING_GPUS)
+    scaling = plan["autoscaling"]
+    assert scaling["min"] == {
+        "max_concurrent_trials": 0,
+        "waits_for_autoscaler": True,
+        "reason": "a worker needs GPU: 1 but the largest node has GPU: 0",
+    }
+    assert scaling["max"]["max_concurrent_trials"] == 16
+    assert [(g["extra_nodes"], g["trials_at_once"]) for g in scaling["per_node"]] == [
+        ([0, 1, 2, 3, 4], [0, 4, 8, 12, 16])
+    ]
+
+
+def test_plan_refuses_a_trial_that_fits_at_no_size_of_an_autoscaling_cluster(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cluster = "1x{CPU: 8} + 0..2x{CPU: 8, GPU: 1}"
+    code = main(
+        ["plan", str(QUICK), "--cluster", cluster, *GPU_PAIRS, "--set", "scaling.placement_strategy=STRICT_PACK"]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "Error: even at the cluster's maximum size (3 nodes): STRICT_PACK puts all 2 workers of "
+        "{CPU: 1, GPU: 1, memory: 0.7 GB} on one node, but the node with the most room holds 1\n"
+    )
+
+
+def test_plan_with_a_bad_node_count_names_the_term(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(QUICK), "--cluster", "1x{CPU: 2} + 4..2x{CPU: 2}"]) == 2
+    assert (
+        "--cluster term 2: count must be a whole number >= 1, or min..max with 0 <= min <= max and max >= 1, got '4..2'"
+    ) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("driver_gb", "line"),
+    [
+        (
+            "2",
+            "    - memory limits this plan: 4 trials at once need 8 GB of the head's 8 GB (4 trial drivers at 2 GB "
+            "each: resources.driver_memory_gb); CPUs and GPUs alone would allow 35 at once; change the estimate "
+            "with --set resources.driver_memory_gb=...",
+        ),
+        (
+            "1.5",
+            "    - memory limits this plan: 5 trials at once need 7.5 GB of the head's 8 GB (5 trial drivers at 1.5 GB "
+            "each: resources.driver_memory_gb); CPUs and GPUs alone would allow 35 at once; change the estimate "
+            "with --set resources.driver_memory_gb=...",
+        ),
+    ],
+)
+def test_plan_says_when_the_heads_memory_limits_it(
+    driver_gb: str, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = "1x{CPU: 4, memory: 8} + 2x{CPU: 16}"
+    code = main(["plan", str(QUICK), "--cluster", cluster, "--set", f"resources.driver_memory_gb={driver_gb}"])
+    assert code == 0
+    assert line in capsys.readouterr().out.splitlines()
+
+
 # --------------------------------------------------------------------------- how a search ends
 
 

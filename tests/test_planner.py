@@ -661,8 +661,10 @@ WARNINGS = [
         demand(0.25, {"CPU": 1}, 1, driver_memory=0.5 * GB, worker_memory=1 * GB),
         [
             "1 GB more memory per node would allow 1 more trial(s) at once",
-            "memory limits this to 2 trial(s) at once (estimated 0.5 GB per driver, 1 GB per "
-            "worker); CPUs and GPUs alone would allow 6",
+            "memory limits this plan: 2 trials at once need 3 GB of the head's 4 GB (2 trial drivers at 0.5 GB "
+            "each: resources.driver_memory_gb; 2 workers at 1 GB each: resources.worker_memory_gb); CPUs and GPUs "
+            "alone would allow 6 at once; change the estimates with --set resources.driver_memory_gb=... or "
+            "--set resources.worker_memory_gb=...",
         ],
         id="memory-binds",
     ),
@@ -676,6 +678,70 @@ WARNINGS = [
 @pytest.mark.parametrize(("nodes", "trial", "warnings"), WARNINGS)
 def test_warnings(nodes: list[Node], trial: TrialDemand, warnings: list[str]) -> None:
     assert list(plan_trials(nodes, trial).warnings) == warnings
+
+
+# ----------------------------------------------------------------------------- memory as the limit
+
+HEAD_8GB = {"CPU": 8, MEMORY: 8 * GB}
+
+MEMORY_LIMITS = [
+    pytest.param(
+        [Node(HEAD_8GB, "head", True), Node({"CPU": 16}, "n1")],
+        demand(0.1, {"CPU": 1}, 1, driver_memory=1.5 * GB, worker_memory=0.7 * GB),
+        {"node": "head", "trials": 5, "without_memory_limit": 21, "keys": ["resources.driver_memory_gb"]},
+        "memory limits this plan: 5 trials at once need 7.5 GB of the head's 8 GB (5 trial drivers at 1.5 GB "
+        "each: resources.driver_memory_gb); CPUs and GPUs alone would allow 21 at once; change the estimate with "
+        "--set resources.driver_memory_gb=...",
+        id="head-holds-the-drivers",
+    ),
+    pytest.param(
+        [Node({"CPU": 8, MEMORY: 64 * GB}, "head", True), Node({"CPU": 8, MEMORY: 4 * GB}, "n1")],
+        demand(0.1, {"CPU": 1}, 1, driver_memory=1.5 * GB, worker_memory=0.7 * GB),
+        {"node": "workers", "trials": 11, "without_memory_limit": 14, "keys": ["resources.worker_memory_gb"]},
+        "memory limits this plan: 11 trials at once need 3.5 GB of the worker nodes' 4 GB (5 workers at 0.7 GB "
+        "each: resources.worker_memory_gb); CPUs and GPUs alone would allow 14 at once; change the estimate with "
+        "--set resources.worker_memory_gb=...",
+        id="worker-nodes",
+    ),
+    pytest.param(
+        [Node({"CPU": 1, MEMORY: 64 * GB}, "head", True)],
+        demand(0.1, {"CPU": 0.45}, 2, driver_memory=1.5 * GB, worker_memory=0.7 * GB),
+        {},
+        None,
+        id="cpus-limit-not-memory",
+    ),
+    pytest.param(
+        [Node(HEAD_8GB, "head", True)],
+        demand(0.1, {"CPU": 0.45}, 1),
+        {},
+        None,
+        id="no-estimates",
+    ),
+    pytest.param(
+        [Node({"CPU": 8}, "head", True)],
+        demand(0.1, {"CPU": 1}, 1, driver_memory=1.5 * GB),
+        {},
+        None,
+        id="nodes-that-report-no-memory",
+    ),
+]
+
+
+@pytest.mark.parametrize(("nodes", "trial", "expected", "line"), MEMORY_LIMITS)
+def test_memory_limit(nodes: list[Node], trial: TrialDemand, expected: dict, line: str | None) -> None:
+    plan = plan_trials(nodes, trial)
+    limit = {k: plan.memory_limit[k] for k in expected}
+    assert limit == expected
+    assert [w for w in plan.warnings if w.startswith("memory limits")] == ([line] if line else [])
+    assert ("memory_limit" in plan.as_dict()) == bool(line)
+    if line:
+        assert plan.as_dict()["memory_limit"]["message"] == line
+
+
+def test_memory_limit_is_said_only_when_it_limits_the_chosen_concurrency() -> None:
+    trial = demand(0.1, {"CPU": 1}, 1, driver_memory=1.5 * GB)
+    assert plan_trials([Node(HEAD_8GB, "head", True)], trial, requested=5).memory_limit
+    assert not plan_trials([Node(HEAD_8GB, "head", True)], trial, requested=4).memory_limit
 
 
 # ----------------------------------------------------------------------------- the plan as data

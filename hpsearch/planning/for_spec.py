@@ -25,17 +25,24 @@ from hpsearch.spec.space import iter_params
 __all__ = ["plan_for", "demand_for", "reserve_for", "searched_scaling"]
 
 
-def plan_for(spec: Spec, nodes: Sequence[Node]) -> Plan:
+def plan_for(spec: Spec, nodes: Sequence[Node], *, up_to: bool = False) -> Plan:
     """Plan the spec's trials on a cluster given as plain data, ``data.cpus`` kept free on the head node.
 
     With searched scaling: planned for the largest trial (:func:`demand_for`), after checking that
     every searched value can be placed (a :class:`~hpsearch.errors.PlanError` naming those that cannot).
+
+    ``up_to``: a ``resources.max_concurrent_trials`` above what fits is lowered to what fits instead of
+    refused (a cluster at less than its maximum size: the autoscaler may still add the room).
     """
     reserve = reserve_for(spec)
     searched = searched_scaling(spec)
     if searched:
         _refuse_unplaceable(spec, nodes, reserve)
-    plan = plan_trials(nodes, demand_for(spec), requested=spec.resources.max_concurrent_trials, reserve=reserve)
+    requested = spec.resources.max_concurrent_trials
+    if up_to and requested != "auto":
+        fits = plan_trials(nodes, demand_for(spec), reserve=reserve).capacity
+        requested = min(requested, fits)
+    plan = plan_trials(nodes, demand_for(spec), requested=requested, reserve=reserve)
     return replace(plan, searched=searched) if searched else plan
 
 

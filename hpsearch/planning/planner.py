@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hpsearch.errors import PlanError
+from hpsearch.formatting import plural
 
 __all__ = [
     "Node",
@@ -48,6 +49,9 @@ __all__ = [
     "MEMORY",
     "GB",
     "DATA_TASK_CPUS",
+    "memory_limit",
+    "DRIVER_MEMORY_KEY",
+    "WORKER_MEMORY_KEY",
 ]
 
 _UNIT = 10_000
@@ -170,6 +174,9 @@ class Plan:
     warnings: Sequence[str] = ()
     reserved: Mapping[str, float] = field(default_factory=dict)
     searched: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    #: When memory, not CPUs or GPUs, limits the trials at once: where, the figures and the spec key
+    #: to change (see :func:`memory_limit`); empty otherwise.
+    memory_limit: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def planned_for(self) -> str | None:
@@ -253,6 +260,8 @@ class Plan:
                 if self.reserved
                 else {}
             ),
+            # Only when memory limits the plan: plans limited by CPUs or GPUs read as before.
+            **({"memory_limit": dict(self.memory_limit)} if self.memory_limit else {}),
         }
 
 
@@ -549,6 +558,9 @@ def plan_trials(
     placements = problem.place(chosen, w)
     usage = _usage(problem, demand, placements, nodes, reserved)
     warnings = _warnings(problem, demand, capacity, chosen, usage)
+    limit = memory_limit(problem.nodes, demand, capacity, usage) if chosen == capacity else {}
+    if limit:
+        warnings.append(limit["message"])
     share = data_cpus_per_trial(reserved.get("CPU", 0.0), chosen)
     if share is not None and share < DATA_TASK_CPUS:
         warnings.append(
@@ -561,7 +573,7 @@ def plan_trials(
             f"{chosen} trials at once share the {reserved['CPU']:g} CPU(s) kept free for Ray Data, {share:g} each "
             "at most: their data tasks take turns"
         )
-    return Plan(chosen, capacity, demand, list(nodes), placements, usage, warnings, reserved)
+    return Plan(chosen, capacity, demand, list(nodes), placements, usage, warnings, reserved, memory_limit=limit)
 
 
 def _usage(
@@ -613,17 +625,81 @@ def _warnings(
         if more > capacity:
             unit = "1 GB more memory" if key == MEMORY else f"one more {key}"
             notes.append(f"{unit} per node would allow {more - capacity} more trial(s) at once")
-    if demand.driver_memory or demand.worker_memory:
-        unlimited = [
-            Node({k: v for k, v in n.resources.items() if k != MEMORY}, n.node_id, n.is_head) for n in problem.nodes
-        ]
-        without, _ = _Problem(unlimited, demand).capacity()
-        if without > capacity:
-            notes.append(
-                f"memory limits this to {capacity} trial(s) at once (estimated {_amount(MEMORY, demand.driver_memory)} "
-                f"per driver, {_amount(MEMORY, demand.worker_memory)} per worker); CPUs and GPUs alone would allow {without}"
-            )
     return notes
+
+
+#: The spec keys that hold the planner's memory estimates (``--set`` changes them).
+DRIVER_MEMORY_KEY = "resources.driver_memory_gb"
+WORKER_MEMORY_KEY = "resources.worker_memory_gb"
+
+
+def _without_memory(nodes: Sequence[Node], which: Literal["all", "head", "others"]) -> list[Node]:
+    """The nodes with ``memory`` left out (not limiting) on every node, on the head only, or on the others."""
+    head = _head_index(nodes)
+
+    def drop(i: int) -> bool:
+        return which == "all" or (which == "head") == (i == head)
+
+    return [
+        Node({k: v for k, v in n.resources.items() if not (k == MEMORY and drop(i))}, n.node_id, n.is_head, n.labels)
+        for i, n in enumerate(nodes)
+    ]
+
+
+def memory_limit(
+    nodes: Sequence[Node], demand: TrialDemand, capacity: int, usage: Sequence[NodeUsage]
+) -> dict[str, Any]:
+    """When memory, not CPUs or GPUs, limits the trials at once: where, the figures and the key to change.
+
+    Memory limits a plan when leaving it out would fit more trials. It is then the head's memory
+    (the trial drivers run there, ``resources.driver_memory_gb`` each, with any workers placed
+    there) when leaving out the head's memory alone would fit more; else the other nodes' (the
+    workers', ``resources.worker_memory_gb`` each). The figures are read from ``demand`` (the
+    spec's estimates), never fixed here. ``{}`` when memory does not limit the plan.
+
+    ``nodes`` are the nodes as the trials may use them (the reserve taken off the head); ``usage``
+    the plan at ``capacity`` trials.
+    """
+    if not (demand.driver_memory or demand.worker_memory) or capacity < 1:
+        return {}
+    without, _ = _Problem(_without_memory(nodes, "all"), demand).capacity()
+    if without <= capacity:
+        return {}
+    head_free, _ = _Problem(_without_memory(nodes, "head"), demand).capacity()
+    on_head = head_free > capacity
+    where = [u for u in usage if u.is_head == on_head]
+    used = sum(u.used.get(MEMORY, 0.0) for u in where)
+    total = sum(u.total.get(MEMORY, 0.0) for u in where)
+    drivers = sum(u.drivers for u in where)
+    workers = sum(u.workers for u in where)
+    parts, keys = [], []
+    if drivers and demand.driver_memory:
+        parts.append(
+            f"{plural(drivers, 'trial driver')} at {_amount(MEMORY, demand.driver_memory)} each: {DRIVER_MEMORY_KEY}"
+        )
+        keys.append(DRIVER_MEMORY_KEY)
+    if workers and demand.worker_memory:
+        parts.append(
+            f"{plural(workers, 'worker')} at {_amount(MEMORY, demand.worker_memory)} each: {WORKER_MEMORY_KEY}"
+        )
+        keys.append(WORKER_MEMORY_KEY)
+    node = "the head's" if on_head else "the worker nodes'"
+    message = (
+        f"memory limits this plan: {plural(capacity, 'trial')} at once need {_amount(MEMORY, used)} of {node} "
+        f"{_amount(MEMORY, total)} ({'; '.join(parts)}); CPUs and GPUs alone would allow {without} at once; "
+        f"change the estimate{'s' if len(keys) > 1 else ''} with " + " or ".join(f"--set {k}=..." for k in keys)
+    )
+    return {
+        "node": "head" if on_head else "workers",
+        "trials": capacity,
+        "without_memory_limit": without,
+        "memory_used": used,
+        "memory_total": total,
+        "driver_memory": demand.driver_memory,
+        "worker_memory": demand.worker_memory,
+        "keys": keys,
+        "message": message,
+    }
 
 
 def _why_infeasible(problem: _Problem, demand: TrialDemand) -> str:

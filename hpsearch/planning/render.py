@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from hpsearch.formatting import text_table
+from typing import TYPE_CHECKING
+
+from hpsearch.formatting import plural, text_table
 from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
 
-__all__ = ["render_plan"]
+if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch.planning.autoscale import AutoscalingPlan
+
+__all__ = ["render_plan", "render_autoscaling", "describe_groups"]
 
 _MAX_ROWS = 20
 
@@ -82,3 +87,37 @@ def _searched_lines(plan: Plan) -> list[str]:
         return []
     values = "; ".join(f"{k} {list(v)}" for k, v in plan.searched.items())
     return [f"  searched        {values}", f"                  {plan.planned_for}"]
+
+
+def describe_groups(plan: AutoscalingPlan) -> str:
+    """``1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}``: the node groups as ``--cluster`` writes them."""
+    from hpsearch.planning.cluster_shape import fmt_count
+
+    return " + ".join(f"{fmt_count(g)}x{fmt_resources(g.resources)}" for g in plan.groups)
+
+
+def render_autoscaling(plan: AutoscalingPlan, *, title: str, total_trials: int | None = None) -> str:
+    """An autoscaling cluster's plans: at the minimum size, at the maximum size, and what each extra node adds.
+
+    At the minimum size a spec whose trial does not fit yet is not refused: its trials wait for
+    the autoscaler to start a node, and the plan says so with the reason.
+    """
+    low, high = plan.min_nodes, plan.max_nodes
+    lines = [title, ""]
+    min_title = f"At the minimum size ({plural(low, 'node')})"
+    if plan.at_min is not None:
+        lines.append(render_plan(plan.at_min, title=min_title, total_trials=total_trials))
+    else:
+        lines += [
+            min_title,
+            f"  trials at once  0: {plan.min_reason}",
+            "                  trials wait for the autoscaler to start a node (see what each extra node adds below)",
+        ]
+    lines += [
+        "",
+        render_plan(plan.at_max, title=f"At the maximum size ({plural(high, 'node')})", total_trials=total_trials),
+    ]
+    if plan.per_node:
+        lines += ["", "As the autoscaler adds nodes (the other groups at their minimum)"]
+        lines += [f"  {g.describe()}" for g in plan.per_node]
+    return "\n".join(lines)
