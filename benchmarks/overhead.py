@@ -9,7 +9,7 @@ of epochs, one worker. The four ways:
                 TorchTrainer -> TuneReportCallback, with Ray's defaults (the trial driver
                 takes 1 CPU, controller polling every 2 s);
   d. hpsearch -- ``hpsearch.make_trainable`` (driver 0.25 CPU on the head, polling 0.1 s,
-                reports aggregated across ranks).
+                reports aggregated across ranks, the trial actor reused as ``hpsearch run`` does).
 
 Each of b-d runs its trials one at a time (so per-trial costs do not overlap) in its own
 Python process with its own embedded Ray, so no setting leaks from one to the next. Per
@@ -22,7 +22,8 @@ It also says where a trial's seconds go, from timestamps taken by a Tune callbac
 started, each result, trial ended) and by the train loop itself (first and last line):
 
   turnaround  -- previous trial ended -> this trial's driver started (Tune: stop the old
-                 actor, free its placement group, start a fresh actor process);
+                 actor, free its placement group, start a fresh actor process; hpsearch:
+                 reset the previous trial's actor instead);
   start       -- driver started -> train loop running (b: the loop runs in the driver;
                  c, d: Train controller, worker group, process group);
   to report   -- train loop running -> its first metric reaches Tune;
@@ -209,7 +210,9 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
     tuner = tune.Tuner(
         trainable,
         param_space=config,
-        tune_config=tune.TuneConfig(num_samples=trials, max_concurrent_trials=1, reuse_actors=False),
+        # hpsearch reuses a finished trial's actor (runtime/reuse.py), as `hpsearch run` does; Ray's
+        # documented pattern keeps Tune's default (off), which its nested runs need under early stopping
+        tune_config=tune.TuneConfig(num_samples=trials, max_concurrent_trials=1, reuse_actors=variant == "hpsearch"),
         run_config=tune.RunConfig(name=variant, storage_path=storage, verbose=0, callbacks=[Stamps()]),
     )
     start = time.perf_counter()
