@@ -190,7 +190,7 @@ def rayjob_manifest(
         PlanError: No ``storage_pvc``; ``storage_path`` given as an object-store URI; a file the spec
             names that lies outside the spec's folder; a fractional GPU count per node.
     """
-    spec_path = Path(spec_path)
+    spec_path = Path(spec_path).expanduser()
     _check_storage(spec, storage_pvc, groups)
     assert storage_pvc is not None  # _check_storage refused None
     name = job_name(spec.name)
