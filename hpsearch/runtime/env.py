@@ -51,6 +51,7 @@ __all__ = [
     "apply_tuner_defaults",
     "apply_fit_defaults",
     "apply_trial_defaults",
+    "restore_environ",
     "loopback_only",
 ]
 
@@ -320,6 +321,18 @@ def apply_trial_defaults(failure: Failure, environ: MutableMapping[str, str] | N
     """
     TRAIN_HEALTH_CHECK.apply(environ=environ)
     WORKER_GROUP_START_TIMEOUT.apply(str(failure.worker_start_timeout_s), environ=environ)
+
+
+def restore_environ(saved: Mapping[str, str], environ: MutableMapping[str, str] | None = None) -> None:
+    """Put the environment back exactly as ``saved``: what was added goes, what was changed returns.
+
+    A reused trial actor (:mod:`hpsearch.runtime.reuse`) does this before its next trial, so a
+    variable one trial set (its own code, a dataset factory) never reaches the next.
+    """
+    target = os.environ if environ is None else environ
+    for key in [k for k in target if k not in saved]:
+        del target[key]
+    target.update(saved)
 
 
 @contextlib.contextmanager

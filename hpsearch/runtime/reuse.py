@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hpsearch.experiment import files
+from hpsearch.runtime.env import restore_environ
 
 __all__ = [
     "END_TIMEOUT_S",
@@ -108,9 +109,7 @@ def _restore() -> None:
     """Put back the environment and logging the actor started with."""
     if _STATE.environ is None:
         return
-    for key in [k for k in os.environ if k not in _STATE.environ]:
-        del os.environ[key]
-    os.environ.update(_STATE.environ)
+    restore_environ(_STATE.environ)
     for name, level in _STATE.logger_levels.items():
         (logging.root if name == "" else logging.getLogger(name)).setLevel(level)
     for handler in [h for h in logging.root.handlers if h not in _STATE.root_handlers]:
