@@ -58,7 +58,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from hpsearch.runtime.tuner import run_with_summary
 
     spec = _load(args)
-    _, summary = run_with_summary(spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose)
+    _, summary = run_with_summary(
+        spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose, cluster=args.cluster
+    )
     return _report_search(spec, summary)
 
 
@@ -351,6 +353,12 @@ def _parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="delete an existing experiment folder of the same name first"
     )
     run_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    run_p.add_argument(
+        "--cluster",
+        metavar="SHAPE",
+        help="with --address: the node groups the cluster's autoscaler may grow it to, as plan takes them "
+        "(e.g. '1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}'): trials wait for the nodes they need instead of being refused",
+    )
     spec_command("validate", cmd_validate, "check a spec without starting Ray")
     resume_p = sub.add_parser("resume", help="continue an interrupted search", description=cmd_resume.__doc__)
     resume_p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the experiment folder (<storage_path>/<name>)")

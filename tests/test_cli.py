@@ -103,6 +103,36 @@ def test_run_bad_override_exits_2(workdir: Path, capsys: pytest.CaptureFixture[s
     assert not (workdir / "hpsearch-results").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        pytest.param(
+            ["--cluster", "1x{CPU: 2} + 0..2x{CPU: 2}"],
+            "Error: --cluster on run describes what the autoscaler of the cluster at --address may add to it; "
+            "hpsearch's embedded Ray has no autoscaler: give --address (or run it as a Ray job), or leave --cluster "
+            "out\n",
+            id="no-address",
+        ),
+        pytest.param(
+            ["--address", "127.0.0.1:1", "--cluster", "1x{CPU: 2} + 0..0x{CPU: 2}"],
+            "Error: invalid spec (1 problem):\n  - --cluster term 2: count must be a whole number >= 1, or min..max "
+            "with 0 <= min <= max and max >= 1, got '0..0'\n",
+            id="bad-count",
+        ),
+    ],
+)
+def test_run_refuses_a_cluster_no_autoscaler_can_grow_before_starting_ray(
+    args: list[str], error: str, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ray
+
+    path = write(workdir, "good.yaml", GOOD)
+    assert main(["run", str(path), *args]) == 2
+    assert capsys.readouterr().err == error
+    assert not ray.is_initialized()
+    assert not (workdir / "hpsearch-results" / "good").exists()
+
+
 def test_run_refuses_an_existing_experiment_folder_before_starting_ray(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -144,6 +144,14 @@ def test_orphan_groups_are_our_unused_worker_groups_older_than_the_grace() -> No
     assert orphan_groups(groups, actors, "01000000", [WORKERS], now_ns=int(1000e9), min_age_s=0) == ["leaked", "young"]
 
 
+def test_a_group_that_waited_for_a_node_is_as_old_as_its_placement() -> None:
+    # requested 60 s ago, placed 55 s later (a node the autoscaler started): 5 s old, not an orphan yet
+    waited = _group("waited", [{"CPU": 0.9}])
+    waited["stats"]["end_to_end_creation_latency_us"] = str(55 * 1_000_000)
+    assert orphan_groups([waited], [], "01000000", [WORKERS], now_ns=int(1000e9), min_age_s=15) == []
+    assert orphan_groups([waited], [], "01000000", [WORKERS], now_ns=int(1011e9), min_age_s=15) == ["waited"]
+
+
 def test_with_several_worker_shapes_a_group_of_any_of_them_is_an_orphan() -> None:
     groups = [
         _group("one-worker", [{"CPU": 0.9}]),

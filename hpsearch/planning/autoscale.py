@@ -19,12 +19,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpsearch.errors import PlanError
+from hpsearch.formatting import plural
 from hpsearch.planning.cluster_shape import NodeGroup, fmt_count, nodes_at
 from hpsearch.planning.for_spec import plan_for
-from hpsearch.planning.planner import Plan, fmt_resources
+from hpsearch.planning.planner import Node, Plan, fmt_resources
 from hpsearch.spec import Spec
 
-__all__ = ["GroupGrowth", "AutoscalingPlan", "plan_autoscaling", "MAX_STEPS"]
+__all__ = [
+    "GroupGrowth",
+    "AutoscalingPlan",
+    "plan_autoscaling",
+    "MAX_STEPS",
+    "group_counts",
+    "addable_nodes",
+    "waiting_for_workers",
+    "RunPlan",
+    "plan_run",
+]
 
 #: Extra nodes of one group planned one by one; beyond it only the maximum is planned (plans cost
 #: milliseconds each, and a line of more figures than this is not read).
@@ -189,3 +200,127 @@ def plan_autoscaling(spec: Spec, groups: Sequence[NodeGroup]) -> AutoscalingPlan
             trials.append(_trials_at(spec, nodes_at(groups, counts)))
         growth.append(GroupGrowth(i, group, tuple(extra), tuple(trials)))
     return AutoscalingPlan(groups, at_min, reason, at_max, tuple(growth))
+
+
+# ----------------------------------------------------------------------------- while a search runs
+
+#: Resources a node reports that a described shape leaves out without meaning another shape.
+_SHAPE_IGNORES = frozenset({"memory", "object_store_memory"})
+
+
+def _same_shape(group: NodeGroup, node: Node) -> bool:
+    """Whether ``node`` (as Ray reports it) is a node of ``group``: the same amount of every resource the
+    group names, memory aside (Ray reports what the machine has, a shape often leaves it out)."""
+    keys = (set(group.resources) | {k for k in node.resources if not k.startswith("node:")}) - _SHAPE_IGNORES
+    return all(round(group.resources.get(k, 0.0), 4) == round(float(node.resources.get(k, 0.0)), 4) for k in keys)
+
+
+def group_counts(groups: Sequence[NodeGroup], nodes: Sequence[Node]) -> list[int]:
+    """How many of ``nodes`` (the cluster now) belong to each group: the head to the head group, every
+    other node to the first group of its shape with room left (else the first of its shape; a node of
+    no described shape to none)."""
+    counts = [0] * len(groups)
+    for node in sorted(nodes, key=lambda n: not n.is_head):
+        if node.is_head and groups:
+            counts[0] += 1
+            continue
+        fits = [i for i, group in enumerate(groups) if _same_shape(group, node)]
+        roomy = [i for i in fits if counts[i] < groups[i].max_count]
+        if fits:
+            counts[(roomy or fits)[0]] += 1
+    return counts
+
+
+def addable_nodes(groups: Sequence[NodeGroup], nodes: Sequence[Node]) -> list[Node]:
+    """The nodes the autoscaler may still add to ``nodes``: each group's ``max_count`` less those it has."""
+    extra = []
+    for i, (group, count) in enumerate(zip(groups, group_counts(groups, nodes), strict=True)):
+        extra += [
+            Node(dict(group.resources), node_id=f"addable-{i}-{k}") for k in range(max(0, group.max_count - count))
+        ]
+    return extra
+
+
+def _fits(spec: Spec, nodes: Sequence[Node]) -> int:
+    try:
+        return plan_for(spec, nodes, up_to=True).capacity if nodes else 0
+    except PlanError:
+        return 0
+
+
+def waiting_for_workers(spec: Spec, groups: Sequence[NodeGroup], nodes: Sequence[Node], waiting: int) -> str:
+    """The status line's reason for ``waiting`` trials whose drivers run and whose worker groups are not placed.
+
+    ``waiting for a node to start`` when the nodes the autoscaler may still add (:func:`addable_nodes`)
+    fit more trials than ``nodes`` (the cluster now) do; ``cannot be placed`` when they do not (the
+    cluster is at its maximum size, or the nodes it may add cannot hold the trial's workers). Pure:
+    the caller reads the cluster and the waiting worker groups from Ray.
+    """
+    timeout_s = spec.failure.start_timeout_s(autoscaling=True)
+    extra = addable_nodes(groups, nodes)
+    now = _fits(spec, nodes)
+    grown = _fits(spec, [*nodes, *extra])
+    up = f"{plural(len(nodes), 'node')} up, at most {sum(g.max_count for g in groups)}"
+    who = plural(waiting, "trial")
+    if extra and grown > now:
+        return (
+            f"{who} waiting for a node to start: their workers fit on nodes the autoscaler can add ({up}; "
+            f"{now} trial(s) at once fit now, {grown} with every node added); each waits up to {timeout_s:g} s "
+            "(failure.node_start_timeout_s)"
+        )
+    why = "the cluster is at its maximum size" if not extra else "the nodes the autoscaler can add do not hold them"
+    return (
+        f"{who} cannot be placed: {why} ({up}; {now} trial(s) at once fit now); each errors after "
+        f"{spec.failure.controller_retries + 1} waits of {timeout_s:g} s (failure.node_start_timeout_s, "
+        "failure.controller_retries)"
+    )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A search's plan on a live autoscaling cluster: what fits on the nodes up now, and the plan for them
+    plus every node the autoscaler may still add, whose concurrency Tune is given."""
+
+    limit: Plan
+    now: Plan | None
+    now_reason: str | None
+    nodes_now: int
+    max_nodes: int
+
+    @property
+    def trials_now(self) -> int:
+        return self.now.max_concurrent_trials if self.now is not None else 0
+
+    def as_dict(self, cluster: str) -> dict[str, Any]:
+        """The ``autoscaling`` entry of the experiment's plan file (``cluster`` as ``--cluster`` gave it)."""
+        now = (
+            self.now.as_dict()
+            if self.now is not None
+            else {"max_concurrent_trials": 0, "waits_for_autoscaler": True, "reason": self.now_reason}
+        )
+        return {"cluster": cluster, "nodes_at_start": self.nodes_now, "max_nodes": self.max_nodes, "at_start": now}
+
+
+def plan_run(spec: Spec, groups: Sequence[NodeGroup], nodes: Sequence[Node]) -> RunPlan:
+    """Plan a search on a live autoscaling cluster: ``nodes`` (up now) and the ``groups`` it may grow to.
+
+    Tune is given the concurrency of ``nodes`` plus every node the autoscaler may still add
+    (:func:`addable_nodes`): trials beyond what fits now start their drivers, and their worker groups
+    wait for a node, which Ray's autoscaler starts for them (a pending placement group is the demand
+    it scales up for). The plan for the nodes up now says what runs at once meanwhile.
+
+    Raises:
+        PlanError: No trial fits even with every node the autoscaler may add (the reason as on a fixed
+            cluster), or ``max_concurrent_trials`` is more than fit then.
+    """
+    grown = [*nodes, *addable_nodes(groups, nodes)]
+    try:
+        limit = plan_for(spec, grown)
+    except PlanError as err:
+        raise PlanError(f"even with every node the autoscaler can add ({plural(len(grown), 'node')}): {err}") from None
+    try:
+        now: Plan | None = plan_for(spec, nodes, up_to=True)
+        reason = None
+    except PlanError as err:
+        now, reason = None, str(err)
+    return RunPlan(limit, now, reason, len(nodes), len(grown))

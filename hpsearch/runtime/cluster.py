@@ -26,7 +26,14 @@ from hpsearch.planning.planner import HEAD_RESOURCE, Node
 from hpsearch.runtime import ray_logs
 from hpsearch.runtime.env import apply_driver_defaults, loopback_only, pin_state_api
 
-__all__ = ["connect", "job_cluster_address", "cluster_nodes", "check_shared_storage"]
+__all__ = [
+    "connect",
+    "job_cluster_address",
+    "cluster_nodes",
+    "check_shared_storage",
+    "waiting_worker_groups",
+    "count_waiting",
+]
 
 
 def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int | None = None) -> bool:
@@ -151,6 +158,39 @@ def cluster_nodes() -> list[Node]:
             )
         )
     return nodes
+
+
+#: A placement group Ray has not placed yet (``PENDING``), or is placing again after a node left.
+_NOT_PLACED = frozenset({"PENDING", "RESCHEDULING"})
+
+
+def count_waiting(groups: list[dict[str, Any]], job_id: str, shapes: list[list[dict[str, float]]]) -> int:
+    """How many of ``job_id``'s placement groups shaped like one of ``shapes`` (trials' worker groups)
+    Ray has not placed yet; ``groups`` as the State API lists them (``detail=True``)."""
+
+    def norm(bundles: list[dict[str, Any]]) -> list[dict[str, float]]:
+        return [{k: round(float(v), 6) for k, v in bundle.items()} for bundle in bundles]
+
+    wanted = [norm(shape) for shape in shapes]
+    return sum(
+        1
+        for g in groups
+        if g.get("state") in _NOT_PLACED
+        and g.get("creator_job_id") == job_id
+        and norm([b.get("unit_resources", {}) for b in g.get("bundles") or []]) in wanted
+    )
+
+
+def waiting_worker_groups(shapes: list[list[dict[str, float]]]) -> int:
+    """How many trials of this search have a worker group Ray has not placed yet (their drivers run, their
+    workers wait for room): this job's pending placement groups shaped like a worker group (State API)."""
+    import ray
+    from ray.util.state import list_placement_groups
+
+    groups = list_placement_groups(
+        filters=[("state", "!=", "REMOVED")], detail=True, limit=10_000, raise_on_missing_output=False
+    )
+    return count_waiting([vars(g) for g in groups], ray.get_runtime_context().get_job_id(), shapes)
 
 
 _PROBE_DIR = ".hpsearch-storage-check-"

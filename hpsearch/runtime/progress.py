@@ -58,6 +58,11 @@ class ProgressPrinter(Callback):
         concurrency: Trials meant to run at once: with fewer running and some pending,
             ``waiting_reason`` is asked why.
         waiting_reason: Says why pending trials cannot start, or ``None``.
+        placement_status: On an autoscaling cluster: says why running trials wait for their workers
+            (``waiting for a node to start`` or ``cannot be placed``), or ``None`` when none waits.
+            Asked every ``placement_every_s`` seconds; its line is printed when it changes, and with
+            every status line.
+        placement_every_s: Seconds between two questions to ``placement_status``.
         clock: Seconds, for the elapsed time on each line and the status interval.
     """
 
@@ -73,6 +78,8 @@ class ProgressPrinter(Callback):
         status_every_s: float = 30.0,
         concurrency: int | None = None,
         waiting_reason: Callable[[], str | None] | None = None,
+        placement_status: Callable[[], str | None] | None = None,
+        placement_every_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.metric, self.mode = metric, mode
@@ -90,6 +97,10 @@ class ProgressPrinter(Callback):
         self._seed_pending = False  # restored: rebuild the counts from the folder at the first step
         self._concurrency = concurrency
         self._waiting_reason = waiting_reason
+        self._placement_status = placement_status
+        self._placement_every_s = placement_every_s
+        self._last_placement_check = self._start
+        self._placement: str | None = None  # the placement line last printed
 
     # -- helpers
     def _print(self, text: str) -> None:
@@ -107,8 +118,11 @@ class ProgressPrinter(Callback):
         self.__dict__.pop("_counts", None)  # a printer pickled by an older hpsearch counted by status
         self.__dict__.setdefault("_ended", {})
         self.__dict__.setdefault("_restored", None)
+        self.__dict__.setdefault("_placement_status", None)  # a printer pickled before autoscaling support
+        self.__dict__.setdefault("_placement_every_s", 5.0)
+        self.__dict__.setdefault("_placement", None)
         self._seed_pending = True
-        self._start = self._last_status = self._clock()
+        self._start = self._last_status = self._last_placement_check = self._clock()
 
     def _params(self, trial: Any) -> str:
         flat = flatten_config(trial.config)
@@ -188,6 +202,21 @@ class ProgressPrinter(Callback):
                 reason = f"could not read the cluster: {err}"
             if reason:
                 self._print(f"waiting  {pending} trial(s) cannot start: {reason}")
+        self._check_placement(always=True)
+
+    def _check_placement(self, *, always: bool = False) -> None:
+        """On an autoscaling cluster: print why running trials wait for their workers, when it changes
+        (``always``: with a status line, whenever any waits)."""
+        if self._placement_status is None:
+            return
+        self._last_placement_check = self._clock()
+        try:
+            line = self._placement_status()
+        except Exception as err:  # noqa: BLE001 - a diagnosis must never break the search
+            line = f"could not read the cluster: {err}"
+        if line and (always or line != self._placement):
+            self._print(f"waiting  {line}")
+        self._placement = line
 
     def _restored_status(self, trials: list[Any]) -> None:
         """The first event of a resumed run: count what had ended, and say at once where the search stands."""
@@ -227,3 +256,7 @@ class ProgressPrinter(Callback):
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         if self._clock() - self._last_status >= self.status_every_s:
             self._status(trials)
+        elif (
+            self._placement_status is not None and self._clock() - self._last_placement_check >= self._placement_every_s
+        ):
+            self._check_placement()

@@ -218,12 +218,16 @@ def orphan_groups(
     """Ids of ``job_id``'s placement groups shaped like one of ``shapes`` (worker groups) that no live actor uses.
 
     ``groups`` and ``actors`` as the State API lists them (``detail=True``); only groups
-    created at least ``min_age_s`` before ``now_ns`` count.
+    placed at least ``min_age_s`` before ``now_ns`` count (requested, plus the time placing took).
     """
     in_use = {a.get("placement_group_id") for a in actors}
     found = []
     for g in groups:
-        created_ns = int((g.get("stats") or {}).get("creation_request_received_ns") or now_ns)
+        stats = g.get("stats") or {}
+        # placed when requested plus the time it took: a group that waited minutes for a node the
+        # autoscaler started is new when placed, and its controller has yet to start its workers in it
+        latency_ns = int(stats.get("end_to_end_creation_latency_us") or 0) * 1000
+        created_ns = int(stats.get("creation_request_received_ns") or now_ns) + latency_ns
         bundles = [b.get("unit_resources", {}) for b in g.get("bundles") or []]
         if (
             g.get("state") == "CREATED"

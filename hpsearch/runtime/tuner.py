@@ -24,8 +24,17 @@ from hpsearch.experiment import files
 from hpsearch.experiment.files import experiment_spec, is_experiment, read_outcomes
 from hpsearch.experiment.layout import EPOCH, SPEC_FILE, TRAIN_RUNS_DIR
 from hpsearch.formatting import plural
+from hpsearch.planning.autoscale import addable_nodes, plan_run
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
+from hpsearch.runtime.autoscaling import (
+    Autoscaling,
+    autoscaling_for,
+    failure_for,
+    from_plan,
+    placement_status,
+    worker_shapes,
+)
 from hpsearch.runtime.datasets import datasets_for_spec
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
 from hpsearch.runtime.trainable import make_trainable
@@ -64,6 +73,7 @@ def _build(
     stream: TextIO | None,
     plan: Plan | None = None,
     datasets: Mapping[str, Any] | None = None,
+    autoscaling: Autoscaling | None = None,
 ) -> _Built:
     from ray import tune
 
@@ -79,7 +89,11 @@ def _build(
     if datasets is None:  # build_tuner: the spec's datasets, built now that Ray is connected
         datasets = datasets_for_spec(spec)
     trainable = _trainable(
-        spec, record_controller=workarounds, datasets=datasets, concurrency=plan.max_concurrent_trials
+        spec,
+        record_controller=workarounds,
+        datasets=datasets,
+        concurrency=plan.max_concurrent_trials,
+        autoscaling=autoscaling,
     )
     # Population-based training: the whole population is created at once (the searcher's limit is
     # the population), and the drivers take turns within the plan's concurrency (runtime/pbt.py).
@@ -93,7 +107,9 @@ def _build(
             *spec.scheduler_metric, own=spec.multi_objective, experiment_dir=spec.experiment_dir, stream=stream
         ),
     )
-    callbacks = callbacks_for(spec, concurrency=plan.max_concurrent_trials, stream=stream, workarounds=workarounds)
+    callbacks = callbacks_for(
+        spec, concurrency=plan.max_concurrent_trials, stream=stream, workarounds=workarounds, autoscaling=autoscaling
+    )
     apply_tuner_defaults()
     tuner = tune.Tuner(
         trainable,
@@ -132,7 +148,12 @@ def _searcher_context(spec: Spec, concurrency: int) -> SearcherContext:
 
 
 def callbacks_for(
-    spec: Spec, *, concurrency: int, stream: TextIO | None = None, workarounds: bool = True
+    spec: Spec,
+    *,
+    concurrency: int,
+    stream: TextIO | None = None,
+    workarounds: bool = True,
+    autoscaling: Autoscaling | None = None,
 ) -> list[Callback]:
     """The Tune callbacks of a search, in the order Tune must call them.
 
@@ -141,7 +162,8 @@ def callbacks_for(
     what the recorder decided), then, with ``workarounds``, the
     :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`, then the trackers of
     ``spec.tracking`` (:mod:`hpsearch.runtime.tracking`, each checked first). Builds them
-    without starting Ray.
+    without starting Ray. With ``autoscaling``, the printer says why trials wait for their
+    workers (:mod:`hpsearch.runtime.autoscaling`).
     """
     from hpsearch.runtime.outcomes import OutcomeRecorder
     from hpsearch.runtime.progress import ProgressPrinter
@@ -155,7 +177,8 @@ def callbacks_for(
         varying=varying_params(spec),
         stream=stream,
         concurrency=concurrency,
-        waiting_reason=functools.partial(_waiting_reason, spec, concurrency),
+        waiting_reason=functools.partial(_waiting_reason, spec, concurrency, autoscaling),
+        placement_status=functools.partial(placement_status, spec, autoscaling.groups) if autoscaling else None,
     )
     callbacks: list[Callback] = [recorder, printer]
     if workarounds:
@@ -179,8 +202,7 @@ def _reaper(spec: Spec, stream: TextIO | None) -> Callback:
     """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.runtime.ray_workarounds)."""
     from hpsearch.runtime.ray_workarounds import OrphanReaper
 
-    # Every worker-group shape a trial can make (several when the search varies the trials' scale).
-    shapes = [[scaling.worker_bundle()] * scaling.workers for scaling in spec.scaling.combinations()]
+    shapes = worker_shapes(spec)
     if spec.resources.driver_node == "any":
         # a worker group shaped like a trial driver's group: never sweep those
         shapes = [shape for shape in shapes if shape != [{"CPU": spec.resources.driver_cpus}]]
@@ -188,16 +210,22 @@ def _reaper(spec: Spec, stream: TextIO | None) -> Callback:
 
 
 def _trainable(
-    spec: Spec, *, record_controller: bool, datasets: Mapping[str, Any] | None = None, concurrency: int = 1
+    spec: Spec,
+    *,
+    record_controller: bool,
+    datasets: Mapping[str, Any] | None = None,
+    concurrency: int = 1,
+    autoscaling: Autoscaling | None = None,
 ) -> Any:
     """The spec's trial driver; ``datasets`` from :func:`~hpsearch.runtime.datasets.datasets_for_spec`
-    (materialized with ``once``), ``concurrency`` the plan's trials at once (their share of ``data.cpus``)."""
+    (materialized with ``once``), ``concurrency`` the plan's trials at once (their share of ``data.cpus``);
+    with ``autoscaling``, a worker group may wait ``failure.node_start_timeout_s`` for a node."""
     return make_trainable(
         spec.load_trainable(),
         scaling=spec.scaling,
         driver_cpus=spec.resources.driver_cpus,
         driver_node=spec.resources.driver_node,
-        failure=spec.failure,
+        failure=failure_for(spec, autoscaling),
         checkpoint=spec.checkpoint,
         aggregate=spec.aggregate,
         storage_path=spec.experiment_dir / TRAIN_RUNS_DIR,
@@ -220,12 +248,16 @@ def _required_metrics(spec: Spec) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if n != spec.metric))
 
 
-def _waiting_reason(spec: Spec, planned: int) -> str | None:
-    """Why trials wait: re-plan on the cluster as it is now (a node may have left)."""
+def _waiting_reason(spec: Spec, planned: int, autoscaling: Autoscaling | None = None) -> str | None:
+    """Why trials wait: re-plan on the cluster as it is now (a node may have left); on an autoscaling
+    cluster, with every node the autoscaler can still add."""
     from hpsearch.runtime.cluster import cluster_nodes
 
+    nodes = cluster_nodes()
+    if autoscaling is not None:
+        nodes += addable_nodes(autoscaling.groups, nodes)
     try:
-        now = plan_for(spec, cluster_nodes())
+        now = plan_for(spec, nodes)
     except PlanError as err:
         return f"no trial fits on the cluster as it is now: {err}"
     if now.capacity < planned:
@@ -261,6 +293,7 @@ def run(
     overwrite: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
+    cluster: str | None = None,
 ) -> ResultGrid:
     """Run a search end to end and return its ``ResultGrid``.
 
@@ -277,16 +310,22 @@ def run(
             tracebacks); without it they are kept in Ray's session folder only, and the
             experiment folder's hpsearch_ray_logs.jsonl says where.
         stream: Where progress lines go.
+        cluster: With ``address``, the node groups the cluster's autoscaler may grow it to, as
+            ``hpsearch plan --cluster`` takes them (``'1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}'``): the
+            search is planned for them, its trials wait for the nodes they need
+            (:mod:`hpsearch.runtime.autoscaling`).
 
     Raises:
-        SpecError, PlanError, ExperimentExistsError: before anything is written.
+        SpecError, PlanError, ExperimentExistsError, ClusterError: before anything is written.
 
     Example:
         >>> results = run("search_spaces/digits_quick.yaml")
         >>> results.get_best_result().metrics["val_acc"]
         0.97...
     """
-    return run_with_summary(spec, address=address, overwrite=overwrite, verbose=verbose, stream=stream)[0]
+    return run_with_summary(
+        spec, address=address, overwrite=overwrite, verbose=verbose, stream=stream, cluster=cluster
+    )[0]
 
 
 def run_with_summary(
@@ -296,10 +335,11 @@ def run_with_summary(
     overwrite: bool = False,
     verbose: bool = False,
     stream: TextIO | None = None,
+    cluster: str | None = None,
 ) -> tuple[ResultGrid, SearchSummary]:
     """:func:`run`, also returning the :class:`SearchSummary` written to the experiment folder."""
     from hpsearch.runtime import session
-    from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
+    from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect, job_cluster_address
 
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -316,24 +356,38 @@ def run_with_summary(
         )
     check_storage(spec)  # a folder the search cannot write: refused before Ray starts, nothing left behind
     _check_tracking(spec)  # a tracker that cannot be set up: refused before anything is written
+    autoscaling = autoscaling_for(cluster, address or job_cluster_address())  # a bad --cluster: before Ray starts
     if exp_dir.exists():  # --overwrite: first end what a killed run of this folder left running
         session.end_leftovers(exp_dir, stream=stream)
     connect(address, verbose=verbose)
     nodes = cluster_nodes()
-    plan = plan_for(spec, nodes)  # may refuse: before anything is written
+    plan, scaling = _plan(spec, nodes, autoscaling)  # may refuse: before anything is written
     check_shared_storage(spec.storage_path, nodes)
     datasets = datasets_for_spec(spec)  # materialize: once builds them now: a bad factory is refused before writing
     if exp_dir.exists():
         shutil.rmtree(exp_dir)  # --overwrite, of an hpsearch experiment folder (checked above)
     exp_dir.mkdir(parents=True)
     files.write_spec(exp_dir, spec.to_dict())
-    files.write_plan(exp_dir, plan.as_dict())
+    files.write_plan(exp_dir, {**plan.as_dict(), **scaling})
     session.record(exp_dir)  # the embedded Ray's processes, for the next run or resume if this one is killed
     logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
-    built = _build(spec, nodes, stream, plan, datasets)  # Tune writes its own state into the folder from here on
+    # Tune writes its own state into the folder from here on
+    built = _build(spec, nodes, stream, plan, datasets, autoscaling=autoscaling)
     out = stream or sys.stderr
-    print(_banner(spec, plan, logs_line), file=out, flush=True)
+    print(_banner(spec, plan, logs_line, scaling), file=out, flush=True)
     return _fit_and_summarize(spec, built.tuner, built.recorder)
+
+
+def _plan(spec: Spec, nodes: Sequence[Node], autoscaling: Autoscaling | None) -> tuple[Plan, dict[str, Any]]:
+    """The plan Tune gets, and the plan file's ``autoscaling`` entry (``{}`` on a fixed cluster).
+
+    On an autoscaling cluster: planned for the nodes up now plus every node the autoscaler may
+    still add; the entry holds what fits on the nodes up now (:func:`hpsearch.planning.autoscale.plan_run`).
+    """
+    if autoscaling is None:
+        return plan_for(spec, nodes), {}
+    run_plan = plan_run(spec, autoscaling.groups, nodes)
+    return run_plan.limit, {"autoscaling": run_plan.as_dict(autoscaling.cluster)}
 
 
 def _check_tracking(spec: Spec) -> None:
@@ -483,7 +537,8 @@ def resume_with_summary(
             f"{exp_dir} holds no Tune experiment state to resume from (the search was stopped before it started); "
             f"start it again with `hpsearch run --overwrite`"
         )
-    plan = plan_for(spec, nodes)
+    autoscaling = from_plan(files.read_plan(exp_dir))  # the node groups the search was run with, if any
+    plan, _ = _plan(spec, nodes, autoscaling)
     check_shared_storage(spec.storage_path, nodes)
     if overrides:
         files.write_spec(exp_dir, spec.to_dict())  # the spec as run now holds the raised budget
@@ -495,6 +550,7 @@ def resume_with_summary(
             record_controller=workarounds_enabled(),
             datasets=datasets_for_spec(spec),
             concurrency=plan.max_concurrent_trials,
+            autoscaling=autoscaling,
         ),
         param_space=to_tune(spec.trial_space(), searcher=spec.searcher.type),
         resume_unfinished=True,
@@ -531,9 +587,27 @@ def _record_ray_logs(exp_dir: Path, address: str | None, *, verbose: bool) -> st
     return f"hpsearch: Ray's logs: {logs.logs_dir}{where}{shown}"
 
 
-def _banner(spec: Spec, plan: Plan, logs_line: str = "") -> str:
+def _banner(spec: Spec, plan: Plan, logs_line: str = "", scaling: Mapping[str, Any] | None = None) -> str:
     notes = "".join(f"\nhpsearch: note: {w}" for w in plan.warnings)
-    return _banner_head(spec, plan) + (f"\n{logs_line}" if logs_line else "") + notes
+    entry = (scaling or {}).get("autoscaling")
+    grows = f"\nhpsearch: {_describe_autoscaling(spec, plan, entry)}" if entry else ""
+    return _banner_head(spec, plan) + grows + (f"\n{logs_line}" if logs_line else "") + notes
+
+
+def _describe_autoscaling(spec: Spec, plan: Plan, entry: Mapping[str, Any]) -> str:
+    """The banner's line for an autoscaling cluster, from the plan file's ``autoscaling`` entry."""
+    at_start = entry["at_start"]
+    up = plural(entry["nodes_at_start"], "node")
+    fits = (
+        f"{at_start['max_concurrent_trials']} trial(s) at once fit on the {up} up now"
+        if not at_start.get("waits_for_autoscaler")
+        else f"no trial fits on the {up} up now ({at_start['reason']})"
+    )
+    return (
+        f"autoscaling cluster {entry['cluster']}: {fits}, {plan.max_concurrent_trials} with every node the "
+        f"autoscaler can add ({entry['max_nodes']} nodes); trials beyond what fits wait for a node up to "
+        f"{spec.failure.start_timeout_s(autoscaling=True):g} s (failure.node_start_timeout_s)"
+    )
 
 
 def _banner_head(spec: Spec, plan: Plan) -> str:

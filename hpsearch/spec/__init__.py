@@ -308,6 +308,16 @@ class Failure(StrictModel):
     trial_retries: int = Field(default=0, ge=0)
     controller_retries: int = Field(default=2, ge=0)
     worker_start_timeout_s: PositiveFloat = 60.0
+    #: On an autoscaling cluster (``run --cluster`` with ``min..max`` counts): how long a worker group
+    #: may wait for a node the autoscaler starts, in place of ``worker_start_timeout_s`` when longer.
+    #: 900 s is how long Ray's own autoscaler waits for a node to start (``AUTOSCALER_NODE_START_WAIT_S``).
+    node_start_timeout_s: PositiveFloat = 900.0
+
+    def start_timeout_s(self, autoscaling: bool) -> float:
+        """The worker-group start timeout a trial gets: longer on an autoscaling cluster, to let a node boot."""
+        return (
+            max(self.worker_start_timeout_s, self.node_start_timeout_s) if autoscaling else self.worker_start_timeout_s
+        )
 
 
 class CheckpointSettings(StrictModel):
