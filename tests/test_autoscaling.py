@@ -136,6 +136,7 @@ def test_trials_wait_for_a_node_and_run_on_it_when_it_joins(growing_cluster, tmp
             search.kill()
     reader.join(timeout=10)
     out = "".join(lines)
+    print(out)  # what the search printed, for `pytest -s`
     exp_dir = tmp_path / "results" / "growing"
 
     plan = json.loads((exp_dir / PLAN_FILE).read_text())
