@@ -40,6 +40,7 @@ class _Session:
         self._inter_actor_queue = None
         self.stop_event = threading.Event()
         self.continue_lock = threading.Semaphore(0)
+
         def run() -> None:
             try:
                 target(self)
