@@ -5,10 +5,12 @@ at once on this one node, through ``hpsearch.run`` (what users get): 1 worker of
 ``{CPU: 0.1}`` and a 0.05-CPU driver per trial, ``max_concurrent_trials: N``, the planner's
 memory estimates set to 0 (they would cap N: they are what this benchmark measures). Each
 worker's loop reports ``--reports`` times, then drops a marker file and waits for a release
-file. When every worker has dropped its marker, the search is in its steady state: every
-trial's driver, queue, Train controller, placement-group cleaner, synchronisation actor and
-worker alive and idle. After ``--settle-s`` the script snapshots every process of the Ray
-session (``--samples`` times, ``--every-s`` apart) with psutil, then releases the loops
+file. Once every worker has dropped its marker and the session's processes have settled
+(every trial has each of its kinds of process, and none has come or gone for ``--settle-s``:
+some of a nested run's actors start after its workers run), the search is in its steady
+state: every trial's driver, queue, Train controller, placement-group cleaner,
+synchronisation actor and worker alive and idle. The script then snapshots every process of
+the Ray session (``--samples`` times, ``--every-s`` apart) with psutil, releases the loops,
 and the search ends. Each N runs in a Python process of its own with its own embedded Ray
 (``_common.run_isolated``), so that no process of one N is counted at the next.
 
@@ -29,13 +31,14 @@ the node of its driver -- :data:`HEAD_KINDS` (the Tune trial actor, Tune's queue
 controller, the placement-group cleaner, the synchronisation actor; the dataset manager and
 preemption watcher when Ray starts them) -- per trial, and (b) the Train workers, per worker.
 The base is the intercept of everything else (the search process, the GCS, the raylet, the
-dashboard and its agents, idle pool workers) plus the intercepts of (a) and (b). Then the
-trials at once a head of 16, 64 and 256 GB holds, running only the drivers and their nested
-runs' actors (the workers on other nodes): floor((head - base) / per trial).
+dashboard and its agents, idle pool workers) plus that of (a): the head with no trial. Then
+the trials at once a head of 16, 64 and 256 GB holds, running only the drivers and their
+nested runs' actors (the workers on other nodes): floor((head - base) / per trial), and the
+same below the 95% of the node's memory past which Ray's memory monitor kills workers.
 
 MB and GB here are 2**20 and 2**30 bytes (the planner's GB). Needs Linux (``/proc``).
 
-Run:  python benchmarks/head_memory.py                     # N = 1 2 4 8: ~5 min on 2 CPUs
+Run:  python benchmarks/head_memory.py                     # N = 1 2 4 8: ~8 min on 2 CPUs (11 GB at N = 8)
       python benchmarks/head_memory.py --trials 1 2        # smoke run, ~2 min
 """
 
@@ -157,6 +160,32 @@ def torch_loaded(processes: Iterable[Mapping]) -> dict[str, str]:
         seen.setdefault(proc["kind"], set()).add(proc.get("torch"))
     words = {frozenset({True}): "yes", frozenset({False}): "no"}
     return {kind: words.get(frozenset(v), "?" if v == {None} else "some") for kind, v in seen.items()}
+
+
+def composition(kinds: Iterable[str]) -> dict[str, int]:
+    """How many processes of each kind, idle pool workers left out (Ray starts and ends them as it sees fit)."""
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        if kind != "idle worker":
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def complete(counts: Mapping[str, int], trials: int, workers: int) -> bool:
+    """Does every trial have all its processes: each of :data:`HEAD_KINDS` none or a multiple of ``trials``
+    (a kind some trials have and others not yet is still starting), ``trials * workers`` workers?"""
+    head = all(counts.get(kind, 0) % trials == 0 for kind in HEAD_KINDS)
+    return head and all(counts.get(kind, 0) == trials * workers for kind in WORKER_KINDS)
+
+
+def slim(run: Mapping) -> dict:
+    """One N's record as written: each snapshot as its :func:`group` table, the processes of the last one only
+    (titles cut to 80 characters), and the processes before the search as a :func:`group` table."""
+    out = {k: v for k, v in run.items() if k not in ("snapshots", "idle")}
+    out["snapshots_by_kind"] = [group((p["kind"], p) for p in snap) for snap in run["snapshots"]]
+    out["processes"] = [{**p, "title": p["title"][:80]} for p in (run["snapshots"] or [[]])[-1]]
+    out["before_search_by_kind"] = group((p["kind"], p) for p in run.get("idle", []))
+    return out
 
 
 def part(by_kind: Mapping[str, Mapping[str, float]], kinds: Iterable[str] | None, measure: str) -> float:
@@ -327,6 +356,40 @@ def _maps_torch(pid: int) -> bool | None:
         return None
 
 
+#: How long after every worker is ready the processes may take to settle before they are measured anyway.
+SETTLE_TIMEOUT_S = 300.0
+
+
+def wait_settled(trials: int, workers: int, settle_s: float) -> bool:
+    """Wait until the session's processes are :func:`complete` and their :func:`composition` has not changed
+    for ``settle_s`` (some of a nested run's actors, the preemption watcher, start after its workers
+    run: seen 2 of 8 at N = 8 on a loaded machine); False if that took over :data:`SETTLE_TIMEOUT_S`."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = composition(kinds(os.getpid()))
+        if now != last:
+            last, since = now, time.monotonic()
+        elif complete(now, trials, workers) and time.monotonic() - since >= settle_s:
+            return True
+        time.sleep(1.0)
+    return False
+
+
+def kinds(search_pid: int) -> list[str]:
+    """The kind of every process of this session (the search process's), without its memory."""
+    import psutil
+
+    found = []
+    for pid, name in session_processes(os.getsid(search_pid)).items():
+        try:
+            title = " ".join(psutil.Process(pid).cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        found.append(classify(title, name, is_search_process=pid == search_pid))
+    return found
+
+
 def measure(
     trials: int, workers: int, reports: int, settle_s: float, samples: int, every_s: float, storage: str
 ) -> dict:
@@ -365,7 +428,7 @@ def measure(
             "storage_path": storage,
         }
     )
-    state: dict = {"snapshots": [], "steady_after_s": None, "error": None}
+    state: dict = {"snapshots": [], "ready_after_s": None, "steady_after_s": None, "settled": None, "error": None}
 
     def watch() -> None:
         try:
@@ -377,8 +440,9 @@ def measure(
                     )
                     return
                 time.sleep(0.5)
+            state["ready_after_s"] = time.monotonic() - started
+            state["settled"] = wait_settled(trials, workers, settle_s)
             state["steady_after_s"] = time.monotonic() - started
-            time.sleep(settle_s)
             for i in range(samples):
                 if i:
                     time.sleep(every_s)
@@ -456,6 +520,9 @@ def show(points: Mapping[int, Mapping[str, Mapping[str, float]]], summary: Mappi
             ]
         )
     print_table(["N", "processes", "RSS total", "PSS total", f"fixed {m}", f"per-trial head {m}", f"workers {m}"], rows)
+    if len(ns) < 2:
+        print("\none N measured: no slope, no head sizes (give --trials two or more Ns)")
+        return
     fits = summary["fits"]
     print(
         f"\nslopes ({m.upper()}): {summary['per_trial_head_gb'] * 1024:,.0f} MB per trial on the head "
@@ -478,7 +545,9 @@ def main() -> int:
     parser.add_argument("--trials", type=int, nargs="+", default=[1, 2, 4, 8], help="the Ns (default 1 2 4 8)")
     parser.add_argument("--workers", type=int, default=1, help="Train workers per trial (default 1)")
     parser.add_argument("--reports", type=int, default=3, help="reports per trial before it waits (default 3)")
-    parser.add_argument("--settle-s", type=float, default=10.0, help="wait once every worker is ready (default 10)")
+    parser.add_argument(
+        "--settle-s", type=float, default=10.0, help="how long the processes must stay unchanged (default 10)"
+    )
     parser.add_argument("--samples", type=int, default=3, help="snapshots per N (default 3)")
     parser.add_argument("--every-s", type=float, default=2.0, help="seconds between snapshots (default 2)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -496,7 +565,7 @@ def main() -> int:
     print(
         f"work: N trivial nested trials at once (N = {' '.join(map(str, args.trials))}), {args.workers} worker(s) of "
         f"{{CPU: {WORKER_CPUS}}} + a {DRIVER_CPUS}-CPU driver each, {args.reports} reports then waiting; "
-        f"{args.samples} snapshots {args.every_s:g} s apart, {args.settle_s:g} s after every worker is ready"
+        f"{args.samples} snapshots {args.every_s:g} s apart once the processes are unchanged for {args.settle_s:g} s"
     )
     logs = logs_folder("head_memory")
     runs: dict[int, dict] = {}
@@ -525,7 +594,8 @@ def main() -> int:
         runs[n] = r
         note = f"; ended {len(left)} process(es) it left behind: {', '.join(left)}" if left else ""
         print(
-            f"  N = {n}: steady after {r['steady_after_s']:.1f} s, search {r['search_s']:.1f} s, "
+            f"  N = {n}: ready after {r['ready_after_s']:.1f} s, steady after {r['steady_after_s']:.1f} s"
+            f"{'' if r['settled'] else ' (NOT SETTLED: measured anyway)'}, search {r['search_s']:.1f} s, "
             f"{r['finished']}/{n} finished, in {time.perf_counter() - t0:.1f} s{note}",
             flush=True,
         )
@@ -554,7 +624,7 @@ def main() -> int:
             "torch_loaded": torch,
             "by_n": {str(n): points[n] for n in sorted(points)},
             "ray_alone": idle,  # before the first search: Ray started, Tune not yet imported
-            "runs": {str(n): r for n, r in runs.items()},
+            "runs": {str(n): slim(r) for n, r in runs.items()},
         },
     )
     return 0

@@ -178,3 +178,26 @@ def test_summarize_from_one_n_has_no_slope_and_says_no_head_size() -> None:
     summary = hm.summarize({1: _kinds(1, head=1.0, worker=0.25, fixed=1.0)}, workers=1)
     assert summary["per_trial_head_gb"] == 0.0
     assert summary["head_holds"] == {"16": None, "64": None, "256": None}
+
+
+def test_composition_counts_kinds_but_leaves_idle_pool_workers_out() -> None:
+    assert hm.composition(["train worker", "idle worker", "train worker", "gcs"]) == {"train worker": 2, "gcs": 1}
+
+
+def test_complete_waits_for_every_trial_to_have_each_kind_it_has() -> None:
+    full = {"trial actor": 8, "train controller": 8, "preemption watcher": 8, "train worker": 8, "gcs": 1}
+    assert hm.complete(full, trials=8, workers=1)
+    assert not hm.complete({**full, "preemption watcher": 6}, trials=8, workers=1)  # two still starting
+    assert hm.complete({**full, "preemption watcher": 0}, trials=8, workers=1)  # a Ray that starts none
+    assert not hm.complete({**full, "train worker": 7}, trials=8, workers=1)
+    assert hm.complete({**full, "train worker": 16}, trials=8, workers=2)
+
+
+def test_slim_keeps_each_snapshots_table_and_the_last_snapshots_processes() -> None:
+    proc = {"pid": 1, "name": "gcs_server", "title": "x" * 300, "kind": "gcs", "rss": 2.0, "pss": 1.0, "uss": 1.0}
+    run = {"trials": 1, "snapshots": [[proc], [proc, {**proc, "pid": 2}]], "idle": [proc]}
+    out = hm.slim(run)
+    assert out["trials"] == 1 and "snapshots" not in out and "idle" not in out
+    assert [table["gcs"]["count"] for table in out["snapshots_by_kind"]] == [1, 2]
+    assert [p["pid"] for p in out["processes"]] == [1, 2] and len(out["processes"][0]["title"]) == 80
+    assert out["before_search_by_kind"] == {"gcs": {"count": 1, "rss": 2.0, "pss": 1.0, "uss": 1.0}}
