@@ -258,9 +258,16 @@ def _emit_rayjob(args: argparse.Namespace) -> int:
         command=shlex.join(command),
     )
     sys.stdout.write(manifest)
+    low, high = sum(g.min_count for g in groups), sum(g.max_count for g in groups)
+    where = (
+        f"with every node the autoscaler can add ({high} nodes; the cluster starts at its minimum, {low}, "
+        "and grows as trials wait)"
+        if any(g.autoscaling for g in groups)
+        else f"on the cluster ({high} node{'s' if high != 1 else ''})"
+    )
     print(
-        f"hpsearch: RayJob {job_name(spec.name)}: {plan.max_concurrent_trials} trial(s) at once on the cluster at "
-        f"its maximum size; apply it with kubectl apply -f (README: Running on Kubernetes)",
+        f"hpsearch: RayJob {job_name(spec.name)}: {plan.max_concurrent_trials} trial(s) at once {where}; "
+        "apply it with kubectl apply -f (README: Running on Kubernetes)",
         file=sys.stderr,
     )
     return EXIT_OK

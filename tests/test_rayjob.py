@@ -14,13 +14,14 @@ import re
 import shlex
 import textwrap
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from hpsearch.cli import main
+from hpsearch.cli import _parser, main
 from hpsearch.errors import PlanError
 from hpsearch.planning.cluster_shape import nodes_at, parse_node_groups
 from hpsearch.planning.for_spec import plan_for
@@ -34,11 +35,14 @@ from hpsearch.planning.rayjob import (
     _Doc,
     _dump_documents,
     _scalar,
+    cluster_argument,
+    deadline_margin_s,
     deadline_seconds,
     head_memory_gb,
     job_name,
     rayjob_manifest,
 )
+from hpsearch.runtime.autoscaling import autoscaling_for
 from hpsearch.spec import Spec, load_spec
 
 CRD = yaml.safe_load((Path(__file__).parent / "data" / "rayjob_crd_subset.yaml").read_text(encoding="utf-8"))
@@ -256,8 +260,9 @@ def test_the_manifest_reads_back_valid_against_the_rayjob_schema(spec_file: Path
     assert config_map["metadata"]["namespace"] == "ml"
 
 
-def test_worker_groups_take_min_and_max_replicas_from_the_shape(spec_file: Path) -> None:
-    _, job = assert_valid(emit(spec_file, "1x{CPU: 4} + 2x{CPU: 8, GPU: 8} + 0..4x{CPU: 8, GPU: 4}"))
+def test_worker_groups_start_at_their_minimum_and_take_min_and_max_replicas_from_the_shape(spec_file: Path) -> None:
+    text = emit(spec_file, "1x{CPU: 4} + 2x{CPU: 8, GPU: 8} + 0..4x{CPU: 8, GPU: 4}")
+    _, job = assert_valid(text)
     cluster = job["spec"]["rayClusterSpec"]
     fixed, scaled = cluster["workerGroupSpecs"]
     assert (fixed["groupName"], fixed["replicas"], fixed["minReplicas"], fixed["maxReplicas"]) == (
@@ -266,13 +271,20 @@ def test_worker_groups_take_min_and_max_replicas_from_the_shape(spec_file: Path)
         2,
         2,
     )
-    # starts at its maximum: `hpsearch run` plans on the nodes alive when it starts
+    # starts at its minimum: `hpsearch run --cluster` plans for the nodes the autoscaler may add, and waits for them
     assert (scaled["groupName"], scaled["replicas"], scaled["minReplicas"], scaled["maxReplicas"]) == (
         "group2-cpu8-gpu4",
-        4,
+        0,
         0,
         4,
     )
+    for line in (
+        "        # Starts at its minimum (0): `hpsearch run --cluster` plans for every node up to maxReplicas",
+        "        # start (a machine, the image); a trial waits up to failure.node_start_timeout_s (900 s) for one.",
+        f"    # maxReplicas, and removes one left idle for {IDLE_TIMEOUT_S} s, never below minReplicas (Ray's default, 60 s,",
+    ):
+        assert line in text.splitlines(), line
+    assert "maximum" not in text.replace("maxReplicas", "")  # the reasoning for starting at max is gone
     assert cluster["enableInTreeAutoscaling"] is True
     assert cluster["autoscalerOptions"] == {"upscalingMode": "Default", "idleTimeoutSeconds": IDLE_TIMEOUT_S}
     for group, gpus in ((fixed, 8), (scaled, 4)):
@@ -293,9 +305,10 @@ def test_a_fixed_cluster_has_no_autoscaler_and_the_head_groups_other_nodes_are_w
         2,
         2,
     )
-    _, job = assert_valid(emit(spec_file, "1..3x{CPU: 8, GPU: 4}"))
+    _, job = assert_valid(emit(spec_file, "2..4x{CPU: 8, GPU: 4}"))
     (group,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
-    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 0, 2)
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (1, 1, 3)  # the head is one of the 2..4
+    assert job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] is True
 
 
 def test_custom_resources_and_fractional_cpus_reach_ray_and_kubernetes(spec_file: Path) -> None:
@@ -359,6 +372,8 @@ def test_the_entrypoint_runs_the_configmaps_spec_against_the_jobs_cluster(spec_f
         f"{SPEC_MOUNT}/spec.yaml",
         "--address",
         "auto",
+        "--cluster",
+        GPU_CLUSTER,
         "--set",
         f"storage_path={STORAGE_MOUNT}",
         "--set",
@@ -373,6 +388,79 @@ def test_the_entrypoint_runs_the_configmaps_spec_against_the_jobs_cluster(spec_f
     assert job["spec"]["submissionMode"] == "K8sJobMode"
 
 
+def run_args(job: Mapping[str, Any]) -> Any:
+    """The entrypoint as the shell splits it and `hpsearch run` parses it."""
+    argv = shlex.split(job["spec"]["entrypoint"])
+    assert argv[:2] == ["hpsearch", "run"]
+    return _parser().parse_args(argv[1:])
+
+
+def same_groups(cluster: str) -> list[tuple[dict[str, float], int, int, bool]]:
+    return [(g.resources, g.min_count, g.max_count, g.is_head) for g in parse_node_groups(cluster)]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "normalised"),
+    [
+        (GPU_CLUSTER, GPU_CLUSTER),
+        (  # memory in GB as given, amounts exact, CPU and GPU first
+            "1x{memory: 32.5, CPU: 8} + 0..4x{GPU: 8, CPU: 2.5, memory: 0.3}",
+            "1x{CPU: 8, memory: 32.5} + 0..4x{CPU: 2.5, GPU: 8, memory: 0.3}",
+        ),
+        ("1..3x{CPU: 8, GPU: 4}", "1..3x{CPU: 8, GPU: 4}"),  # the head group's own range
+        (  # custom resources, one whose name needs quoting (a space; "on" reads as true bare), and a fixed group
+            '1x{CPU: 4} + 2x{CPU: 8, GPU: 8} + 0..2x{CPU: 8, TPU: 4, "it\'s big": 1, "on": 1, accel/x-1.0: 0.25}',
+            '1x{CPU: 4} + 2x{CPU: 8, GPU: 8} + 0..2x{CPU: 8, TPU: 4, accel/x-1.0: 0.25, "it\'s big": 1, "on": 1}',
+        ),
+    ],
+)
+def test_an_autoscaling_clusters_groups_reach_run_as_one_cluster_argument(
+    spec_file: Path, cluster: str, normalised: str
+) -> None:
+    """The entrypoint's --cluster: one shell word, which `hpsearch run` accepts and reads to the same groups."""
+    _, job = assert_valid(emit(spec_file, cluster, overrides=("scaling.use_gpu=false", CPU_WORKERS)))
+    argv = shlex.split(job["spec"]["entrypoint"])
+    assert argv.count("--cluster") == 1
+    assert argv[argv.index("--cluster") + 1] == normalised
+    args = run_args(job)
+    assert (args.spec, args.address, args.cluster) == (f"{SPEC_MOUNT}/spec.yaml", "auto", normalised)
+    autoscaling = autoscaling_for(args.cluster, args.address)  # what `run` does with it: accepted, not refused
+    assert autoscaling is not None
+    assert [(g.resources, g.min_count, g.max_count, g.is_head) for g in autoscaling.groups] == same_groups(cluster)
+    assert cluster_argument(parse_node_groups(normalised)) == normalised  # normalising is idempotent
+
+
+def test_a_cluster_file_is_passed_to_run_inline(spec_file: Path, tmp_path: Path) -> None:
+    """`plan --cluster FILE`: the file is not in the pod, so the entrypoint carries its groups inline."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text("nodes:\n  - {CPU: 8, memory: 32}\n  - {CPU: 8, GPU: 8, min_count: 0, max_count: 4}\n")
+    _, job = assert_valid(emit(spec_file, str(path)))
+    args = run_args(job)
+    assert args.cluster == "1x{CPU: 8, memory: 32} + 0..4x{CPU: 8, GPU: 8}"
+    assert same_groups(args.cluster) == same_groups(str(path))
+
+
+@pytest.mark.parametrize(
+    "cluster", ["3x{CPU: 8, GPU: 4}", "1x{CPU: 16, GPU: 2, memory: 64}", "1x{CPU: 4} + 2x{GPU: 8}"]
+)
+def test_a_fixed_cluster_passes_no_cluster_to_run(spec_file: Path, cluster: str) -> None:
+    """`run` refuses --cluster without a min..max group (nothing for an autoscaler to add): none is passed."""
+    text = emit(spec_file, cluster, overrides=("scaling.use_gpu=false", CPU_WORKERS))
+    _, job = assert_valid(text)
+    assert run_args(job).cluster is None
+    assert "--cluster" not in shlex.split(job["spec"]["entrypoint"])
+    assert "enableInTreeAutoscaling" not in job["spec"]["rayClusterSpec"]
+    for group in job["spec"]["rayClusterSpec"].get("workerGroupSpecs", []):
+        assert group["replicas"] == group["minReplicas"] == group["maxReplicas"]
+
+
+def test_a_resource_name_the_inline_form_cannot_carry_is_refused() -> None:
+    groups = parse_node_groups("1x{CPU: 4} + 0..2x{CPU: 8}")
+    odd = [groups[0], replace(groups[1], resources={"CPU": 8.0, "a}+{b": 1.0})]
+    with pytest.raises(PlanError, match=r"^--cluster: the node groups cannot be written back as one inline --cluster"):
+        cluster_argument(odd)
+
+
 def test_the_deadline_is_the_wall_time_budget_plus_the_margin(spec_file: Path) -> None:
     _, job = assert_valid(emit(spec_file, overrides=("budget.max_wall_time=2h",)))
     assert job["spec"]["activeDeadlineSeconds"] == 7200 + DEADLINE_MARGIN_S
@@ -381,6 +469,24 @@ def test_the_deadline_is_the_wall_time_budget_plus_the_margin(spec_file: Path) -
     _, job = assert_valid(emit(spec_file))
     assert "activeDeadlineSeconds" not in job["spec"]
     assert deadline_seconds(load_spec(spec_file, overrides=["budget.max_wall_time=100000d"])) == 2**31 - 1
+
+
+def test_the_margin_leaves_the_cluster_a_node_start_and_grows_with_the_specs_node_start_timeout(
+    spec_file: Path,
+) -> None:
+    spec = load_spec(spec_file)
+    assert spec.failure.node_start_timeout_s == 900  # the default the margin is twice of
+    assert deadline_margin_s(spec) == DEADLINE_MARGIN_S == 2 * 900
+    slow = ("budget.max_wall_time=1h", "failure.node_start_timeout_s=1500.5")
+    assert deadline_margin_s(load_spec(spec_file, overrides=slow)) == 3002
+    text = emit(spec_file, overrides=slow)
+    _, job = assert_valid(text)
+    assert job["spec"]["activeDeadlineSeconds"] == 3600 + 3002
+    assert (
+        "  # budget.max_wall_time (3600 s) + 3002 s (twice failure.node_start_timeout_s, at least 1800 s) for the"
+        in (text.splitlines())
+    )
+    assert "failure.node_start_timeout_s (1500.5 s)" in text  # the entrypoint's and the groups' comments say it
 
 
 def test_the_cluster_is_shut_down_after_a_ttl_and_the_comments_say_how_to_keep_the_results(spec_file: Path) -> None:
@@ -397,7 +503,8 @@ def test_the_cluster_is_shut_down_after_a_ttl_and_the_comments_say_how_to_keep_t
         f"#   kubectl exec $HEAD -- ls {folder}      # hpsearch_summary.json, hpsearch_trials.jsonl, ...",
         f"#   kubectl cp ${{HEAD#pod/}}:{folder} ./kube-search && hpsearch report ./kube-search",
         "# then: kubectl delete -f rayjob.yaml     (the claim, and the results on it, stay)",
-        "  # budget.max_wall_time (3600 s) + 1800 s for the cluster to start (image pulls, new nodes)",
+        "  # budget.max_wall_time (3600 s) + 1800 s (twice failure.node_start_timeout_s, at least 1800 s) for the",
+        "  # cluster to start (the head and the minReplicas workers: machines added, images pulled; KubeRay submits",
     ):
         assert line in text.splitlines(), line
 
@@ -552,7 +659,14 @@ def test_the_command_writes_only_the_manifest_to_stdout(spec_file: Path, capsys:
         "--storage-pvc results --set budget.max_wall_time=1h" in out.splitlines()
     )
     assert err == (
-        "hpsearch: RayJob kube-search: 16 trial(s) at once on the cluster at its maximum size; "
+        "hpsearch: RayJob kube-search: 16 trial(s) at once with every node the autoscaler can add (5 nodes; the "
+        "cluster starts at its minimum, 1, and grows as trials wait); apply it with kubectl apply -f "
+        "(README: Running on Kubernetes)\n"
+    )
+    argv[3] = "3x{CPU: 8, GPU: 8}"
+    assert main([*argv, "--storage-pvc", "results"]) == 0
+    assert capsys.readouterr().err == (
+        "hpsearch: RayJob kube-search: 10 trial(s) at once on the cluster (3 nodes); "
         "apply it with kubectl apply -f (README: Running on Kubernetes)\n"
     )
 

@@ -16,12 +16,17 @@ What it decides, and why (each also said in a comment of the manifest it writes)
   search process. Both per-trial figures are read from the spec, never fixed here.
 - **Worker groups.** One ``workerGroupSpecs`` entry per node group after the head (and one for
   the head group's other nodes, if it has several): ``minReplicas``/``maxReplicas`` from the group's
-  ``min..max`` count. ``replicas`` (the count the cluster starts with) is the *maximum*:
-  ``hpsearch run`` plans on the nodes alive when it starts, so a cluster started at its minimum would
-  plan fewer trials at once, or refuse a spec whose workers only fit on nodes the autoscaler has
-  not added yet. The autoscaler (``enableInTreeAutoscaling`` when any group has a range) then
-  removes the nodes left idle, e.g. in the search's tail, after :data:`IDLE_TIMEOUT_S`, and adds
-  them back while trials wait.
+  ``min..max`` count, and ``replicas`` (the count the cluster starts with) its *minimum*. When any
+  group has a range (the rule ``hpsearch run --cluster`` itself applies:
+  :func:`hpsearch.runtime.autoscaling.autoscaling_for`), the entrypoint passes the groups back as
+  ``--cluster`` (:func:`cluster_argument`, one shell word), so ``hpsearch run`` plans for the nodes
+  up now plus every node the autoscaler may add: trials that do not fit yet start their drivers
+  and their worker groups wait as pending placement groups, the demand Ray's autoscaler
+  (``enableInTreeAutoscaling``) adds nodes for, up to ``maxReplicas``. A node takes minutes to start
+  (a machine, an image pull); a trial waits ``failure.node_start_timeout_s`` for one. Nodes left
+  idle, e.g. in the search's tail, are removed after :data:`IDLE_TIMEOUT_S`, never below
+  ``minReplicas``. A fixed cluster has ``replicas = minReplicas = maxReplicas`` and no ``--cluster``
+  (``run`` refuses one without a range).
 - **Storage.** hpsearch writes its experiment folder with ordinary file I/O, so ``storage_path``
   is a folder: a ReadWriteMany ``PersistentVolumeClaim`` (``--storage-pvc``; EFS, Filestore, NFS)
   mounted at :data:`STORAGE_MOUNT` in every pod, passed as ``--set storage_path=...``. The claim
@@ -29,8 +34,10 @@ What it decides, and why (each also said in a comment of the manifest it writes)
   the manifest is refused: the Ray cluster is deleted after the job (``shutdownAfterJobFinishes``),
   and with worker nodes every pod must reach the folder.
 - **Deadline.** ``activeDeadlineSeconds`` is the spec's ``budget.max_wall_time`` plus
-  :data:`DEADLINE_MARGIN_S` when there is one: KubeRay counts it from the RayJob's start, which
-  includes pulling images and adding nodes, while the budget counts the search's own time.
+  :func:`deadline_margin_s` when there is one: KubeRay counts it from the RayJob's start, which
+  includes starting the cluster (the head and the ``minReplicas`` workers, before KubeRay submits
+  the job), while the budget counts the search's own time, in which the nodes the autoscaler adds
+  for waiting trials start.
 
 Refusals raise :class:`~hpsearch.errors.PlanError` (the CLI's one ``Error:`` line, exit 2).
 """
@@ -41,6 +48,7 @@ import json
 import math
 import re
 import shlex
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,15 +56,17 @@ from typing import Any
 
 import yaml
 
-from hpsearch.errors import PlanError
-from hpsearch.planning.cluster_shape import NodeGroup, nodes_at
+from hpsearch.errors import PlanError, SpecError
+from hpsearch.planning.cluster_shape import NodeGroup, fmt_count, nodes_at, parse_node_groups
 from hpsearch.planning.planner import GB, MEMORY, Plan
 from hpsearch.spec import Spec
 
 __all__ = [
     "rayjob_manifest",
+    "cluster_argument",
     "job_name",
     "deadline_seconds",
+    "deadline_margin_s",
     "head_memory_gb",
     "HEAD_BASE_GB",
     "WORKER_BASE_GB",
@@ -74,16 +84,21 @@ HEAD_BASE_GB = 2.0
 #: Memory (GB) each worker pod gets on top of its Train workers: the raylet and the agents every Ray
 #: node runs. An allowance, like :data:`HEAD_BASE_GB`.
 WORKER_BASE_GB = 1.0
-#: Seconds added to ``budget.max_wall_time`` for ``activeDeadlineSeconds``: KubeRay counts from the
-#: RayJob's start, so the deadline must also cover pulling the image (GPU images take minutes), the
-#: cloud adding nodes, and the search's own stop once its budget is spent (trials stopped, files written).
+#: The least seconds added to ``budget.max_wall_time`` for ``activeDeadlineSeconds`` (:func:`deadline_margin_s`).
+#: KubeRay counts from the RayJob's start, the budget from the search's: the margin covers what lies
+#: between, the cluster's start (the head pod and the ``minReplicas`` workers, machines added by the cloud
+#: and images pulled: KubeRay submits the job once they run), and the search's own stop once its budget is
+#: spent (trials stopped, files written). Twice the default ``failure.node_start_timeout_s`` (900 s, as long
+#: as Ray's autoscaler waits for a node to start): one node start for the cluster's start, as much again for
+#: the rest. Nodes the autoscaler adds for waiting trials start during the search, inside the budget.
 DEADLINE_MARGIN_S = 1800
 #: ``ttlSecondsAfterFinished``: how long the Ray cluster outlives the job, to read its logs and check the
 #: results from the head pod before KubeRay deletes it.
 TTL_SECONDS = 600
-#: ``autoscalerOptions.idleTimeoutSeconds``: an idle worker node is removed after this long. Longer than
-#: Ray's 60 s default so that the nodes the cluster starts with are not removed while ``hpsearch run``
-#: starts up and plans, before its first trials reach them.
+#: ``autoscalerOptions.idleTimeoutSeconds``: an idle worker node is removed after this long (never below its
+#: group's ``minReplicas``). Longer than Ray's 60 s default: a node started for a trial takes minutes to
+#: start, so one whose trial ended is kept for the next trial's workers rather than removed and started
+#: again; the nodes go in the search's tail, when no trial waits.
 IDLE_TIMEOUT_S = 300
 #: Where the ConfigMap holding the spec is mounted in every pod.
 SPEC_MOUNT = "/etc/hpsearch"
@@ -116,12 +131,69 @@ def job_name(name: str) -> str:
     return slug[:MAX_NAME].rstrip("-")
 
 
+def deadline_margin_s(spec: Spec) -> int:
+    """The seconds ``activeDeadlineSeconds`` adds to ``budget.max_wall_time``: the cluster's start and the search's stop.
+
+    :data:`DEADLINE_MARGIN_S`, or twice ``failure.node_start_timeout_s`` when that is longer: a spec that
+    gives its nodes longer to start (large GPU images, a slow cloud) gets the cluster's start as long, so
+    the deadline never ends a job whose nodes are still starting within the time the spec allows them.
+    """
+    return max(DEADLINE_MARGIN_S, 2 * math.ceil(spec.failure.node_start_timeout_s))
+
+
 def deadline_seconds(spec: Spec) -> int | None:
-    """``activeDeadlineSeconds``: ``budget.max_wall_time`` + :data:`DEADLINE_MARGIN_S` (``None`` without a wall-time budget)."""
+    """``activeDeadlineSeconds``: ``budget.max_wall_time`` + :func:`deadline_margin_s` (``None`` without a wall-time budget)."""
     wall = spec.budget.max_wall_time
     if wall is None:
         return None
-    return min(math.ceil(wall) + DEADLINE_MARGIN_S, _INT32_MAX)
+    return min(math.ceil(wall) + deadline_margin_s(spec), _INT32_MAX)
+
+
+#: A resource name written bare in ``--cluster`` (anything else is written as a quoted YAML string).
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
+
+
+def cluster_argument(groups: Sequence[NodeGroup]) -> str:
+    """The groups as one inline ``--cluster`` text for ``hpsearch run`` inside the job: ``1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}``.
+
+    Normalised: inline whatever form ``plan`` was given (a YAML file is not in the pod), ``memory`` in GB,
+    every amount exact, so that :func:`~hpsearch.planning.cluster_shape.parse_node_groups` reads it back to
+    the same groups.
+
+    Raises:
+        PlanError: A resource name that the inline form cannot carry (it would read back otherwise).
+
+    Example:
+        >>> cluster_argument(parse_node_groups("1x{CPU: 8, memory: 32} + 0..4x{GPU: 8, CPU: 8}"))
+        '1x{CPU: 8, memory: 32} + 0..4x{CPU: 8, GPU: 8}'
+    """
+    text = " + ".join(f"{fmt_count(g)}x{_flow_resources(g.resources)}" for g in groups)
+    try:
+        back = [(g.resources, g.min_count, g.max_count) for g in parse_node_groups(text)]
+    except SpecError:
+        back = []
+    if back != [(g.resources, g.min_count, g.max_count) for g in groups]:
+        raise PlanError(
+            f"--cluster: the node groups cannot be written back as one inline --cluster for hpsearch run ({text!r} "
+            "reads back otherwise): name the resources with letters, digits and _ . / -"
+        )
+    return text
+
+
+def _flow_resources(resources: Mapping[str, float]) -> str:
+    """``{CPU: 8, GPU: 8, memory: 64}``: CPU and GPU first, ``memory`` in GB, each amount exactly."""
+    order = sorted(resources, key=lambda k: (k != _CPU, k != _GPU, k == MEMORY, k))
+    parts = []
+    for key in order:
+        amount = resources[key] / GB if key == MEMORY else resources[key]
+        name = key if _BARE_KEY.fullmatch(key) and yaml.safe_load(key) == key else json.dumps(key)
+        parts.append(f"{name}: {_exact(amount)}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _exact(value: float) -> str:
+    """A number YAML reads back as ``value`` exactly: ``8``, ``2.5``, ``1e-05``."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def head_memory_gb(spec: Spec, drivers: int, workers: int = 0, *, base_gb: float = HEAD_BASE_GB) -> float:
@@ -196,7 +268,9 @@ def rayjob_manifest(
     name = job_name(spec.name)
     files = _spec_files(spec, spec_path)
     head, workers = _ray_groups(groups, plan)
-    autoscaling = any(g.min_count < g.max_count for g in workers)
+    # `hpsearch run --cluster` takes the groups only with a min..max count among them, and refuses them
+    # without (runtime/autoscaling.autoscaling_for): the same rule, on the same groups.
+    cluster = cluster_argument(groups) if any(g.autoscaling for g in groups) else None
 
     config_map = _config_map(name, namespace, files)
     job = _rayjob(
@@ -206,7 +280,7 @@ def rayjob_manifest(
         files,
         head,
         workers,
-        autoscaling=autoscaling,
+        cluster=cluster,
         image=image,
         storage_pvc=storage_pvc,
         overrides=overrides,
@@ -372,7 +446,7 @@ def _rayjob(
     head: _Group,
     workers: Sequence[_Group],
     *,
-    autoscaling: bool,
+    cluster: str | None,
     image: str,
     storage_pvc: str,
     overrides: Sequence[str],
@@ -388,6 +462,7 @@ def _rayjob(
             f"{SPEC_MOUNT}/{_SPEC_FILE}",
             "--address",
             "auto",
+            *(("--cluster", cluster) if cluster is not None else ()),
             "--set",
             f"storage_path={STORAGE_MOUNT}",
             *(arg for o in overrides if not o.startswith("storage_path=") for arg in ("--set", o)),
@@ -399,18 +474,19 @@ def _rayjob(
         job_spec["activeDeadlineSeconds"] = deadline
     job_spec["shutdownAfterJobFinishes"] = True
     job_spec["ttlSecondsAfterFinished"] = ttl_seconds
-    cluster: dict[str, Any] = {}
+    autoscaling = cluster is not None
+    ray_cluster: dict[str, Any] = {}
     if ray_version:
-        cluster["rayVersion"] = ray_version
+        ray_cluster["rayVersion"] = ray_version
     if autoscaling:
-        cluster["enableInTreeAutoscaling"] = True
-        cluster["autoscalerOptions"] = {"upscalingMode": "Default", "idleTimeoutSeconds": IDLE_TIMEOUT_S}
+        ray_cluster["enableInTreeAutoscaling"] = True
+        ray_cluster["autoscalerOptions"] = {"upscalingMode": "Default", "idleTimeoutSeconds": IDLE_TIMEOUT_S}
     volumes = _volumes(name, files, storage_pvc)
     head_memory = max(
         head_memory_gb(spec, head.drivers, head.workers, base_gb=head_base_gb),
         head.resources.get(MEMORY, 0.0) / GB,
     )
-    cluster["headGroupSpec"] = {
+    ray_cluster["headGroupSpec"] = {
         "rayStartParams": {"dashboard-host": "0.0.0.0", **_start_params(head.resources)},
         "template": _pod_template("ray-head", image, head.resources, head_memory, volumes),
     }
@@ -423,7 +499,7 @@ def _rayjob(
         worker_specs.append(
             {
                 "groupName": g.name,
-                "replicas": g.max_count,
+                "replicas": g.min_count,
                 "minReplicas": g.min_count,
                 "maxReplicas": g.max_count,
                 "rayStartParams": _start_params(g.resources),
@@ -431,12 +507,12 @@ def _rayjob(
             }
         )
     if worker_specs:
-        cluster["workerGroupSpecs"] = worker_specs
-    job_spec["rayClusterSpec"] = cluster
+        ray_cluster["workerGroupSpecs"] = worker_specs
+    job_spec["rayClusterSpec"] = ray_cluster
     doc = _Doc(
         {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": _metadata(name, namespace, name), "spec": job_spec}
     )
-    _comment_rayjob(doc, spec, head, workers, head_memory, autoscaling, deadline, ttl_seconds, head_base_gb)
+    _comment_rayjob(doc, spec, head, workers, head_memory, cluster, deadline, ttl_seconds, head_base_gb)
     return doc
 
 
@@ -564,38 +640,51 @@ def _comment_rayjob(
     head: _Group,
     workers: Sequence[_Group],
     head_memory: float,
-    autoscaling: bool,
+    cluster: str | None,
     deadline: int | None,
     ttl_seconds: int,
     head_base_gb: float,
 ) -> None:
     r = spec.resources
+    node_start = spec.failure.start_timeout_s(autoscaling=True)
     doc.note(
         "spec.entrypoint",
         "Runs on the head pod (Ray's job supervisor is placed there), as `ray job submit` from KubeRay's",
         f"submitter Job; the spec is the ConfigMap's copy, the results go to the claim at {STORAGE_MOUNT}.",
         "To run it again: a new --set name=..., or `hpsearch resume` of the folder (an existing folder is refused).",
     )
+    if cluster is not None:
+        doc.note(
+            "spec.entrypoint",
+            "--cluster: the node groups `hpsearch plan` was given, inline. With it `hpsearch run` plans for the nodes",
+            "up now plus every node the autoscaler may add: trials that do not fit yet start their drivers, and their",
+            "worker groups wait for a node (pending placement groups: the demand Ray's autoscaler adds nodes for),",
+            f"each up to failure.node_start_timeout_s ({node_start:g} s). Without it, only the nodes up at the start count.",
+        )
     if deadline is not None:
         assert spec.budget.max_wall_time is not None
-        doc.note(
-            "spec.activeDeadlineSeconds",
-            f"budget.max_wall_time ({spec.budget.max_wall_time:g} s) + {DEADLINE_MARGIN_S} s for the cluster to start "
-            "(image pulls, new nodes)",
-            "and the search to stop. Past it KubeRay fails the RayJob (DeadlineExceeded) and deletes the cluster:",
-            "the checkpoints on the claim are kept, and `hpsearch resume` continues the search.",
+        started = "the head and the minReplicas workers" if cluster is not None else "the head and the workers"
+        added = " Nodes the autoscaler adds for waiting trials start within the budget." if cluster is not None else ""
+        text = (
+            f"budget.max_wall_time ({spec.budget.max_wall_time:g} s) + {deadline_margin_s(spec)} s (twice "
+            f"failure.node_start_timeout_s, at least {DEADLINE_MARGIN_S} s) for the cluster to start ({started}: "
+            f"machines added, images pulled; KubeRay submits the job once they run) and for the search to stop.{added} "
+            "Past it KubeRay fails the RayJob (DeadlineExceeded) and deletes the cluster: the checkpoints on the "
+            "claim are kept, and `hpsearch resume` continues the search."
         )
+        doc.note("spec.activeDeadlineSeconds", *textwrap.wrap(text, 104))
     else:
         doc.note("spec.shutdownAfterJobFinishes", "No activeDeadlineSeconds: the spec has no budget.max_wall_time.")
     doc.note(
         "spec.ttlSecondsAfterFinished",
         f"The Ray cluster is deleted {ttl_seconds} s after the job ends: check the results first (top of this file).",
     )
-    if autoscaling:
+    if cluster is not None:
         doc.note(
             "spec.rayClusterSpec.autoscalerOptions",
-            f"Idle worker nodes are removed after {IDLE_TIMEOUT_S} s (Ray's default is 60 s: too short for the",
-            "nodes the cluster starts with to get their first trials) and added back while trials wait.",
+            "Ray's autoscaler adds a worker node while trials' worker groups wait for one, up to each group's",
+            f"maxReplicas, and removes one left idle for {IDLE_TIMEOUT_S} s, never below minReplicas (Ray's default, 60 s,",
+            "would remove a node between one trial and the next, and starting it again takes minutes).",
         )
     doc.note(
         "spec.rayClusterSpec.headGroupSpec",
@@ -635,8 +724,9 @@ def _comment_rayjob(
         if g.min_count < g.max_count:
             doc.note(
                 f"{path}.replicas",
-                f"Starts at its maximum ({g.max_count}): `hpsearch run` plans on the nodes alive when it starts;",
-                f"the autoscaler then keeps it between minReplicas ({g.min_count}) and maxReplicas ({g.max_count}).",
+                f"Starts at its minimum ({g.min_count}): `hpsearch run --cluster` plans for every node up to maxReplicas",
+                f"({g.max_count}), and the autoscaler adds them as trials wait for their workers. A node takes minutes to",
+                f"start (a machine, the image); a trial waits up to failure.node_start_timeout_s ({node_start:g} s) for one.",
             )
         doc.note(
             f"{path}.template.spec.containers[0].resources",
