@@ -171,3 +171,18 @@ def test_render_says_trials_wait_for_the_autoscaler() -> None:
         "As the autoscaler adds nodes (the other groups at their minimum)",
         "  each extra {CPU: 8, GPU: 8} node (0..4): +4 trial(s) at once, up to 16 with all 4",
     ]
+
+
+def test_a_gpu_node_as_ray_reports_it_counts_in_its_group() -> None:
+    """Ray adds ``accelerator_type:<TYPE>`` and ``node:<ip>`` to a GPU node; a shape names neither."""
+    from hpsearch.planning.autoscale import addable_nodes, group_counts
+    from hpsearch.planning.cluster_shape import parse_node_groups
+    from hpsearch.planning.planner import Node
+
+    groups = parse_node_groups("1x{CPU: 8} + 1..4x{CPU: 8, GPU: 8}")
+    head = Node({"CPU": 8.0, "node:__internal_head__": 1.0, "node:10.0.0.1": 1.0}, node_id="h", is_head=True)
+    gpu = Node({"CPU": 8.0, "GPU": 8.0, "accelerator_type:H100": 1.0, "node:10.0.0.2": 1.0}, node_id="g")
+    assert group_counts(groups, [head, gpu]) == [1, 1]
+    assert len(addable_nodes(groups, [head, gpu])) == 3
+    other = Node({"CPU": 8.0, "GPU": 8.0, "TPU": 4.0}, node_id="t")  # a resource the shape does not name
+    assert group_counts(groups, [head, other]) == [1, 0]

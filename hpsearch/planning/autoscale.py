@@ -208,10 +208,17 @@ def plan_autoscaling(spec: Spec, groups: Sequence[NodeGroup]) -> AutoscalingPlan
 _SHAPE_IGNORES = frozenset({"memory", "object_store_memory"})
 
 
+#: Resources Ray adds to a node by itself, which a described shape need not name: ``node:<ip>``, and
+#: ``accelerator_type:<TYPE>`` on a GPU node (``ray/_private/resource_and_label_spec.py``, Ray 2.60).
+_AUTOMATIC_PREFIXES = ("node:", "accelerator_type:")
+
+
 def _same_shape(group: NodeGroup, node: Node) -> bool:
     """Whether ``node`` (as Ray reports it) is a node of ``group``: the same amount of every resource the
-    group names, memory aside (Ray reports what the machine has, a shape often leaves it out)."""
-    keys = (set(group.resources) | {k for k in node.resources if not k.startswith("node:")}) - _SHAPE_IGNORES
+    group names, memory aside (Ray reports what the machine has, a shape often leaves it out), and no other
+    resource than those Ray adds by itself."""
+    automatic = {k for k in node.resources if k.startswith(_AUTOMATIC_PREFIXES) and k not in group.resources}
+    keys = (set(group.resources) | set(node.resources)) - _SHAPE_IGNORES - automatic
     return all(round(group.resources.get(k, 0.0), 4) == round(float(node.resources.get(k, 0.0)), 4) for k in keys)
 
 
