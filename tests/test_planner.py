@@ -42,7 +42,7 @@ def demand(
 
 GPU_WORKER = {"CPU": 1, "GPU": 1}
 #: The shipped quick spec (search_spaces/digits_quick.yaml, with the spec's default memory estimates).
-QUICK = demand(0.1, {"CPU": 0.45}, 2, driver_memory=1.5 * GB, worker_memory=0.7 * GB)
+QUICK = demand(0.1, {"CPU": 0.45}, 2, driver_memory=1.0 * GB, worker_memory=0.7 * GB)
 #: This project's machine as Ray reports it.
 THIS_MACHINE = cluster({"CPU": 2, MEMORY: 17.5 * GB})
 #: The figure in the issue: 3 nodes of 3 GPUs, trials of 2 one-GPU workers.
@@ -537,7 +537,7 @@ def test_requested_above_capacity_names_both_numbers() -> None:
     with pytest.raises(PlanError) as info:
         plan_trials(THIS_MACHINE, QUICK, requested=5)
     assert str(info.value) == (
-        "max_concurrent_trials is 5, but only 2 trial(s) of {CPU: 1, memory: 2.9 GB} each fit on this cluster "
+        "max_concurrent_trials is 5, but only 2 trial(s) of {CPU: 1, memory: 2.4 GB} each fit on this cluster "
         "at once; lower it or use 'auto'"
     )
 
@@ -749,8 +749,8 @@ def test_memory_limit_is_said_only_when_it_limits_the_chosen_concurrency() -> No
 
 def test_utilisation_and_idle() -> None:
     plan = plan_trials(THIS_MACHINE, QUICK)
-    assert plan.utilisation() == pytest.approx({"CPU": 1.0, MEMORY: 5.8 / 17.5})
-    assert plan.idle() == pytest.approx({"CPU": 0.0, MEMORY: 11.7 * GB})
+    assert plan.utilisation() == pytest.approx({"CPU": 1.0, MEMORY: 4.8 / 17.5})
+    assert plan.idle() == pytest.approx({"CPU": 0.0, MEMORY: 12.7 * GB})
 
 
 def test_utilisation_with_idle_gpus() -> None:

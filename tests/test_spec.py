@@ -75,7 +75,7 @@ def test_minimal_dict_spec_gets_every_default() -> None:
             "driver_cpus": 0.25,
             "max_concurrent_trials": "auto",
             "driver_node": "head",
-            "driver_memory_gb": 1.5,
+            "driver_memory_gb": 1.0,
             "worker_memory_gb": 0.7,
             "reuse_actors": True,
         },

@@ -294,7 +294,7 @@ class Resources(StrictModel):
     driver_cpus: PositiveFloat = 0.25
     max_concurrent_trials: Literal["auto"] | PositiveInt = "auto"
     driver_node: Literal["head", "any"] = "head"
-    driver_memory_gb: float = Field(default=1.5, ge=0)
+    driver_memory_gb: float = Field(default=1.0, ge=0)
     worker_memory_gb: float = Field(default=0.7, ge=0)
     #: Run the next trial in a finished trial's driver actor (Tune's ``reuse_actors``), which saves
     #: starting a process per trial; the previous nested run is ended first (runtime/reuse.py).
