@@ -3,4 +3,8 @@
 - :mod:`~hpsearch.planning.planner`: how many trials fit at once, bundle by bundle, node by node.
 - :mod:`~hpsearch.planning.cluster_shape`: clusters described as text (``--cluster '4x{CPU: 8}'``) or YAML.
 - :mod:`~hpsearch.planning.render`: a plan as the table ``hpsearch plan`` prints.
+- :mod:`~hpsearch.planning.for_spec`: a spec's trial as the planner counts it.
+- :mod:`~hpsearch.planning.autoscale`: an autoscaling cluster (``0..4x{...}``) planned at its minimum and
+  maximum size, and what each extra node adds.
+- :mod:`~hpsearch.planning.rayjob`: the plan as a KubeRay ``RayJob`` (``hpsearch plan --emit rayjob``).
 """
