@@ -33,6 +33,7 @@ __all__ = [
     "check_shared_storage",
     "waiting_worker_groups",
     "count_waiting",
+    "is_worker_group",
 ]
 
 
@@ -164,21 +165,22 @@ def cluster_nodes() -> list[Node]:
 _NOT_PLACED = frozenset({"PENDING", "RESCHEDULING"})
 
 
+def _bundles(bundles: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Bundles compared as Ray keeps them (amounts rounded to Ray's precision, so 0.1 + 0.2 is 0.3)."""
+    return [{k: round(float(v), 6) for k, v in bundle.items()} for bundle in bundles]
+
+
+def is_worker_group(group: Mapping[str, Any], job_id: str, shapes: list[list[dict[str, float]]]) -> bool:
+    """Whether a placement group, as the State API lists it (``detail=True``), is ``job_id``'s and shaped
+    like one of ``shapes`` (the worker groups a trial of the search can make)."""
+    bundles = _bundles([b.get("unit_resources", {}) for b in group.get("bundles") or []])
+    return group.get("creator_job_id") == job_id and any(bundles == _bundles(shape) for shape in shapes)
+
+
 def count_waiting(groups: list[dict[str, Any]], job_id: str, shapes: list[list[dict[str, float]]]) -> int:
     """How many of ``job_id``'s placement groups shaped like one of ``shapes`` (trials' worker groups)
     Ray has not placed yet; ``groups`` as the State API lists them (``detail=True``)."""
-
-    def norm(bundles: list[dict[str, Any]]) -> list[dict[str, float]]:
-        return [{k: round(float(v), 6) for k, v in bundle.items()} for bundle in bundles]
-
-    wanted = [norm(shape) for shape in shapes]
-    return sum(
-        1
-        for g in groups
-        if g.get("state") in _NOT_PLACED
-        and g.get("creator_job_id") == job_id
-        and norm([b.get("unit_resources", {}) for b in g.get("bundles") or []]) in wanted
-    )
+    return sum(1 for g in groups if g.get("state") in _NOT_PLACED and is_worker_group(g, job_id, shapes))
 
 
 def waiting_worker_groups(shapes: list[list[dict[str, float]]]) -> int:

@@ -79,6 +79,7 @@ from typing import Any, TextIO
 from ray.tune import Callback
 
 from hpsearch.experiment import files
+from hpsearch.runtime.cluster import is_worker_group
 
 __all__ = [
     "SWITCH",
@@ -200,13 +201,6 @@ def _remove_group(group_id: str) -> None:
     remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group_id))))
 
 
-def _same_bundles(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
-    def norm(bundles: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{k: round(float(v), 6) for k, v in bundle.items()} for bundle in bundles]
-
-    return norm(a) == norm(b)
-
-
 def orphan_groups(
     groups: list[dict[str, Any]],
     actors: list[dict[str, Any]],
@@ -228,13 +222,11 @@ def orphan_groups(
         # autoscaler started is new when placed, and its controller has yet to start its workers in it
         latency_ns = int(stats.get("end_to_end_creation_latency_us") or 0) * 1000
         created_ns = int(stats.get("creation_request_received_ns") or now_ns) + latency_ns
-        bundles = [b.get("unit_resources", {}) for b in g.get("bundles") or []]
         if (
             g.get("state") == "CREATED"
-            and g.get("creator_job_id") == job_id
+            and is_worker_group(g, job_id, shapes)
             and not g.get("is_detached")
             and g["placement_group_id"] not in in_use
-            and any(_same_bundles(bundles, shape) for shape in shapes)
             and now_ns - created_ns >= min_age_s * 1e9
         ):
             found.append(g["placement_group_id"])
