@@ -44,6 +44,7 @@ handed a trial restored from a checkpoint, a path not measured yet), and when th
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -140,6 +141,7 @@ def _watchable(fn: Any) -> str | None:
     return str(name)
 
 
+@functools.cache  # the same for the life of the process; asked for every watched function of every trial
 def _installed_roots() -> tuple[str, ...]:
     import sysconfig
 
@@ -311,7 +313,6 @@ class ReusableDriver:
 
         session = get_session()
         previous = Path(_STATE.run_folder).name if _STATE.run_folder else "?"
-        started = time.monotonic()
         with _STATE.lock:
             _STATE.generation += 1  # from here on the old driver thread leaves at its next claim()
         gone = end_nested_run(session)
@@ -323,7 +324,6 @@ class ReusableDriver:
         _restore()
         _reload_changed(_say)
         _STATE.run_folder = None
-        self._hpsearch_reset_s = time.monotonic() - started
         return bool(super().reset_config(new_config))  # type: ignore[misc]  # FunctionTrainable.reset_config
 
 

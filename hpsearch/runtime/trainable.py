@@ -43,7 +43,6 @@ from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER, data_cpus_per_
 from hpsearch.runtime import reuse
 from hpsearch.runtime.aggregate import aggregate_metrics, plain_metrics
 from hpsearch.runtime.env import apply_trial_defaults
-from hpsearch.runtime.reuse import ReusableDriver
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
 from hpsearch.spec._imports import is_file_module
 from hpsearch.spec.datasets import DataSettings
@@ -162,7 +161,7 @@ def make_trainable(
     hpsearch_trial.__qualname__ = hpsearch_trial.__name__
     # Tune's hook for the class it wraps a function in: with reuse_actors, the previous trial's
     # nested run is ended before the next trial runs in the actor (runtime/reuse.py).
-    hpsearch_trial.__mixins__ = (ReusableDriver,)  # type: ignore[attr-defined]  # read by ray.tune's wrap_function
+    hpsearch_trial.__mixins__ = (reuse.ReusableDriver,)  # type: ignore[attr-defined]  # read by ray.tune's wrap_function
     trial: Callable[..., None] = hpsearch_trial
     if shared:  # the datasets' handles go into the object store once; every trial reads the same blocks
         trial = tune.with_parameters(hpsearch_trial, datasets=shared)
