@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,8 @@ from hpsearch.experiment.files import Outcome, run_dir
 from hpsearch.experiment.layout import (
     EPOCH,
     ERRORED,
+    FORMAT_FILE,
+    FORMAT_VERSION,
     PENDING,
     RUNNING,
     TUNE_COLUMNS,
@@ -41,6 +42,7 @@ from hpsearch.experiment.layout import (
     TUNE_RESULT_FILE,
     TUNE_STATE_GLOB,
 )
+from hpsearch.experiment.metrics import report_epoch
 
 T0 = 1_796_031_965  # the start of the search, in UNIX seconds
 STARTUP_S = 20.0  # a nested trial's start-up before its first report
@@ -155,6 +157,7 @@ def write_experiment(
     usage: bool = False,
     ended_by: str | None = None,
     ended_reason: str = "",
+    folder_format: int | None = FORMAT_VERSION,
 ) -> Path:
     """Write an experiment folder at ``exp``; paths inside files name ``recorded_dir`` (default ``exp``).
 
@@ -170,10 +173,16 @@ def write_experiment(
             ``wall_time_s``, and one run per started trial from its start to its end (a running
             trial's run has no end), holding its ``resources``.
         ended_by: The budget that ended the search (the summary's ``ended_by``), ``ended_reason`` in words.
+        folder_format: The format the folder records, as a search writes it (``None``: none, a folder written
+            before formats were recorded; a number: that version, e.g. one newer than this hpsearch's).
     """
     exp.mkdir(parents=True, exist_ok=True)
     recorded = recorded_dir or str(exp)
     spec_data = spec_dict(exp.name) if spec is True else (spec or None)
+    if folder_format is not None and spec is not None and spec is not False:
+        files.write_format(exp)  # as `hpsearch run` does, before anything else
+        if folder_format != FORMAT_VERSION:
+            (exp / FORMAT_FILE).write_text(json.dumps({"format": folder_format, "hpsearch": "9.9"}), encoding="utf-8")
     if spec_data:
         files.write_spec(exp, spec_data)
     if plan:
@@ -203,7 +212,7 @@ def write_experiment(
                     trial_id=trial.trial_id,
                     status=trial.status,  # type: ignore[arg-type]
                     reports=len(rows),
-                    last_epoch=_last_epoch(last),
+                    last_epoch=report_epoch(last),
                     ended_at=ended_at,
                     error=trial.error if trial.status == ERRORED else "",
                     ended_by=trial.ended_by,
@@ -293,11 +302,6 @@ def _write_run(exp: Path, trial: FakeTrial, reports: list[dict[str, Any]], keep:
         metrics = {k: v for k, v in report.items() if k not in TUNE_COLUMNS}
         metrics["time"] = report["timestamp"]  # a fixed time instead of the clock's, so the folder is the same each run
         files.append_history(folder, metrics, checkpoint_path=report.get("checkpoint_path"))
-
-
-def _last_epoch(row: dict[str, Any]) -> int | None:
-    value = row.get(EPOCH, row.get("training_iteration"))
-    return int(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def _reports(trial: FakeTrial, number: int, recorded: str) -> list[dict[str, Any]]:

@@ -225,3 +225,42 @@ def test_yaml_node_group_errors(tmp_path: Path, entries: list[str], messages: li
     with pytest.raises(SpecError) as info:
         parse_node_groups(str(path))
     assert [str(p) for p in info.value.problems] == messages
+
+
+QUICK = Path(__file__).resolve().parents[1] / "search_spaces" / "digits_quick.yaml"
+
+
+def groups_of(text: str) -> list[tuple[dict[str, float], int, int, bool]]:
+    return [(g.resources, g.min_count, g.max_count, g.is_head) for g in parse_node_groups(text)]
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        "1x{CPU: 8, memory: 32} + 0..2x{CPU: 4, memory: 16}",
+        "1x{memory: 32.5, CPU: 8} + 0..4x{GPU: 8, CPU: 2.5, memory: 0.3}",
+        "1..3x{CPU: 8, accel/x-1.0: 0.25}",
+    ],
+)
+def test_the_cluster_of_plan_as_json_is_read_back_by_cluster_to_the_same_groups(
+    cluster: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hpsearch plan --format json`'s "cluster" is a --cluster text: the same parser reads the same groups."""
+    import json
+
+    from hpsearch.cli import main
+
+    assert main(["plan", str(QUICK), "--cluster", cluster, "--format", "json"]) == 0
+    written = json.loads(capsys.readouterr().out)["cluster"]
+    assert groups_of(written) == groups_of(cluster)
+    assert "GB" not in written
+
+
+def test_a_plans_title_writes_memory_for_people_and_the_json_for_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text plan's title keeps `memory: 32 GB`; only the JSON's "cluster" is the --cluster form."""
+    from hpsearch.cli import main
+
+    cluster = "1x{CPU: 8, memory: 32} + 0..2x{CPU: 4, memory: 16}"
+    assert main(["plan", str(QUICK), "--cluster", cluster]) == 0
+    title = capsys.readouterr().out.splitlines()[0]
+    assert "cluster 1x{CPU: 8, memory: 32 GB} + 0..2x{CPU: 4, memory: 16 GB} (1 to 3 nodes)" in title

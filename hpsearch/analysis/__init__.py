@@ -16,15 +16,14 @@ from hpsearch.analysis._curves import (
 )
 from hpsearch.analysis._lineage import LINEAGE_COLUMNS, LineageData, lineage_table, pbt_lineage
 from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, Results, load_results
+from hpsearch.analysis._optuna import ParamImportances, param_importances
 from hpsearch.analysis._params import (
     ParallelCoordinates,
     ParamAxis,
-    ParamImportances,
     ParamPanel,
     ParamVsMetric,
     parallel_coordinates,
     param_axis,
-    param_importances,
     param_vs_metric,
 )
 from hpsearch.analysis._pareto import ParetoPlot, pareto_front

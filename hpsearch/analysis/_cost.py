@@ -19,14 +19,16 @@ Pure: reads a :class:`~hpsearch.analysis.Results`, imports no Ray.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from hpsearch.analysis._load import RESERVED_PREFIX, RESOURCE_HOURS_PREFIX, Results
 from hpsearch.errors import ResultsError
 from hpsearch.experiment.layout import ENDED
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+from hpsearch.spec import Scaling
+from hpsearch.spec._validation import validate_section
 
 __all__ = ["cost_table"]
 
@@ -64,9 +66,6 @@ def cost_table(
         >>> table = cost_table(load_results("hpsearch-results/digits-scaling"), "CPU", target=0.2)
         >>> table[["trial_id", "workers", "resource_hours", "best", "hours_to_target"]]
     """
-    import numpy as np
-    import pandas as pd
-
     trials = results.trials
     hours_column = f"{RESOURCE_HOURS_PREFIX}{resource}"
     if hours_column not in trials or not trials[hours_column].fillna(0).gt(0).any():
@@ -110,13 +109,9 @@ def cost_table(
 def _reserved(results: Results, ended: pd.DataFrame) -> tuple[pd.Series, dict[str, pd.Series]]:
     """Each trial's workers and per-worker resources: load_results' ``reserved.*`` columns (searched
     scaling), else the spec's one scaling for every trial."""
-    import pandas as pd
-
     if f"{RESERVED_PREFIX}workers" in ended:
         per_worker = {str(c)[len(_WORKER) :]: ended[c] for c in ended if str(c).startswith(_WORKER)}
         return ended[f"{RESERVED_PREFIX}workers"], per_worker
-    from hpsearch.spec import Scaling
-    from hpsearch.spec._validation import validate_section
 
     scaling, _ = validate_section(Scaling, (results.spec or {}).get("scaling"), "scaling")
     n = len(ended)
@@ -142,7 +137,6 @@ def _hours_to_target(results: Results, ended: pd.DataFrame, hours: pd.Series, ta
 def _first_hit(reports: Any, metric: str, mode: str, target: float, held: float, driver_s: float) -> float:
     if metric not in reports or not (held > 0 and driver_s > 0):
         return math.nan
-    import pandas as pd
 
     values = pd.to_numeric(reports[metric], errors="coerce")
     hit = values <= target if mode == "min" else values >= target

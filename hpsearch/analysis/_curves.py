@@ -7,6 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pandas as pd
+
+from hpsearch.experiment.ranking import metric_value
+
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis._load import Results
 
@@ -36,8 +41,6 @@ def no_values_reason(results: Results, metric: str | None = None, *, ranked: boo
 
     ``ranked``: the plot draws ranked trials only (errored trials are left out).
     """
-    from hpsearch.experiment.ranking import metric_value
-
     metric = metric or results.metric
     if results.trials.empty:
         return "no trial has started yet"
@@ -74,12 +77,14 @@ class Curve:
 class LearningCurves:
     """What :func:`hpsearch.plots.learning_curves` draws.
 
-    ``curves`` are in trial order; ``best_trial_id`` is the search's best trial and
-    ``best_value`` its best value of ``metric`` (``None`` when ``metric`` is not the search's);
-    ``budget`` is the scheduler's ``max_t`` (``None`` without one) and ``rungs`` its
-    ASHA milestones; ``x_label`` is ``"epoch"`` when the trials report one, else
-    ``"iteration"``. Only finite values are drawn: a trial with none has no curve.
-    ``reason`` says why there is no curve (``None`` when there is one).
+    - ``curves`` are in trial order. Only finite values are drawn, so a trial with none has
+      no curve.
+    - ``best_trial_id`` is the search's best trial, and ``best_value`` its best value of
+      ``metric``. Both are ``None`` when ``metric`` is not the search's metric.
+    - ``budget`` is the scheduler's ``max_t``, or ``None`` without one. ``rungs`` are its
+      ASHA milestones.
+    - ``x_label`` is ``"epoch"`` when the trials report an epoch, else ``"iteration"``.
+    - ``reason`` says why there is no curve. It is ``None`` when there is one.
     """
 
     metric: str
@@ -96,9 +101,6 @@ class LearningCurves:
 
 def learning_curves(results: Results, metric: str | None = None) -> LearningCurves:
     """Each trial's ``metric`` (default: the search metric) against its iteration."""
-    import numpy as np
-    import pandas as pd
-
     metric = metric or results.metric
     history = results.history
     curves = []

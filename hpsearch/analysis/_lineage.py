@@ -9,16 +9,14 @@ into the data :func:`hpsearch.plots.pbt_lineage` draws.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pandas as pd
+
+from hpsearch.analysis._view import SearchTables
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH, flatten_config
 from hpsearch.formatting import number
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
-    from hpsearch.analysis._load import Results
 
 __all__ = ["LINEAGE_COLUMNS", "lineage_table", "describe_changes", "LineageData", "pbt_lineage"]
 
@@ -51,19 +49,27 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     return ", ".join(f"{k} {number(a)} -> {number(b)}" for k, (a, b) in _changes(old, new).items())
 
 
-def lineage_table(results: Results) -> pd.DataFrame:
-    """One row per exploit, in the order they happened: the trial and its epoch when it was replaced,
-    the donor trial and the epoch it continues from, both values of the metric then, what changed
-    (``changed``: ``"lr 0.01 -> 0.012"``; ``old.<key>``/``new.<key>`` per changed key), when it
-    happened (``exploited_at``, UTC), the first report of the run that continued from the donor (its
-    epoch is the donor's + 1: ``next_report_at``) and the seconds between them (``exploit_s``: the
-    pause, the new trial actor and nested run starting, and one epoch's training)."""
-    import pandas as pd
+def lineage_table(results: SearchTables) -> pd.DataFrame:
+    """One row per exploit, in the order the exploits happened.
 
+    Each row holds:
+
+    - the trial that was replaced, and its epoch at that moment;
+    - the donor trial, and the epoch the trial continues from;
+    - both values of the metric at that moment;
+    - what changed: ``changed`` reads like ``"lr 0.01 -> 0.012"``, and each changed key also
+      has its own ``old.<key>`` and ``new.<key>`` columns;
+    - when the exploit happened (``exploited_at``, UTC);
+    - ``next_report_at``: the first report of the run that continued from the donor. Its epoch
+      is the donor's epoch + 1;
+    - ``exploit_s``: the seconds between those two times. They cover the pause, the start of
+      the new trial actor and nested run, and one epoch's training.
+    """
     numbers = dict(zip(results.trials["trial_id"], results.trials["number"]))
     rows: list[dict[str, Any]] = []
     for trial_id in results.trials["trial_id"]:
-        # when each report was forwarded (the history's own clock: Tune's timestamp has whole seconds), and its epoch
+        # When each report was forwarded, and its epoch. The time is the history's own clock,
+        # because Tune's timestamp has whole seconds only.
         reports = sorted(
             (float(r["time"]), r.get(EPOCH))
             for r in files.read_history(results.experiment_dir, str(trial_id))
@@ -127,7 +133,7 @@ class LineageData:
     metric: str
 
 
-def pbt_lineage(results: Results) -> LineageData:
+def pbt_lineage(results: SearchTables) -> LineageData:
     """The plot data of :func:`hpsearch.plots.pbt_lineage` (see :class:`LineageData`)."""
     trials = [str(t) for t in results.trials["trial_id"]]
     labels = [f"{t} (#{n})" if n is not None else t for t, n in zip(trials, results.trials["number"])]

@@ -25,9 +25,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hpsearch.analysis._pareto import recorded_objectives
+import numpy as np
+import pandas as pd
+
+from hpsearch.analysis._lineage import lineage_table
+from hpsearch.analysis._pareto import hypervolume, pareto_table, recorded_objectives
 from hpsearch.errors import ExperimentNotFoundError, ResultsError, did_you_mean
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import (
@@ -47,14 +51,13 @@ from hpsearch.experiment.layout import (
     TUNE_STATE_GLOB,
     flatten_config,
 )
-from hpsearch.experiment.ranking import Mode, rank_trials
+from hpsearch.experiment.metrics import flat_metrics, report_step
+from hpsearch.experiment.ranking import Mode, best_checkpoint, rank_trials
 from hpsearch.experiment.tracebacks import short_error
 from hpsearch.formatting import number
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
-    from hpsearch.spec.space import Param
+from hpsearch.spec import SCALING_GROUP, Scaling
+from hpsearch.spec._validation import validate_section
+from hpsearch.spec.space import ConstParam, Param, iter_params, parse_search_space
 
 __all__ = [
     "Results",
@@ -201,15 +204,11 @@ class Results:
         ``status``, ``iteration`` (the report that is the trial's point: its best by the first
         objective), one column per objective, the searched parameters. NaN is never on it
         (:mod:`hpsearch.experiment.ranking`'s rules)."""
-        from hpsearch.analysis._pareto import pareto_table
-
         return pareto_table(self)
 
     def hypervolume(self, reference: Sequence[float]) -> float:
         """The exact hypervolume of :attr:`pareto` up to ``reference`` (one value per objective, in the
         spec's order, worse than the front in each)."""
-        from hpsearch.analysis._pareto import hypervolume
-
         return hypervolume(self, reference)
 
     @property
@@ -217,8 +216,6 @@ class Results:
         """Population-based training's exploits, one row each, oldest first: the trial and its epoch
         when it was replaced, the donor and the epoch it continued from, what changed, and the seconds
         the exploit cost (empty for other schedulers; see :func:`hpsearch.analysis.lineage_table`)."""
-        from hpsearch.analysis._lineage import lineage_table
-
         return lineage_table(self)
 
     @property
@@ -240,8 +237,6 @@ class Results:
 
     def ranked(self, *, finite: bool = False) -> pd.DataFrame:
         """The ranked trials of :attr:`trials`, best first (``finite``: only those with a finite best)."""
-        import numpy as np
-
         ranked = self.trials[self.trials["rank"].notna()]
         if finite:
             ranked = ranked[np.isfinite(ranked["best"].astype("float64"))]
@@ -296,6 +291,7 @@ def load_results(
         ExperimentNotFoundError: The folder does not exist or holds no experiment.
         ResultsError: ``metric`` was never reported, or ``mode`` is not ``"min"``/``"max"``
             (or cannot be known: a folder without hpsearch's files needs both).
+            Or the folder was written by a newer hpsearch, in a format this one does not know.
 
     Example:
         >>> results = load_results("hpsearch-results/digits-quick")
@@ -307,6 +303,7 @@ def load_results(
             raise ExperimentNotFoundError(f"{exp} is a file, not an experiment folder")
         raise ExperimentNotFoundError(f"experiment folder {exp} does not exist")
     exp = exp.resolve()
+    files.check_format(exp)  # a folder of a newer hpsearch: refused, saying to upgrade
     spec = files.read_spec(exp)
     summary = files.read_summary(exp)
     trial_dirs = _trial_dirs(exp)
@@ -401,8 +398,6 @@ def is_config_column(column: str) -> bool:
 
 def _running_again(trials: pd.DataFrame, outcomes: Mapping[str, dict[str, Any]], usage: files.Usage) -> None:
     """A trial a budget stopped runs again on ``resume``: running while a run of it started since has no end."""
-    import pandas as pd
-
     for i, trial_id in trials["trial_id"].items():
         record = outcomes.get(trial_id) or {}
         stopped_at = record.get("ended_at")
@@ -416,17 +411,11 @@ def _running_again(trials: pd.DataFrame, outcomes: Mapping[str, dict[str, Any]],
 
 def _scaling(spec: Mapping[str, Any] | None) -> Any:
     """The spec's ``scaling`` section as a :class:`~hpsearch.spec.Scaling` (``None`` without a valid one)."""
-    from hpsearch.spec import Scaling
-    from hpsearch.spec._validation import validate_section
-
     return validate_section(Scaling, (spec or {}).get("scaling"), "scaling")[0] if spec else None
 
 
 def _searched_scaling(spec: Mapping[str, Any]) -> dict[str, Param]:
     """The searched scaling values as parameters, by their config names (``scaling.num_workers``)."""
-    from hpsearch.spec import SCALING_GROUP
-    from hpsearch.spec.space import iter_params
-
     scaling = _scaling(spec)
     return dict(iter_params(scaling.searched(), SCALING_GROUP)) if scaling is not None else {}
 
@@ -459,8 +448,6 @@ def _add_usage(
 
     A run with no end recorded (a running trial, or a killed search's) counts until the trial's last report.
     """
-    import pandas as pd
-
     last_report = history.groupby("trial_id")["reported_at"].max() if len(history) else pd.Series(dtype="object")
     ends = [None if pd.isna(last_report.get(t)) else last_report[t].timestamp() for t in trials["trial_id"]]
     seconds, hours = [], []
@@ -533,8 +520,6 @@ def _add_outcomes(
     max_t: Any,
 ) -> None:
     """Fill in each trial's status, error and end time."""
-    import pandas as pd
-
     summarised = {t["trial_id"]: t for t in (summary or {}).get("trials", []) if "trial_id" in t}
     if not ended:  # an interrupted search's summary says "finished" of trials that had not ended
         summarised = {k: v for k, v in summarised.items() if v.get("status") == ERRORED}
@@ -550,8 +535,6 @@ def _add_outcomes(
 
 def _wall_time(summary: dict[str, Any] | None, trials: pd.DataFrame) -> float | None:
     """The summary's wall time; without one, from the first trial's start to the last end (or now)."""
-    import pandas as pd
-
     if summary and summary.get("wall_time_s") is not None:
         return float(summary["wall_time_s"])
     if not len(trials) or not trials["started_at"].notna().any():
@@ -564,15 +547,16 @@ def _wall_time(summary: dict[str, Any] | None, trials: pd.DataFrame) -> float | 
 
 
 def _read_reports(path: Path) -> list[dict[str, Any]]:
-    """Tune's result.json (a half-written last line skipped), without Tune's housekeeping keys."""
+    """Tune's result.json (a half-written last line skipped), without Tune's housekeeping keys, flattened."""
     return _without_housekeeping(files.read_json_lines(path))
 
 
 def _without_housekeeping(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reports without Tune's housekeeping keys, nested metrics flattened as Tune flattens them (``val/loss``)."""
     for row in rows:
         for key in _DROPPED.intersection(row):
             del row[key]
-    return rows
+    return [flat_metrics(row) for row in rows]
 
 
 def _reports_before_a_restart(exp: Path, trial_id: str, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -608,7 +592,6 @@ def _trial_dirs(exp: Path) -> list[Path]:
 def _space(spec: dict[str, Any] | None) -> tuple[dict[str, Param], list[str]]:
     if not spec or not isinstance(spec.get("search_space"), dict):
         return {}, []
-    from hpsearch.spec.space import ConstParam, iter_params, parse_search_space
 
     tree, _ = parse_search_space(spec["search_space"])  # the spec as run was valid; skip what is not
     space = dict(iter_params(tree))
@@ -678,8 +661,6 @@ def _rebase(paths: Iterable[Any], exp: Path) -> list[str | None]:
 
 
 def _history(reports: list[dict[str, Any]], exp: Path, metric: str) -> pd.DataFrame:
-    import pandas as pd
-
     df = pd.DataFrame.from_records(reports) if reports else pd.DataFrame({"trial_id": pd.Series(dtype="str")})
     df[_HAS_METRIC] = pd.Series([r.get(metric) is not None for r in reports], index=df.index, dtype="bool")
     for col in ("training_iteration", "time_total_s", "checkpoint_path", "timestamp"):
@@ -691,11 +672,10 @@ def _history(reports: list[dict[str, Any]], exp: Path, metric: str) -> pd.DataFr
     )
     df = df.rename(columns={"time_total_s": "wall_time_s", "checkpoint_path": "checkpoint", "timestamp": "reported_at"})
     df["training_iteration"] = pd.to_numeric(df["training_iteration"], errors="coerce").astype("Int64")
-    df["iteration"] = df["training_iteration"]
+    df["iteration"] = pd.Series([report_step(r) for r in reports], index=df.index, dtype="Int64")
     if EPOCH in df:
         epoch = pd.to_numeric(df[EPOCH], errors="coerce")
         has = epoch.notna() & (epoch == epoch.round())
-        df["iteration"] = epoch.where(has, df["training_iteration"]).astype("Int64")
         key = pd.Series(range(len(df)), index=df.index, dtype="Int64").where(~has, df["iteration"])
         df = df[~pd.DataFrame({"t": df["trial_id"], "k": key, "e": has}).duplicated(keep="last")]
     df["checkpoint"] = pd.Series(_rebase(df["checkpoint"].tolist(), exp), index=df.index, dtype="object")
@@ -706,8 +686,6 @@ def _history(reports: list[dict[str, Any]], exp: Path, metric: str) -> pd.DataFr
 
 
 def _trials(rows: list[dict[str, Any]], history: pd.DataFrame, exp: Path) -> pd.DataFrame:
-    import pandas as pd
-
     base = pd.DataFrame(
         {
             "trial_id": pd.Series([r["trial_id"] for r in rows], dtype="str"),
@@ -743,11 +721,9 @@ def _trials(rows: list[dict[str, Any]], history: pd.DataFrame, exp: Path) -> pd.
 
 def _rank(trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode) -> None:
     """Fill in each trial's best, last, best_iteration, rank and best_checkpoint: the one ranking."""
-    import pandas as pd
-
     reports: dict[str, list[tuple[Any, Any]]] = {t: [] for t in trials["trial_id"]}  # creation order
-    with_checkpoint: dict[str, list[tuple[int | None, Any]]] = {}  # per trial: (index in paths, value)
-    paths: dict[str, list[str]] = {}
+    checkpoints: dict[str, list[tuple[Any, Any]]] = {}  # per trial: (checkpoint path, value)
+    saved: set[str] = set()
     if metric in history:
         saved = _checkpoints_on_disk(history)
         values = history[metric].astype("object").where(history[_HAS_METRIC], None).tolist()  # no metric: no value
@@ -755,10 +731,7 @@ def _rank(trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode) 
         rows = zip(history["trial_id"].tolist(), iterations, values, history["checkpoint"].tolist())
         for trial_id, iteration, value, checkpoint in rows:
             reports.setdefault(trial_id, []).append((None if iteration != iteration else int(iteration), value))
-            if checkpoint in saved:
-                kept = paths.setdefault(trial_id, [])
-                with_checkpoint.setdefault(trial_id, []).append((len(kept), value))
-                kept.append(checkpoint)
+            checkpoints.setdefault(trial_id, []).append((checkpoint, value))
     ranking = rank_trials(reports, mode, statuses=dict(zip(trials["trial_id"], trials["status"])))
     scores = ranking.by_id()
     ids = trials["trial_id"]
@@ -767,15 +740,8 @@ def _rank(trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode) 
     trials["best_iteration"] = pd.Series([scores[t].best_iteration for t in ids], index=trials.index, dtype="Int64")
     trials["rank"] = pd.Series([scores[t].rank for t in ids], index=trials.index, dtype="Int64")
     # the checkpoint still on disk with the best value, by the same rule
-    by_checkpoint = rank_trials(with_checkpoint, mode).by_id()
-    best_checkpoint = [
-        _pick(paths.get(t, []), by_checkpoint[t].best_iteration if t in by_checkpoint else None) for t in ids
-    ]
-    trials["best_checkpoint"] = pd.Series(best_checkpoint, index=trials.index, dtype="object")
-
-
-def _pick(paths: list[str], index: int | None) -> str | None:
-    return None if index is None else paths[index]
+    best = [best_checkpoint(checkpoints.get(t, []), mode, saved.__contains__) for t in ids]
+    trials["best_checkpoint"] = pd.Series(best, index=trials.index, dtype="object")
 
 
 def _checkpoints_on_disk(history: pd.DataFrame) -> set[str]:

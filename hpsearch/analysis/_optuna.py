@@ -4,12 +4,18 @@ The pure conversion behind :func:`hpsearch.to_optuna_study` (which adds the stor
 :func:`hpsearch.analysis.param_importances` (which runs Optuna's evaluators on it). Optuna
 is imported inside the functions: reading results does not need it.
 
-Each trial becomes an Optuna trial with its parameters (distributions from the spec, so
-log scales and steps carry over), its intermediate values (the metric at every iteration)
-and its outcome: finished -> ``COMPLETE``, stopped early by the scheduler -> ``PRUNED``
-(``COMPLETE`` with ``stopped_as_complete``), errored -> ``FAIL``, running -> ``RUNNING``,
-pending -> ``WAITING``. A complete trial's value is its best value of the metric by the
-one ranking (:mod:`hpsearch.experiment.ranking`, ``Results.trials["best"]``).
+Each trial becomes an Optuna trial. It gets its parameters, with distributions from the
+spec, so log scales and steps carry over. It gets its intermediate values: the metric at
+every iteration. And it gets its outcome:
+
+- finished -> ``COMPLETE``;
+- stopped early by the scheduler -> ``PRUNED``, or ``COMPLETE`` with ``stopped_as_complete``;
+- errored -> ``FAIL``;
+- running -> ``RUNNING``;
+- pending -> ``WAITING``.
+
+A complete trial's value is its best value of the metric, by the same ranking rule as
+everywhere else (:mod:`hpsearch.experiment.ranking`, ``Results.trials["best"]``).
 
 Optuna takes only finite numbers as the value of a complete trial. A trial that would be
 complete but has no finite best (it reported only NaN or ±inf, or never reported the
@@ -17,27 +23,32 @@ metric) is exported ``FAIL``, and its ``fail_reason`` user attribute says why; s
 Optuna's best trial is hpsearch's best trial. Intermediate values that are not finite
 numbers are left out (the trial's history keeps them).
 
-With several objectives (``frozen_trials(..., multi_objective=True)``, what the export
-writes for such a search) the study has one direction per objective (:func:`directions`)
-and a complete trial's ``values`` are its point: every objective in the report with its
-best first objective (:mod:`hpsearch.experiment.ranking`), so Optuna's ``best_trials`` are
-hpsearch's Pareto front (less its ``PRUNED`` trials, which have no values in Optuna: every
-trial's ``point`` user attribute holds its point). A complete trial whose point has a value
-that is missing or not finite is ``FAIL``, with its ``fail_reason``. Intermediate values stay
-those of the first objective.
+A search with several objectives is exported with ``frozen_trials(..., multi_objective=True)``.
+Its study then has one direction per objective (:func:`directions`). A complete trial's
+``values`` are its point: every objective, read from the report with the trial's best first
+objective (:mod:`hpsearch.experiment.ranking`). So Optuna's ``best_trials`` are hpsearch's
+Pareto front, without its ``PRUNED`` trials. Those have no values in Optuna, but every
+trial's ``point`` user attribute holds its point. A complete trial whose point has a missing
+or non-finite value is ``FAIL``, with its ``fail_reason``. Intermediate values stay those of
+the first objective.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import pandas as pd
+
 from hpsearch.analysis._load import python_value
+from hpsearch.analysis._params import MIN_TRIALS_FOR_IMPORTANCE, ParamAxis, _count_note, _hashable, param_axis
 from hpsearch.analysis._pareto import front_of
 from hpsearch.experiment.layout import ERRORED, FINISHED, PENDING, RUNNING, STOPPED
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.formatting import number
+from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping, Sequence
@@ -45,7 +56,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import optuna
 
     from hpsearch.analysis._load import Results
-    from hpsearch.analysis._params import ParamAxis
     from hpsearch.experiment.ranking import ParetoPoint
     from hpsearch.spec.space import Param
 
@@ -54,15 +64,20 @@ __all__ = [
     "LIVE_ATTR",
     "optuna_distributions",
     "space_distributions",
+    "param_distribution",
     "trial_params",
     "trial_outcome",
     "intermediate_value",
     "study_attrs",
+    "study_owner",
+    "OWNER_ATTR",
     "frozen_trials",
     "in_memory_study",
     "direction",
     "directions",
     "study_direction",
+    "ParamImportances",
+    "param_importances",
 ]
 
 #: hpsearch status -> Optuna trial state.
@@ -87,18 +102,24 @@ def directions(results: Results) -> list[Literal["minimize", "maximize"]]:
 
 #: The study user attribute the live ``optuna`` tracker adds: an export of the same folder replaces such a study.
 LIVE_ATTR = "hpsearch_written_live"
+#: The study user attribute that names the experiment folder whose search wrote the study.
+OWNER_ATTR = "hpsearch_experiment_dir"
 
 
 def study_attrs(experiment_dir: Any, metric: str, mode: str) -> dict[str, str]:
     """The study's user attributes: which experiment folder it holds, and the metric. The export and the
     live ``optuna`` tracker write the same ones; the folder is how either knows a study is this search's."""
-    return {"hpsearch_experiment_dir": str(experiment_dir), "metric": metric, "mode": mode}
+    return {OWNER_ATTR: str(experiment_dir), "metric": metric, "mode": mode}
+
+
+def study_owner(attrs: Mapping[str, Any]) -> str:
+    """The experiment folder a study's user attributes name as the search that wrote it (``""``: another
+    tool's study). The one reading of "is this study ours", for the export and the live tracker alike."""
+    return str(attrs.get(OWNER_ATTR) or "")
 
 
 def optuna_distributions(results: Results) -> dict[str, Any]:
     """Parameter -> Optuna distribution, for every searched parameter (from the spec where it has one)."""
-    from hpsearch.analysis._params import param_axis
-
     out: dict[str, Any] = {}
     for name in results.params:
         dist = _distribution(param_axis(results, name), results.space.get(name))
@@ -111,35 +132,68 @@ def space_distributions(space: Mapping[str, Param], params: Sequence[str]) -> di
     """Parameter -> Optuna distribution from the spec's search space alone (the live ``optuna`` tracker's
     view, before any trial has a value): the same distributions :func:`optuna_distributions` gives a
     search with a spec."""
-    from hpsearch.analysis._params import ParamAxis, _hashable
-    from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
-
     out: dict[str, Any] = {}
     for name in params:
         param = space.get(name)
-        axis: ParamAxis | None = None
-        if isinstance(param, (FloatParam, IntParam)):
-            axis = ParamAxis(name, param.type, bool(param.log), float(param.low), float(param.high))
-        elif isinstance(param, (ChoiceParam, GridParam)):
-            axis = ParamAxis(name, "categorical", categories=tuple(dict.fromkeys(_hashable(v) for v in param.values)))
-        dist = None if axis is None else _distribution(axis, param)
+        dist = None if param is None else param_distribution(param)
         if dist is not None:
             out[name] = dist
     return out
 
 
+def param_distribution(param: Param, *, text_choices: bool = True) -> Any:
+    """One spec parameter's Optuna distribution, or ``None`` for a constant (nothing is searched).
+
+    The one rule for every Optuna study hpsearch makes: the searcher's (:mod:`hpsearch.runtime.searchers`),
+    the export's and the live tracker's. Floats and ints keep their bounds, ``log`` and ``step``; a
+    ``choice`` (or ``grid``) is categorical over its values, in the spec's order.
+
+    ``text_choices``: a value Optuna's storage cannot hold as a choice (a list, a dict) is its text
+    (``[64, 64]``), each once: what the exported and the live study hold, so that they store without
+    Optuna's warning and read alike. The searcher's study passes ``False``: its choices are the values
+    themselves, since the value Optuna suggests is the one the trainable gets, and a seeded trial's
+    distribution must equal the one ``suggest_categorical`` (or Ray's conversion of the Tune domain)
+    registered.
+    """
+    if isinstance(param, (FloatParam, IntParam)):
+        kind = "int" if isinstance(param, IntParam) else "float"
+        return _make(kind, bool(param.log), float(param.low), float(param.high), param.step)
+    if isinstance(param, (ChoiceParam, GridParam)):
+        if not text_choices:  # as given, as Tune's `choice` and `suggest_categorical` take them
+            return _make("categorical", choices=list(param.values))
+        return _make("categorical", choices=[_choice(c) for c in dict.fromkeys(_hashable(v) for v in param.values)])
+    return None
+
+
 def _distribution(axis: ParamAxis, param: Any) -> Any:
-    """One parameter's Optuna distribution, or ``None`` when it has none (no categories, empty range)."""
+    """A parameter's Optuna distribution from its axis (the spec's, or one read from the trials' values)."""
+    if isinstance(param, (FloatParam, IntParam)):
+        return param_distribution(param)
+    if axis.kind == "categorical":  # the spec's choices and any other value a trial ran with
+        return _make("categorical", choices=[_choice(c) for c in axis.categories])
+    return _make(axis.kind, axis.log, axis.low, axis.high, None)
+
+
+def _make(
+    kind: str,
+    log: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    step: float | None = None,
+    *,
+    choices: Sequence[Any] = (),
+) -> Any:
+    """Optuna's distribution of one kind, or ``None`` when it would be empty (no choices, an empty range)."""
+    # lazy: optuna is heavy, and this module is imported by every reading of results, which needs no Optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    if axis.kind == "categorical":
-        return CategoricalDistribution([_choice(c) for c in axis.categories]) if axis.categories else None
-    if axis.low is None or axis.high is None or not axis.low < axis.high:
+    if kind == "categorical":
+        return CategoricalDistribution(list(choices)) if choices else None
+    if low is None or high is None or not low < high:
         return None
-    step = getattr(param, "step", None)
-    if axis.kind == "int":
-        return IntDistribution(int(axis.low), int(axis.high), log=axis.log, step=int(step or 1))
-    return FloatDistribution(axis.low, axis.high, log=axis.log, step=step)
+    if kind == "int":
+        return IntDistribution(int(low), int(high), log=log, step=int(step or 1))
+    return FloatDistribution(low, high, log=log, step=step)
 
 
 def trial_params(distributions: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -184,7 +238,7 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False, multi_
     ``multi_objective``: each trial's ``values`` are its point, one per objective (for a study with
     :func:`directions`); otherwise its ``value`` is its best first objective.
     """
-    from optuna.trial import FrozenTrial, TrialState
+    from optuna.trial import FrozenTrial, TrialState  # lazy: optuna is heavy; reading results never needs it
 
     points = {p.trial_id: p for p in front_of(results).points} if multi_objective else {}
     distributions = optuna_distributions(results)
@@ -264,7 +318,7 @@ def _point_outcome(
 
 def in_memory_study(results: Results, *, stopped_as_complete: bool = False) -> optuna.Study:
     """An in-memory Optuna study of the trials (no user attributes, no storage): what the evaluators read."""
-    import optuna
+    import optuna  # lazy: optuna is heavy; reading results never needs it
 
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line
@@ -278,8 +332,6 @@ def in_memory_study(results: Results, *, stopped_as_complete: bool = False) -> o
 
 def _intermediate_values(results: Results) -> dict[str, dict[int, float]]:
     """Trial id -> {iteration: value}, the finite numbers of the metric only."""
-    import pandas as pd
-
     history = results.history
     if results.metric not in history:
         return {}
@@ -320,12 +372,24 @@ def _plain(value: Any) -> Any:
 
 
 def _fits(dist: Any, value: Any) -> bool:
+    """Whether Optuna's distribution ``dist`` holds ``value``: Optuna's own rule, through its public attributes."""
     if value is None or _nan(value):
         return False
     try:
-        return bool(dist._contains(dist.to_internal_repr(value)))
+        internal = dist.to_internal_repr(value)  # a choice not among a categorical's choices raises
     except (ValueError, TypeError):
         return False
+    if getattr(dist, "choices", None) is not None:
+        return True
+    low, high, step = dist.low, dist.high, dist.step
+    if not low <= internal <= high:
+        return False
+    if step is None:
+        return True
+    if isinstance(step, int) and isinstance(low, int):  # an IntDistribution
+        return bool((internal - low) % step == 0)
+    k = (internal - low) / step
+    return abs(k - round(k)) < 1.0e-8
 
 
 def _nan(value: Any) -> bool:
@@ -340,3 +404,83 @@ def _when(value: Any) -> dt.datetime | None:
     if value is None or _nan(value):
         return None
     return value.to_pydatetime(warn=False).astimezone().replace(tzinfo=None)
+
+
+# ----------------------------------------------------------------------------- importances
+
+
+@dataclass(frozen=True)
+class ParamImportances:
+    """What :func:`hpsearch.plots.param_importances` draws: parameter -> importance (summing to
+    1, largest first), computed by Optuna's ``evaluator`` on ``n_trials`` trials (the
+    early-stopped ones among them if ``include_stopped``); ``reason`` says why there are none.
+
+    A parameter that only some trials have (a conditional one) is rated over those trials,
+    with the parameters every trial has, in a computation of its own: its importance is not
+    part of the sum of 1, and ``notes`` says so (``momentum: 5 of 12 trials``), or why it has
+    none (too few trials have it)."""
+
+    metric: str
+    importances: dict[str, float]
+    evaluator: str
+    n_trials: int
+    include_stopped: bool
+    reason: str | None = None
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+_EVALUATOR_NAMES = {
+    "FanovaImportanceEvaluator": "fANOVA",
+    "MeanDecreaseImpurityImportanceEvaluator": "mean decrease in impurity",
+    "PedAnovaImportanceEvaluator": "PED-ANOVA",
+}
+
+
+def param_importances(results: Results, *, evaluator: Any = None, include_stopped: bool = True) -> ParamImportances:
+    """How much each searched parameter explains the metric, by an Optuna importance evaluator.
+
+    Runs on the Optuna study :func:`hpsearch.to_optuna_study` builds (in memory). Optuna's evaluators read
+    complete trials only; by default the trials the scheduler stopped early count as
+    complete, with the best value they reached. With early stopping the finished trials
+    are the few the scheduler kept, alike by construction, while the stopped ones carry
+    most of what the search learned (at the price of values from less training).
+
+    Args:
+        evaluator: An ``optuna.importance`` evaluator; default fANOVA with a fixed seed.
+        include_stopped: ``False``: finished trials only, as Optuna treats pruned trials.
+    """
+    from optuna.importance import (  # lazy: reading results needs no Optuna
+        FanovaImportanceEvaluator,
+        get_param_importances,
+    )
+
+    evaluator = evaluator if evaluator is not None else FanovaImportanceEvaluator(seed=0)
+    name = _EVALUATOR_NAMES.get(type(evaluator).__name__, type(evaluator).__name__)
+    study = in_memory_study(results, stopped_as_complete=include_stopped)
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    varying = [p for p in results.params if len({repr(t.params.get(p)) for t in complete if p in t.params}) > 1]
+    params = [p for p in varying if all(p in t.params for t in complete)]
+    which = "finished or stopped" if include_stopped else "finished"
+    if len(complete) < MIN_TRIALS_FOR_IMPORTANCE or not varying:
+        reason = (
+            f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} {which} trials with a value of {results.metric}, "
+            f"found {len(complete)}"
+            if len(complete) < MIN_TRIALS_FOR_IMPORTANCE
+            else f"no searched parameter varies across the {len(complete)} {which} trials"
+        )
+        return ParamImportances(results.metric, {}, name, len(complete), include_stopped, reason)
+    found: dict[str, float] = {}
+    if params:
+        found = {k: float(v) for k, v in get_param_importances(study, evaluator=evaluator, params=params).items()}
+    notes: dict[str, str] = {}
+    for partial in (p for p in varying if p not in params):
+        having = [t for t in complete if partial in t.params]
+        note = _count_note(partial, len(having), len(complete)) or ""
+        if len(having) < MIN_TRIALS_FOR_IMPORTANCE or len({repr(t.params[partial]) for t in having}) < 2:
+            notes[partial] = f"{note}: too few for an importance (needs {MIN_TRIALS_FOR_IMPORTANCE} that vary)"
+            continue
+        # Optuna rates over the trials that have every one of the params
+        own = get_param_importances(study, evaluator=evaluator, params=[*params, partial])
+        found[partial] = float(own[partial])
+        notes[partial] = f"{note}, rated over those trials (not part of the sum of 1)"
+    return ParamImportances(results.metric, found, name, len(complete), include_stopped, notes=notes)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.analysis._curves import log_scale_suits, no_values_reason
+from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis._load import Results
@@ -25,11 +26,10 @@ __all__ = [
     "param_vs_metric",
     "ParallelCoordinates",
     "parallel_coordinates",
-    "ParamImportances",
-    "param_importances",
 ]
 
-#: Fewer trials than this say nothing about which parameter matters: no importances then.
+#: Fewer trials than this say nothing about which parameter matters: no importances then
+#: (:func:`hpsearch.analysis._optuna.param_importances`).
 MIN_TRIALS_FOR_IMPORTANCE = 4
 #: Half the width a category's points are spread over, so that equal values do not hide each other.
 CATEGORY_SPREAD = 0.15
@@ -64,8 +64,6 @@ class ParamAxis:
 
 def param_axis(results: Results, name: str) -> ParamAxis:
     """The axis of a parameter, from the spec's distribution (or, without one, from the values)."""
-    from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
-
     param = results.space.get(name)
     if isinstance(param, (FloatParam, IntParam)):
         return ParamAxis(name, param.type, bool(param.log), float(param.low), float(param.high))
@@ -254,82 +252,6 @@ def _scale(axis: ParamAxis) -> tuple[float, float, list[float], list[str]]:
 
 def _unit(value: float, low: float, high: float) -> float:
     return 0.5 if high <= low else (value - low) / (high - low)
-
-
-@dataclass(frozen=True)
-class ParamImportances:
-    """What :func:`hpsearch.plots.param_importances` draws: parameter -> importance (summing to
-    1, largest first), computed by Optuna's ``evaluator`` on ``n_trials`` trials (the
-    early-stopped ones among them if ``include_stopped``); ``reason`` says why there are none.
-
-    A parameter that only some trials have (a conditional one) is rated over those trials,
-    with the parameters every trial has, in a computation of its own: its importance is not
-    part of the sum of 1, and ``notes`` says so (``momentum: 5 of 12 trials``), or why it has
-    none (too few trials have it)."""
-
-    metric: str
-    importances: dict[str, float]
-    evaluator: str
-    n_trials: int
-    include_stopped: bool
-    reason: str | None = None
-    notes: dict[str, str] = field(default_factory=dict)
-
-
-_EVALUATOR_NAMES = {
-    "FanovaImportanceEvaluator": "fANOVA",
-    "MeanDecreaseImpurityImportanceEvaluator": "mean decrease in impurity",
-    "PedAnovaImportanceEvaluator": "PED-ANOVA",
-}
-
-
-def param_importances(results: Results, *, evaluator: Any = None, include_stopped: bool = True) -> ParamImportances:
-    """How much each searched parameter explains the metric, by an Optuna importance evaluator.
-
-    Runs on the Optuna study :func:`hpsearch.to_optuna_study` builds (in memory). Optuna's evaluators read
-    complete trials only; by default the trials the scheduler stopped early count as
-    complete, with the best value they reached. With early stopping the finished trials
-    are the few the scheduler kept, alike by construction, while the stopped ones carry
-    most of what the search learned (at the price of values from less training).
-
-    Args:
-        evaluator: An ``optuna.importance`` evaluator; default fANOVA with a fixed seed.
-        include_stopped: ``False``: finished trials only, as Optuna treats pruned trials.
-    """
-    from optuna.importance import FanovaImportanceEvaluator, get_param_importances
-
-    from hpsearch.analysis._optuna import in_memory_study
-
-    evaluator = evaluator if evaluator is not None else FanovaImportanceEvaluator(seed=0)
-    name = _EVALUATOR_NAMES.get(type(evaluator).__name__, type(evaluator).__name__)
-    study = in_memory_study(results, stopped_as_complete=include_stopped)
-    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
-    varying = [p for p in results.params if len({repr(t.params.get(p)) for t in complete if p in t.params}) > 1]
-    params = [p for p in varying if all(p in t.params for t in complete)]
-    which = "finished or stopped" if include_stopped else "finished"
-    if len(complete) < MIN_TRIALS_FOR_IMPORTANCE or not varying:
-        reason = (
-            f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} {which} trials with a value of {results.metric}, "
-            f"found {len(complete)}"
-            if len(complete) < MIN_TRIALS_FOR_IMPORTANCE
-            else f"no searched parameter varies across the {len(complete)} {which} trials"
-        )
-        return ParamImportances(results.metric, {}, name, len(complete), include_stopped, reason)
-    found: dict[str, float] = {}
-    if params:
-        found = {k: float(v) for k, v in get_param_importances(study, evaluator=evaluator, params=params).items()}
-    notes: dict[str, str] = {}
-    for partial in (p for p in varying if p not in params):
-        having = [t for t in complete if partial in t.params]
-        note = _count_note(partial, len(having), len(complete)) or ""
-        if len(having) < MIN_TRIALS_FOR_IMPORTANCE or len({repr(t.params[partial]) for t in having}) < 2:
-            notes[partial] = f"{note}: too few for an importance (needs {MIN_TRIALS_FOR_IMPORTANCE} that vary)"
-            continue
-        # Optuna rates over the trials that have every one of the params
-        own = get_param_importances(study, evaluator=evaluator, params=[*params, partial])
-        found[partial] = float(own[partial])
-        notes[partial] = f"{note}, rated over those trials (not part of the sum of 1)"
-    return ParamImportances(results.metric, found, name, len(complete), include_stopped, notes=notes)
 
 
 def _count_note(name: str, having: int, total: int) -> str | None:

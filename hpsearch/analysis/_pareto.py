@@ -1,9 +1,10 @@
 """Several objectives: each trial's point, the Pareto front as a table, its hypervolume and the plot data.
 
-The rule (which report is a trial's point, what is on the front, NaN never on it) is the
-one of :func:`hpsearch.experiment.ranking.pareto_front`; this module reads the points out
-of :attr:`Results.history` and shapes the answers: :attr:`Results.pareto`,
-:meth:`Results.hypervolume` and :func:`pareto_front` (what :func:`hpsearch.plots.pareto_front` draws).
+The rule lives in :func:`hpsearch.experiment.ranking.pareto_front`. It says which report is
+a trial's point and what is on the front; NaN is never on it. This module reads the points
+out of :attr:`Results.history` and shapes the answers: :attr:`Results.pareto`,
+:meth:`Results.hypervolume` and :func:`pareto_front`. The last is what
+:func:`hpsearch.plots.pareto_front` draws.
 """
 
 from __future__ import annotations
@@ -11,16 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
+import pandas as pd
+
+from hpsearch.analysis._view import SearchTables
 from hpsearch.errors import ResultsError
-from hpsearch.experiment.ranking import Mode, ParetoFront
+from hpsearch.experiment.ranking import Mode, ParetoFront, dominates
 from hpsearch.experiment.ranking import pareto_front as _front
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
-    from hpsearch.analysis._load import Results
 
 __all__ = ["Objectives", "recorded_objectives", "front_of", "pareto_table", "hypervolume", "ParetoPlot", "pareto_front"]
 
@@ -39,7 +38,7 @@ def recorded_objectives(recorded: Mapping[str, Any], metric: str, mode: str) -> 
     return ((metric, mode),)
 
 
-def front_of(results: Results) -> ParetoFront:
+def front_of(results: SearchTables) -> ParetoFront:
     """Each trial's point and the front, by :func:`hpsearch.experiment.ranking.pareto_front`."""
     names = [m for m, _ in results.objectives]
     history = results.history
@@ -53,12 +52,10 @@ def front_of(results: Results) -> ParetoFront:
     return _front(reports, modes, statuses=dict(zip(results.trials["trial_id"], results.trials["status"])))
 
 
-def pareto_table(results: Results) -> pd.DataFrame:
+def pareto_table(results: SearchTables) -> pd.DataFrame:
     """The front's trials, best first by the primary objective: ``trial_id``, ``number``, ``status``,
     ``iteration`` (the report that is the trial's point), one column per objective, then the searched
     parameters."""
-    import pandas as pd
-
     front = front_of(results).front
     names = [m for m, _ in results.objectives]
     trials = results.trials.set_index("trial_id")
@@ -84,7 +81,7 @@ def pareto_table(results: Results) -> pd.DataFrame:
     return table
 
 
-def hypervolume(results: Results, reference: Sequence[float]) -> float:
+def hypervolume(results: SearchTables, reference: Sequence[float]) -> float:
     """The hypervolume of the search's front up to ``reference`` (one value per objective, in the spec's order).
 
     Raises:
@@ -144,8 +141,6 @@ class ParetoPlot:
         modes = (self.objectives[x][1], self.objectives[y][1])
         pts = [(v[x], v[y]) for v, on in zip(self.values, self.on_front) if on]
         if len(self.objectives) > 2:  # the projection's own front
-            from hpsearch.experiment.ranking import dominates
-
             typed = cast("list[Mode]", list(modes))
             pts = [p for p in pts if not any(dominates(q, p, typed) for q in pts)]
         if not pts:
@@ -158,7 +153,7 @@ class ParetoPlot:
         return xs, ys
 
 
-def pareto_front(results: Results) -> ParetoPlot:
+def pareto_front(results: SearchTables) -> ParetoPlot:
     """The plot data of the Pareto front: every trial's complete point and whether it is on the front."""
     found = front_of(results)
     statuses = dict(zip(results.trials["trial_id"], results.trials["status"]))

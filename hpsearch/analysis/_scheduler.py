@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from hpsearch.analysis._curves import asha_rungs
 from hpsearch.experiment.layout import STOPPED
 
@@ -46,8 +48,6 @@ class SchedulerEffect:
 
 def scheduler_effect(results: Results) -> SchedulerEffect:
     """Iterations per trial and what early stopping saved against running every trial to the end."""
-    import pandas as pd
-
     trials = results.trials
     scheduler = results.scheduler
     kind = str(scheduler.get("type", "fifo"))

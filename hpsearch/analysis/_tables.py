@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from hpsearch.analysis._load import HISTORY_COLUMNS
 from hpsearch.experiment.layout import EPOCH
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
     from hpsearch.analysis._load import Results
 
 __all__ = ["best_trials"]
@@ -23,8 +23,6 @@ def best_trials(results: Results, n: int | None = 10) -> pd.DataFrame:
     search metric (its best value), every other reported metric *at that iteration*
     (``epoch`` and Tune's counters left out), then the searched parameters.
     """
-    import pandas as pd
-
     ranked = results.ranked()
     if n is not None:
         ranked = ranked.head(n)

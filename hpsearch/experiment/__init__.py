@@ -2,7 +2,8 @@
 
 - :mod:`~hpsearch.experiment.layout`: every file and folder name, and :data:`TrialStatus`.
 - :mod:`~hpsearch.experiment.files`: the readers and writers of every file hpsearch writes.
-- :mod:`~hpsearch.experiment.ranking`: the one rule for a trial's best value and the order of trials.
+- :mod:`~hpsearch.experiment.ranking`: the rule for a trial's best value and the order of trials,
+  used everywhere.
 - :mod:`~hpsearch.experiment.tracebacks`: the line of an error that says what went wrong.
 """
 

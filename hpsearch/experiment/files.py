@@ -18,14 +18,20 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.errors import ExperimentNotFoundError
+import yaml
+
+from hpsearch.errors import ExperimentNotFoundError, ResultsError
 from hpsearch.experiment.layout import (
     CONTROLLER_FILE,
+    FORMAT_FILE,
+    FORMAT_VERSION,
     HISTORY_FILE,
     LINEAGE_FILE,
+    MISSING_METRIC_FILE,
     OUTCOMES_FILE,
     PLAN_FILE,
     POINTER_FILE,
@@ -35,15 +41,20 @@ from hpsearch.experiment.layout import (
     STATUSES,
     SUMMARY_FILE,
     TRAIN_RUNS_DIR,
+    UNRECORDED_FORMAT,
     USAGE_FILE,
     WORKER_GROUP_FILE,
     TrialStatus,
+    is_experiment,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.spec import Spec
 
 __all__ = [
+    "write_format",
+    "read_format",
+    "check_format",
     "Outcome",
     "RayLogs",
     "is_experiment",
@@ -180,25 +191,56 @@ def _write_json(path: PathLike, data: Any, *, indent: int | None = 2) -> None:
     Path(path).write_text(json.dumps(data, indent=indent, default=str), encoding="utf-8")
 
 
+# ----------------------------------------------------------------------------- the folder's format
+
+
+def write_format(experiment_dir: PathLike) -> None:
+    """Record the folder's format (:data:`~hpsearch.experiment.layout.FORMAT_VERSION`): once, when a search creates it."""
+    try:
+        written_by: str | None = version("hpsearch")
+    except PackageNotFoundError:  # not installed as a package (a source checkout): the format says enough
+        written_by = None
+    _write_json(Path(experiment_dir) / FORMAT_FILE, {"format": FORMAT_VERSION, "hpsearch": written_by})
+
+
+def read_format(experiment_dir: PathLike) -> int:
+    """The folder's format version: :data:`~hpsearch.experiment.layout.UNRECORDED_FORMAT` when it records none
+    (written before formats were recorded), the current one when its file is damaged (the best guess to read)."""
+    path = Path(experiment_dir) / FORMAT_FILE
+    if not path.exists():
+        return UNRECORDED_FORMAT
+    data = read_json(path)
+    value = data.get("format") if isinstance(data, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return FORMAT_VERSION
+    return value
+
+
+def check_format(experiment_dir: PathLike, *, doing: str = "read") -> int:
+    """The folder's format version, when this hpsearch can ``doing`` it (``"read"``, ``"resume"``).
+
+    Raises:
+        ResultsError: The folder was written by a newer hpsearch, in a format this one does not know.
+    """
+    found = read_format(experiment_dir)
+    if found > FORMAT_VERSION:
+        raise ResultsError(
+            f"{experiment_dir} was written by a newer hpsearch (experiment folder format {found}; this hpsearch "
+            f"reads formats up to {FORMAT_VERSION}): upgrade hpsearch (pip install --upgrade hpsearch) to {doing} it"
+        )
+    return found
+
+
 # ----------------------------------------------------------------------------- the spec as run
-
-
-def is_experiment(folder: PathLike) -> bool:
-    """Whether ``folder`` is an hpsearch experiment folder (it holds the spec as run)."""
-    return (Path(folder) / SPEC_FILE).is_file()
 
 
 def write_spec(experiment_dir: PathLike, spec: Mapping[str, Any]) -> None:
     """Write the spec as run (a dict with every default filled in)."""
-    import yaml
-
     (Path(experiment_dir) / SPEC_FILE).write_text(yaml.safe_dump(dict(spec), sort_keys=False), encoding="utf-8")
 
 
 def read_spec(experiment_dir: PathLike) -> dict[str, Any] | None:
     """The spec as run, as a dict, or ``None``."""
-    import yaml
-
     try:
         data = yaml.safe_load((Path(experiment_dir) / SPEC_FILE).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -206,22 +248,27 @@ def read_spec(experiment_dir: PathLike) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def experiment_spec(experiment_dir: PathLike, *, overrides: Sequence[str] = ()) -> Spec:
+def experiment_spec(experiment_dir: PathLike, *, overrides: Sequence[str] = (), check_trainable: bool = True) -> Spec:
     """The spec an experiment folder was run with, placed where the folder is now (it may have moved).
 
-    ``overrides`` (``"budget.max_wall_time=4h"``) are applied first, as ``--set`` does.
+    ``overrides`` (``"budget.max_wall_time=4h"``) are applied first, as ``--set`` does. The one reader of a
+    folder's spec as a :class:`~hpsearch.spec.Spec` (``resume``, ``report``, the budget's resources);
+    ``check_trainable=False`` reads it without importing the loop.
 
     Raises:
         ExperimentNotFoundError: The folder holds no spec as run.
+        ResultsError: The folder was written by a newer hpsearch (:func:`check_format`).
         SpecError: An override makes the spec invalid.
     """
+    # lazy: a cycle at import: spec/warm_start imports experiment.layout, whose package __init__ loads this module
     from hpsearch.spec import load_spec
 
     exp_dir = Path(experiment_dir).expanduser().resolve()
     if not is_experiment(exp_dir):
         raise ExperimentNotFoundError(f"{exp_dir} is not an hpsearch experiment folder (no {SPEC_FILE} in it)")
+    check_format(exp_dir, doing="resume")
     placed = [f"name={exp_dir.name}", f"storage_path={exp_dir.parent}"]
-    return load_spec(exp_dir / SPEC_FILE, overrides=[*overrides, *placed])
+    return load_spec(exp_dir / SPEC_FILE, overrides=[*overrides, *placed], check_trainable=check_trainable)
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -312,16 +359,38 @@ def read_summary(experiment_dir: PathLike) -> dict[str, Any] | None:
 # ----------------------------------------------------------------------------- controller record
 
 
-def write_controller(run_folder: PathLike, *, actor_id: str | None, node_id: str, pid: int) -> None:
-    """Record which process ran a nested run's controller (see :mod:`hpsearch.runtime.ray_workarounds`)."""
+def write_controller(
+    run_folder: PathLike, *, actor_id: str | None, node_id: str, pid: int, create_time: float | None = None
+) -> None:
+    """Record which process ran a nested run's controller (see :mod:`hpsearch.runtime.ray_workarounds`).
+
+    ``create_time``: the process's start time (psutil's), so that a PID reused by another
+    process is never taken for the controller.
+    """
     os.makedirs(run_folder, exist_ok=True)
-    _write_json(Path(run_folder) / CONTROLLER_FILE, {"actor_id": actor_id, "node_id": node_id, "pid": pid}, indent=None)
+    record = {"actor_id": actor_id, "node_id": node_id, "pid": pid, "create_time": create_time}
+    _write_json(Path(run_folder) / CONTROLLER_FILE, record, indent=None)
 
 
 def read_controller(run_folder: PathLike) -> dict[str, Any] | None:
     """The controller record of a nested run, or ``None`` (it never reported)."""
     data = read_json(Path(run_folder) / CONTROLLER_FILE)
     return data if isinstance(data, dict) else None
+
+
+def write_missing_metric(run_folder: PathLike, search_token: str, *, metric: str, reported: list[str]) -> None:
+    """Record that a run of the trial reported without ``metric`` in the search ``search_token``."""
+    os.makedirs(run_folder, exist_ok=True)
+    record = {"search": search_token, "metric": metric, "reported": list(reported)}
+    _write_json(Path(run_folder) / MISSING_METRIC_FILE, record, indent=None)
+
+
+def read_missing_metric(run_folder: PathLike, search_token: str) -> dict[str, Any] | None:
+    """``{"metric", "reported"}`` when a run of the trial missed its metric in the search ``search_token``, else ``None``."""
+    data = read_json(Path(run_folder) / MISSING_METRIC_FILE)
+    if not isinstance(data, dict) or data.get("search") != search_token or not isinstance(data.get("metric"), str):
+        return None
+    return {"metric": data["metric"], "reported": [str(r) for r in data.get("reported") or []]}
 
 
 def write_worker_group(run_folder: PathLike, *, group_id: str, run_name: str) -> None:

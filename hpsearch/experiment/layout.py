@@ -2,6 +2,7 @@
 
 One search is one folder, ``<storage_path>/<name>/``::
 
+    hpsearch_format.json        the folder's format version, written first (FORMAT_FILE)
     hpsearch_spec.yaml          the spec as run, every default filled in  (SPEC_FILE)
     hpsearch_plan.json          the resource plan it ran with               (PLAN_FILE)
     hpsearch_trials.jsonl       one line per trial end, appended as trials end (OUTCOMES_FILE)
@@ -17,6 +18,7 @@ One search is one folder, ``<storage_path>/<name>/``::
         hpsearch_history.jsonl  every report forwarded to Tune, across restarts (HISTORY_FILE)
         hpsearch_controller.json  who ran the nested run's controller          (CONTROLLER_FILE)
         hpsearch_worker_group.json  the nested run's worker placement group    (WORKER_GROUP_FILE)
+        hpsearch_missing_metric.json  the metric a run of the trial missed    (MISSING_METRIC_FILE)
         hpsearch_lineage.jsonl  pbt/pb2: one line per exploit (donor, epoch, configs) (LINEAGE_FILE)
         pbt-<donor>-e<epoch>/   pbt/pb2: the run that continued from a donor's checkpoint
             hpsearch_start.json the donor checkpoint that run starts from   (START_FILE)
@@ -27,9 +29,11 @@ Nothing here reads or writes; :mod:`hpsearch.experiment.files` does, with these 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Final, Literal
 
 __all__ = [
+    "is_experiment",
     "SPEC_FILE",
     "PLAN_FILE",
     "OUTCOMES_FILE",
@@ -42,6 +46,7 @@ __all__ = [
     "HISTORY_FILE",
     "CONTROLLER_FILE",
     "WORKER_GROUP_FILE",
+    "MISSING_METRIC_FILE",
     "LINEAGE_FILE",
     "START_FILE",
     "POINTER_FILE",
@@ -63,6 +68,17 @@ __all__ = [
     "flatten_config",
 ]
 
+#: The folder's format (``{"format": 2, "hpsearch": "<version>"}``), written once when ``hpsearch run``
+#: creates the folder, before anything else; never rewritten (a ``resume`` leaves it as it is).
+FORMAT_FILE: Final = "hpsearch_format.json"
+#: The format of the experiment folders this hpsearch writes. It is raised when a file changes in a
+#: way that an older reader would misread. Version 1 is every folder written before the format was
+#: recorded; a folder with no ``FORMAT_FILE`` is read as version 1. Version 2 added ``FORMAT_FILE``.
+#: A folder of any version up to this one is read. A newer one is refused, with what to do: upgrade
+#: hpsearch.
+FORMAT_VERSION: Final = 2
+#: The format of a folder with no ``FORMAT_FILE``: every folder written before the format was recorded.
+UNRECORDED_FORMAT: Final = 1
 #: The spec as run (every default filled in): what makes a folder an experiment, and what ``resume`` reads.
 SPEC_FILE: Final = "hpsearch_spec.yaml"
 #: The resource plan the search ran with.
@@ -73,10 +89,10 @@ PLAN_FILE: Final = "hpsearch_plan.json"
 OUTCOMES_FILE: Final = "hpsearch_trials.jsonl"
 #: The search's outcome (counts, best trial, per-trial values, wall time), written when it ends.
 SUMMARY_FILE: Final = "hpsearch_summary.json"
-#: What the search used, for its budget and its resource-hours (see :class:`hpsearch.experiment.files.Usage`):
-#: a line when a trial's driver starts and one when that run of it ends (with the resources it holds), and a
-#: line when a run of the search (``run``, each ``resume``) starts and one when it ends (with the budget that
-#: ended it, if one did).
+#: What the search used, for its budget and its resource-hours (see :class:`hpsearch.experiment.files.Usage`).
+#: A trial's driver gets a line when it starts and one when that run of it ends, with the resources it
+#: holds. Each run of the search (``run``, then each ``resume``) also gets a line when it starts and one
+#: when it ends, with the budget that ended it, if one did.
 USAGE_FILE: Final = "hpsearch_usage.jsonl"
 #: One JSON line per Ray session the search ran in (the run, then each resume): where that
 #: session kept its logs (see :class:`hpsearch.experiment.files.RayLogs`). Ray's own log lines
@@ -98,6 +114,10 @@ CONTROLLER_FILE: Final = "hpsearch_controller.json"
 #: Written into ``train/<trial_id>/`` by rank 0 of the nested run when its loop starts: the workers'
 #: placement group, so a reused trial actor can wait until the run's workers are gone.
 WORKER_GROUP_FILE: Final = "hpsearch_worker_group.json"
+#: Written into ``train/<trial_id>/`` by the trial driver when a run of the trial reported without the
+#: search's metric: which search (a token per ``run``/``resume``) and what was missing, so that Tune's
+#: retries of the trial in the same search fail at once instead of running the loop again.
+MISSING_METRIC_FILE: Final = "hpsearch_missing_metric.json"
 #: Population-based training: one JSON line per exploit of a trial, in ``train/<trial_id>/``
 #: (the donor trial and epoch, the config before and after), written by the scheduler.
 LINEAGE_FILE: Final = "hpsearch_lineage.jsonl"
@@ -122,8 +142,8 @@ TUNE_STATE_GLOB: Final = "experiment_state-*.json"
 #: hpsearch numbers the reports of a loop that reports none.
 EPOCH: Final = "epoch"
 
-#: How a trial stands: ended (``finished``; ``stopped`` early by the scheduler; ``errored``),
-#: or not yet (``running``; ``pending``: created, not started).
+#: How a trial stands. An ended trial is ``finished``, ``stopped`` (early, by the scheduler) or
+#: ``errored``. A trial not yet ended is ``running``, or ``pending`` (created but not started).
 TrialStatus = Literal["finished", "stopped", "errored", "running", "pending"]
 FINISHED: Final[TrialStatus] = "finished"
 STOPPED: Final[TrialStatus] = "stopped"
@@ -169,3 +189,11 @@ def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def is_experiment(folder: str | Path) -> bool:
+    """Whether ``folder`` is an hpsearch experiment folder (it holds the spec as run).
+
+    Here, with the names, so that spec/ can check ``warm_start.from`` without importing the files module.
+    """
+    return (Path(folder) / SPEC_FILE).is_file()

@@ -41,7 +41,7 @@ With several objectives (``metric``/``mode`` lists), :func:`pareto_front` decide
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,6 +52,7 @@ __all__ = [
     "TrialScore",
     "Ranking",
     "rank_trials",
+    "best_checkpoint",
     "metric_value",
     "is_better",
     "ParetoPoint",
@@ -160,7 +161,7 @@ def rank_trials(
     *,
     statuses: Mapping[str, str] | None = None,
 ) -> Ranking:
-    """Score and order trials: the one ranking every view of a search uses.
+    """Score and order trials. Every view of a search ranks its trials with this function.
 
     Args:
         reports: Trial id -> its reports in order, each ``(iteration, value of the metric)``.
@@ -238,6 +239,23 @@ class ParetoFront:
     def hypervolume(self, reference: Sequence[float]) -> float:
         """The hypervolume of the front up to ``reference`` (see :func:`hypervolume`)."""
         return hypervolume([_numbers(p.values) for p in self.front], reference, self.modes)
+
+
+def best_checkpoint(reports: Iterable[tuple[Any, Any]], mode: Mode, kept: Callable[[str], bool]) -> str | None:
+    """The checkpoint still on disk with the best value, by the ranking's rules: every view's best checkpoint.
+
+    ``reports`` are a trial's reports in order, each ``(checkpoint path or None, value of the metric)``;
+    ``kept`` says whether a path is still on disk (Ray Train keeps the last ``num_to_keep``, so the best
+    report's own checkpoint may be gone: the best of those kept is taken). ``None`` when no kept
+    checkpoint's report has a value.
+
+    Example:
+        >>> best_checkpoint([("c1", 0.2), ("c2", 0.5), ("c3", 0.4)], "min", kept={"c2", "c3"}.__contains__)
+        'c3'
+    """
+    on_disk = [(path, value) for path, value in reports if isinstance(path, str) and kept(path)]
+    score = rank_trials({"t": [(i, value) for i, (_, value) in enumerate(on_disk)]}, mode)["t"]
+    return None if score.best_iteration is None else str(on_disk[score.best_iteration][0])
 
 
 def dominates(a: Sequence[float], b: Sequence[float], modes: Sequence[Mode]) -> bool:

@@ -32,14 +32,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from hpsearch.errors import Problem, SpecError
-from hpsearch.planning.planner import GB, MEMORY, Node
+from hpsearch.planning.planner import GB, MEMORY, Node, fmt_resources
 from hpsearch.spec._validation import show
 from hpsearch.spec._yaml import parse_scalar, read_yaml
 
-__all__ = ["NodeGroup", "parse_node_groups", "parse_cluster", "nodes_at", "fmt_count"]
+__all__ = ["NodeGroup", "parse_node_groups", "parse_cluster", "nodes_at", "fmt_count", "cluster_text"]
 
 _TERM = re.compile(r"^\s*(?:(\S.*?)\s*[x×*]\s*)?(\{.*\})\s*$", re.S)
 _COUNT = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$")
@@ -67,9 +67,30 @@ class NodeGroup:
         return self.max_count > self.min_count
 
 
-def fmt_count(group: NodeGroup) -> str:
+class _Counted(Protocol):
+    @property
+    def min_count(self) -> int: ...
+    @property
+    def max_count(self) -> int: ...
+
+
+def fmt_count(group: _Counted) -> str:
     """A group's count as ``--cluster`` writes it: ``3`` or ``0..4``."""
-    return f"{group.min_count}..{group.max_count}" if group.autoscaling else str(group.min_count)
+    return f"{group.min_count}..{group.max_count}" if group.max_count > group.min_count else str(group.min_count)
+
+
+def cluster_text(groups: Sequence[NodeGroup], *, exact: bool = True) -> str:
+    """The groups as ``--cluster`` text: the one writer of it, ``1x{CPU: 8, memory: 32} + 0..4x{CPU: 8, GPU: 8}``.
+
+    ``exact`` (the default): what :func:`parse_node_groups` reads back to the same groups, ``memory``
+    a number of GB (``hpsearch plan --format json``'s ``cluster``, the RayJob's ``run --cluster``).
+    Otherwise for people, ``memory: 32 GB`` (the title of ``hpsearch plan``).
+
+    Example:
+        >>> cluster_text(parse_node_groups("1x{memory: 32, CPU: 8} + 0..2x{CPU: 4, memory: 16}"))
+        '1x{CPU: 8, memory: 32} + 0..2x{CPU: 4, memory: 16}'
+    """
+    return " + ".join(f"{fmt_count(g)}x{fmt_resources(g.resources, exact=exact)}" for g in groups)
 
 
 def parse_node_groups(text: str) -> list[NodeGroup]:

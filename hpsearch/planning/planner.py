@@ -17,12 +17,13 @@ The number of trials is the largest that satisfies both, found by bisection.
 Memory counts too, as an estimate per driver and per worker, against each node's
 ``memory`` (nodes that report none are not limited by it).
 
-A ``reserve`` (the spec's ``data.cpus``: CPUs Ray Data's tasks need, which no placement
-group holds) is kept free on the head node before any trial is packed. The head node is
-where the search process runs, where ``materialize: once`` builds the datasets and where
-every trial's Train controller, and so its ``DatasetManager`` and split coordinator, lives;
-Ray Data's tasks may run on any node, so a reserve anywhere would do, and the head is the
-one node a plan always has. :func:`data_cpus_per_trial` is each trial's share of it.
+A ``reserve`` is kept free on the head node before any trial is packed. It is the spec's
+``data.cpus``: the CPUs that Ray Data's tasks need, which no placement group holds. The head
+node is where the search process runs and where ``materialize: once`` builds the datasets.
+Every trial's Train controller lives there too, and with it the trial's ``DatasetManager``
+and split coordinator. Ray Data's tasks may run on any node, so a reserve on any node would
+do. The head is chosen because it is the one node every plan has. :func:`data_cpus_per_trial`
+gives each trial's share of the reserve.
 
 Amounts are compared in Ray's fixed-point units (1/10000 of a resource), so
 ``0.1 + 0.2`` CPUs fit in ``0.3``.
@@ -31,9 +32,13 @@ Amounts are compared in Ray's fixed-point units (1/10000 of a resource), so
 from __future__ import annotations
 
 import heapq
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import yaml
 
 from hpsearch.errors import PlanError
 from hpsearch.formatting import plural
@@ -67,6 +72,8 @@ _NOT_PLANNED = {"object_store_memory"}
 UNIT_INSTANCE = frozenset({"GPU", "TPU", "neuron_cores", "NPU", "HPU", "RBLN", "FURIOSA", "TTNPU", "MBLT"})
 #: The CPUs a Ray Data task asks for unless told otherwise (``map_batches``, the read tasks).
 DATA_TASK_CPUS = 1.0
+#: A resource name written bare in an exact resource dict (anything else is a quoted YAML string).
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 Strategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 DriverNode = Literal["head", "any"]
 
@@ -84,10 +91,27 @@ def positive(resources: Mapping[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in resources.items() if float(v) > 0}
 
 
-def fmt_resources(resources: Mapping[str, float]) -> str:
-    """``{CPU: 1, GPU: 0.5, memory: 2 GB}``: sorted, memory in GB."""
+def fmt_resources(resources: Mapping[str, float], *, exact: bool = False) -> str:
+    """A resource dict as hpsearch writes it everywhere: CPU and GPU first, ``memory`` (bytes) in GB.
+
+    By default the text is for people: ``{CPU: 1, GPU: 0.5, memory: 2 GB}``, with 3 significant
+    digits. With ``exact``, the text is what ``--cluster`` reads back: ``{CPU: 1, GPU: 0.5,
+    memory: 2}``. Then every amount is exact, and memory is a plain number of GB. A name that
+    YAML would read as something else is quoted.
+    """
     order = sorted(resources, key=lambda k: (k != "CPU", k != "GPU", k == MEMORY, k))
-    return "{" + ", ".join(f"{k}: {_amount(k, resources[k])}" for k in order) + "}"
+    if not exact:
+        return "{" + ", ".join(f"{k}: {_amount(k, resources[k])}" for k in order) + "}"
+    parts = []
+    for key in order:
+        amount = float(resources[key]) / GB if key == MEMORY else float(resources[key])
+        parts.append(f"{_yaml_key(key)}: {int(amount) if amount.is_integer() else repr(amount)}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _yaml_key(key: str) -> str:
+    """A resource name as a YAML flow mapping reads it back: bare when it can be, else quoted."""
+    return key if _BARE_KEY.fullmatch(key) and yaml.safe_load(key) == key else json.dumps(key)
 
 
 @dataclass(frozen=True)
@@ -464,12 +488,13 @@ class _Problem:
 def data_cpus_per_trial(reserved_cpus: float, concurrency: int) -> float | None:
     """The CPU limit of each trial's Ray Data executor: its share of the CPUs kept free.
 
-    ``reserved_cpus / concurrency``, raised to one data task's CPUs (:data:`DATA_TASK_CPUS`)
-    but never above ``reserved_cpus``: Ray Data never starts a task bigger than its limit
-    (``can_submit_new_task`` in ``ray.data._internal.execution.resource_manager``), so a
-    share of 0.5 CPU would hang every 1-CPU task, while at 1 CPU each the trials take turns
-    on the reserve (Ray queues the task that does not fit). ``None`` when nothing is kept
-    free (``data.cpus: 0``): Ray Data is then not limited.
+    The share is ``reserved_cpus / concurrency``, raised to one data task's CPUs
+    (:data:`DATA_TASK_CPUS`) but never above ``reserved_cpus``. The reason: Ray Data never
+    starts a task bigger than its limit (``can_submit_new_task`` in
+    ``ray.data._internal.execution.resource_manager``). So a share of 0.5 CPU would hang every
+    1-CPU task. At 1 CPU each, the trials take turns on the reserve instead, because Ray queues
+    a task that does not fit. Returns ``None`` when nothing is kept free (``data.cpus: 0``);
+    Ray Data is then not limited.
 
     Example:
         >>> data_cpus_per_trial(4, 2), data_cpus_per_trial(1, 2), data_cpus_per_trial(0, 2)

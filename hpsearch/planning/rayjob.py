@@ -14,32 +14,37 @@ What it decides, and why (each also said in a comment of the manifest it writes)
   on the head times ``resources.driver_memory_gb``, any Train workers it places there times
   ``resources.worker_memory_gb``, plus :data:`HEAD_BASE_GB` for Ray's own head processes and the
   search process. Both per-trial figures are read from the spec, never fixed here.
-- **Worker groups.** One ``workerGroupSpecs`` entry per node group after the head (and one for
-  the head group's other nodes, if it has several): ``minReplicas``/``maxReplicas`` from the group's
-  ``min..max`` count, and ``replicas`` (the count the cluster starts with) its *minimum*. When any
-  group has a range (the rule ``hpsearch run --cluster`` itself applies:
-  :func:`hpsearch.runtime.autoscaling.autoscaling_for`), the entrypoint passes the groups back as
-  ``--cluster`` (:func:`cluster_argument`, one shell word), so ``hpsearch run`` plans for the nodes
-  up now plus every node the autoscaler may add: trials that do not fit yet start their drivers
-  and their worker groups wait as pending placement groups, the demand Ray's autoscaler
-  (``enableInTreeAutoscaling``) adds nodes for, up to ``maxReplicas``. A node takes minutes to start
-  (a machine, an image pull); a trial waits ``failure.node_start_timeout_s`` for one. Nodes left
-  idle, e.g. in the search's tail, are removed after :data:`IDLE_TIMEOUT_S`, never below
-  ``minReplicas``. A fixed cluster has ``replicas = minReplicas = maxReplicas`` and no ``--cluster``
-  (``run`` refuses one without a range).
+- **Worker groups.** There is one ``workerGroupSpecs`` entry per node group after the head.
+  If the head group has several nodes, its other nodes get an entry too. ``minReplicas`` and
+  ``maxReplicas`` come from the group's ``min..max`` count. ``replicas``, the count the cluster
+  starts with, is the *minimum*.
+
+  When any group has a range, the entrypoint passes the groups back as ``--cluster``
+  (:func:`cluster_argument`, one shell word). This is the same rule ``hpsearch run --cluster``
+  applies itself (:func:`hpsearch.runtime.autoscaling.autoscaling_for`). ``hpsearch run`` then
+  plans for the nodes up now plus every node the autoscaler may add. Trials that do not fit yet
+  start their drivers, and their worker groups wait as pending placement groups. Ray's
+  autoscaler (``enableInTreeAutoscaling``) adds nodes for that demand, up to ``maxReplicas``.
+  A node takes minutes to start, because a machine must start and an image must be pulled. A
+  trial waits ``failure.node_start_timeout_s`` for one. Idle nodes, for example at the end of
+  the search, are removed after :data:`IDLE_TIMEOUT_S`, but never below ``minReplicas``.
+
+  A fixed cluster has ``replicas = minReplicas = maxReplicas`` and no ``--cluster``, because
+  ``run`` refuses a ``--cluster`` without a range.
 - **Storage.** hpsearch writes its experiment folder with ordinary file I/O, so ``storage_path``
   is a folder: a ReadWriteMany ``PersistentVolumeClaim`` (``--storage-pvc``; EFS, Filestore, NFS)
   mounted at :data:`STORAGE_MOUNT` in every pod, passed as ``--set storage_path=...``. The claim
   is not part of the manifest, so deleting the RayJob never deletes the results. Without one
   the manifest is refused: the Ray cluster is deleted after the job (``shutdownAfterJobFinishes``),
   and with worker nodes every pod must reach the folder.
-- **Deadline.** ``activeDeadlineSeconds`` is the spec's ``budget.max_wall_time`` plus
-  :func:`deadline_margin_s` when there is one: KubeRay counts it from the RayJob's start, which
-  includes starting the cluster (the head and the ``minReplicas`` workers, before KubeRay submits
-  the job), while the budget counts the search's own time, in which the nodes the autoscaler adds
-  for waiting trials start.
+- **Deadline.** When the spec has a ``budget.max_wall_time``, ``activeDeadlineSeconds`` is that
+  time plus :func:`deadline_margin_s`. KubeRay counts the deadline from the RayJob's start. That
+  includes starting the cluster: the head and the ``minReplicas`` workers start before KubeRay
+  submits the job. The budget counts only the search's own time. The nodes that the autoscaler
+  adds for waiting trials start within that time.
 
-Refusals raise :class:`~hpsearch.errors.PlanError` (the CLI's one ``Error:`` line, exit 2).
+Refusals raise :class:`~hpsearch.errors.PlanError`. The CLI prints it as a single ``Error:``
+line and exits with 2.
 """
 
 from __future__ import annotations
@@ -57,8 +62,8 @@ from typing import Any
 import yaml
 
 from hpsearch.errors import PlanError, SpecError
-from hpsearch.planning.cluster_shape import NodeGroup, fmt_count, nodes_at, parse_node_groups
-from hpsearch.planning.planner import GB, MEMORY, Plan
+from hpsearch.planning.cluster_shape import NodeGroup, cluster_text, fmt_count, nodes_at, parse_node_groups
+from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
 from hpsearch.spec import Spec
 
 __all__ = [
@@ -84,21 +89,23 @@ HEAD_BASE_GB = 2.0
 #: Memory (GB) each worker pod gets on top of its Train workers: the raylet and the agents every Ray
 #: node runs. An allowance, like :data:`HEAD_BASE_GB`.
 WORKER_BASE_GB = 1.0
-#: The least seconds added to ``budget.max_wall_time`` for ``activeDeadlineSeconds`` (:func:`deadline_margin_s`).
-#: KubeRay counts from the RayJob's start, the budget from the search's: the margin covers what lies
-#: between, the cluster's start (the head pod and the ``minReplicas`` workers, machines added by the cloud
-#: and images pulled: KubeRay submits the job once they run), and the search's own stop once its budget is
-#: spent (trials stopped, files written). Twice the default ``failure.node_start_timeout_s`` (900 s, as long
-#: as Ray's autoscaler waits for a node to start): one node start for the cluster's start, as much again for
-#: the rest. Nodes the autoscaler adds for waiting trials start during the search, inside the budget.
+#: The fewest seconds added to ``budget.max_wall_time`` to make ``activeDeadlineSeconds``
+#: (:func:`deadline_margin_s`). KubeRay counts from the RayJob's start, but the budget counts from the
+#: search's start. The margin covers two things. First, the cluster's start: the head pod and the
+#: ``minReplicas`` workers, with any machines the cloud adds and the images pulled. KubeRay submits the
+#: job only once these pods run. Second, the search's own stop once its budget is spent: trials stopped,
+#: files written. The margin is twice the default ``failure.node_start_timeout_s`` of 900 s, which is as
+#: long as Ray's autoscaler waits for a node to start. That allows one node start for the cluster's
+#: start, and as much again for the rest. Nodes that the autoscaler adds for waiting trials start during
+#: the search, inside the budget.
 DEADLINE_MARGIN_S = 1800
 #: ``ttlSecondsAfterFinished``: how long the Ray cluster outlives the job, to read its logs and check the
 #: results from the head pod before KubeRay deletes it.
 TTL_SECONDS = 600
-#: ``autoscalerOptions.idleTimeoutSeconds``: an idle worker node is removed after this long (never below its
-#: group's ``minReplicas``). Longer than Ray's 60 s default: a node started for a trial takes minutes to
-#: start, so one whose trial ended is kept for the next trial's workers rather than removed and started
-#: again; the nodes go in the search's tail, when no trial waits.
+#: ``autoscalerOptions.idleTimeoutSeconds``: an idle worker node is removed after this long. A group never
+#: goes below its ``minReplicas``. This is longer than Ray's default of 60 s, because a node started for a
+#: trial takes minutes to start. So a node whose trial ended is kept for the next trial's workers, rather
+#: than removed and started again. The nodes go at the end of the search, when no trial waits.
 IDLE_TIMEOUT_S = 300
 #: Where the ConfigMap holding the spec is mounted in every pod.
 SPEC_MOUNT = "/etc/hpsearch"
@@ -149,16 +156,12 @@ def deadline_seconds(spec: Spec) -> int | None:
     return min(math.ceil(wall) + deadline_margin_s(spec), _INT32_MAX)
 
 
-#: A resource name written bare in ``--cluster`` (anything else is written as a quoted YAML string).
-_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
-
-
 def cluster_argument(groups: Sequence[NodeGroup]) -> str:
     """The groups as one inline ``--cluster`` text for ``hpsearch run`` inside the job: ``1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}``.
 
-    Normalised: inline whatever form ``plan`` was given (a YAML file is not in the pod), ``memory`` in GB,
-    every amount exact, so that :func:`~hpsearch.planning.cluster_shape.parse_node_groups` reads it back to
-    the same groups.
+    Normalised by :func:`~hpsearch.planning.cluster_shape.cluster_text`: inline whatever form ``plan``
+    was given (a YAML file is not in the pod), ``memory`` in GB, every amount exact, so that
+    :func:`~hpsearch.planning.cluster_shape.parse_node_groups` reads it back to the same groups.
 
     Raises:
         PlanError: A resource name that the inline form cannot carry (it would read back otherwise).
@@ -167,7 +170,7 @@ def cluster_argument(groups: Sequence[NodeGroup]) -> str:
         >>> cluster_argument(parse_node_groups("1x{CPU: 8, memory: 32} + 0..4x{GPU: 8, CPU: 8}"))
         '1x{CPU: 8, memory: 32} + 0..4x{CPU: 8, GPU: 8}'
     """
-    text = " + ".join(f"{fmt_count(g)}x{_flow_resources(g.resources)}" for g in groups)
+    text = cluster_text(groups)
     try:
         back = [(g.resources, g.min_count, g.max_count) for g in parse_node_groups(text)]
     except SpecError:
@@ -178,22 +181,6 @@ def cluster_argument(groups: Sequence[NodeGroup]) -> str:
             "reads back otherwise): name the resources with letters, digits and _ . / -"
         )
     return text
-
-
-def _flow_resources(resources: Mapping[str, float]) -> str:
-    """``{CPU: 8, GPU: 8, memory: 64}``: CPU and GPU first, ``memory`` in GB, each amount exactly."""
-    order = sorted(resources, key=lambda k: (k != _CPU, k != _GPU, k == MEMORY, k))
-    parts = []
-    for key in order:
-        amount = resources[key] / GB if key == MEMORY else resources[key]
-        name = key if _BARE_KEY.fullmatch(key) and yaml.safe_load(key) == key else json.dumps(key)
-        parts.append(f"{name}: {_exact(amount)}")
-    return "{" + ", ".join(parts) + "}"
-
-
-def _exact(value: float) -> str:
-    """A number YAML reads back as ``value`` exactly: ``8``, ``2.5``, ``1e-05``."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def head_memory_gb(spec: Spec, drivers: int, workers: int = 0, *, base_gb: float = HEAD_BASE_GB) -> float:
@@ -718,8 +705,7 @@ def _comment_rayjob(
         path = f"spec.rayClusterSpec.workerGroupSpecs[{i}]"
         doc.note(
             path,
-            f"{_count(g.min_count, g.max_count)} node(s) of "
-            f"{_shape(g.resources)}: up to {g.workers} Train worker(s) each in the plan.",
+            f"{fmt_count(g)} node(s) of {fmt_resources(g.resources)}: up to {g.workers} Train worker(s) each in the plan.",
         )
         if g.min_count < g.max_count:
             doc.note(
@@ -751,16 +737,6 @@ def _placement_placeholders(resources: Mapping[str, float]) -> list[str]:
         "To place these pods on a node pool (uncomment and fill in):",
         "nodeSelector: {cloud.google.com/gke-nodepool: cpu-pool}   # GKE; EKS: {eks.amazonaws.com/nodegroup: cpu-nodes}",
     ]
-
-
-def _count(low: int, high: int) -> str:
-    """A group's count as ``--cluster`` writes it: ``3`` or ``0..4``."""
-    return f"{low}..{high}" if high > low else str(low)
-
-
-def _shape(resources: Mapping[str, float]) -> str:
-    parts = [f"{k}: {_number(v / GB) + ' GB' if k == MEMORY else _number(v)}" for k, v in resources.items()]
-    return "{" + ", ".join(parts) + "}"
 
 
 # ----------------------------------------------------------------------------- YAML with comments

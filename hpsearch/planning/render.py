@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hpsearch.formatting import plural, text_table
+from hpsearch.planning.cluster_shape import cluster_text
 from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,10 +91,12 @@ def _searched_lines(plan: Plan) -> list[str]:
 
 
 def describe_groups(plan: AutoscalingPlan) -> str:
-    """``1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}``: the node groups as ``--cluster`` writes them."""
-    from hpsearch.planning.cluster_shape import fmt_count
+    """``1x{CPU: 8, memory: 32 GB} + 0..4x{CPU: 8, GPU: 8}``: the node groups for people (the plan's title).
 
-    return " + ".join(f"{fmt_count(g)}x{fmt_resources(g.resources)}" for g in plan.groups)
+    ``hpsearch plan --format json`` writes them as ``--cluster`` reads them back
+    (:func:`~hpsearch.planning.cluster_shape.cluster_text`).
+    """
+    return cluster_text(plan.groups, exact=False)
 
 
 def render_autoscaling(plan: AutoscalingPlan, *, title: str, total_trials: int | None = None) -> str:

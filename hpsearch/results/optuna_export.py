@@ -30,13 +30,20 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
-from hpsearch.analysis._optuna import LIVE_ATTR, direction, directions, frozen_trials, optuna_distributions, study_attrs
+from hpsearch.analysis import Results, load_results
+from hpsearch.analysis._optuna import (
+    LIVE_ATTR,
+    direction,
+    directions,
+    frozen_trials,
+    optuna_distributions,
+    study_attrs,
+    study_owner,
+)
 from hpsearch.errors import ExportError
 
 if TYPE_CHECKING:  # pragma: no cover
     import optuna
-
-    from hpsearch.analysis import Results
 
 __all__ = ["to_optuna_study", "optuna_distributions", "ExportError"]
 
@@ -71,9 +78,7 @@ def to_optuna_study(
         >>> study = to_optuna_study(load_results("hpsearch-results/digits-quick"))
         >>> optuna.visualization.matplotlib.plot_intermediate_values(study)
     """
-    import optuna
-
-    from hpsearch.analysis import Results, load_results
+    import optuna  # lazy: optuna is heavy; results/ imports without it
 
     if not isinstance(results, Results):
         results = load_results(results)
@@ -121,7 +126,7 @@ def _is_this_search(storage: str, name: str, experiment_dir: str) -> bool:
 
     A study the export wrote is not replaced without ``overwrite``: exporting twice is refused as before.
     """
-    import optuna
+    import optuna  # lazy: optuna is heavy; results/ imports without it
 
     try:
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
@@ -130,5 +135,5 @@ def _is_this_search(storage: str, name: str, experiment_dir: str) -> bool:
     for summary in summaries:
         if summary.study_name == name:
             attrs = summary.user_attrs
-            return bool(attrs.get(LIVE_ATTR)) and str(attrs.get("hpsearch_experiment_dir")) == experiment_dir
+            return bool(attrs.get(LIVE_ATTR)) and study_owner(attrs) == experiment_dir
     return False

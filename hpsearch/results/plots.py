@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from hpsearch import analysis as _an
 from hpsearch.experiment.layout import ERRORED, FINISHED, PENDING, RUNNING, STOPPED
 from hpsearch.formatting import duration, number
@@ -53,7 +55,7 @@ STATUS_STYLE: dict[str, dict[str, Any]] = {
 def _axes(ax: Axes | None, figsize: tuple[float, float] = (7.0, 4.2)) -> Axes:
     if ax is not None:
         return ax
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
     _, ax = plt.subplots(figsize=figsize, layout="constrained")
     return ax
@@ -84,7 +86,7 @@ def _status_legend(
     extra: Sequence[Any] = (),
     **kw: Any,
 ) -> None:
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
     handles = list(extra)
     for status in _an.STATUSES:
@@ -116,7 +118,7 @@ def learning_curves(results: Any, *, metric: str | None = None, ax: Axes | None 
     Stopped trials are dashed grey lines ending in ``x`` where the scheduler stopped
     them; the best trial is drawn thick, on top; ASHA's rungs are faint vertical lines.
     """
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
     data = results if isinstance(results, _an.LearningCurves) else _an.learning_curves(results, metric)
     ax = _axes(ax)
@@ -212,7 +214,7 @@ def optimization_history(results: Any, *, ax: Axes | None = None) -> Axes:
     ax.set_xlabel("trial (in the order proposed)" + ("; x at the bottom: errored without a value" if failed else ""))
     ax.set_ylabel(f"best {_metric_label(data.metric, data.mode)}")
     ax.set_title("Optimisation history")
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     shown = {s for _, _, s, _ in points} | ({ERRORED} if failed else set())
@@ -234,12 +236,10 @@ def param_vs_metric(
     Returns:
         A flat numpy array of the axes, one per parameter.
     """
-    import numpy as np
-
     data = results if isinstance(results, _an.ParamVsMetric) else _an.param_vs_metric(results, params)
     n = len(data.panels)
     if ax is None:
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
         cols = max(1, min(ncols, n))
         rows = max(1, -(-n // cols))
@@ -288,7 +288,7 @@ def param_vs_metric(
                 pad = (axis.high / axis.low) ** 0.04 if axis.log else (axis.high - axis.low) * 0.04
                 a.set_xlim(axis.low / pad, axis.high * pad) if axis.log else a.set_xlim(axis.low - pad, axis.high + pad)
         if axis.kind == "int" and not axis.log:
-            from matplotlib.ticker import MaxNLocator
+            from matplotlib.ticker import MaxNLocator  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
             a.xaxis.set_major_locator(MaxNLocator(integer=True))
         a.set_xlabel(axis.name + ("  (log)" if axis.log else ""))
@@ -308,7 +308,7 @@ def parallel_coordinates(results: Any, *, params: Sequence[str] | None = None, a
     Lines are coloured by the metric (darker is better); stopped trials dashed; the best
     trial thick dark red.
     """
-    import matplotlib as mpl
+    import matplotlib as mpl  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
     data = results if isinstance(results, _an.ParallelCoordinates) else _an.parallel_coordinates(results, params)
     ax = _axes(ax, (9.0, 4.2))
@@ -439,8 +439,8 @@ def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
     for rung in data.rungs:
         ax.axhline(rung, color="#cccccc", lw=0.8, zorder=1)
     ax.axhline(data.budget, color="#555555", lw=1, linestyle=":", zorder=1, label=f"budget: {data.budget}")
-    from matplotlib.patches import Patch
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.patches import Patch  # lazy: matplotlib is heavy; it loads when a plot is drawn
+    from matplotlib.ticker import MaxNLocator  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
     present = [s for s in _an.STATUSES if s in data.statuses]
     handles = [Patch(color=_style(s)["color"], label=_style(s)["label"]) for s in present]
@@ -481,7 +481,7 @@ def pareto_front(results: Any, *, ax: Axes | Sequence[Axes] | None = None) -> An
         _pareto_pair(drawn, data, *pairs[0], legend=True)
         return drawn
     if ax is None:
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
         cols = min(3, len(pairs))
         rows = -(-len(pairs) // cols)
@@ -583,7 +583,7 @@ def _pareto_pair(ax: Axes, data: Any, x: int, y: int, *, legend: bool) -> None:
         ax.set_title(_pareto_title(data), fontsize="medium")
     ax.grid(alpha=0.25)
     if legend:
-        from matplotlib.lines import Line2D
+        from matplotlib.lines import Line2D  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
         dot = Line2D([], [], color=BEST_COLOR, marker="o", linestyle="none", label=f"on the front ({len(front)})")
         dominated = {s for s, on in zip(data.statuses, data.on_front) if not on}

@@ -25,13 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
+from hpsearch import analysis as an
+from hpsearch._version import __version__
+from hpsearch.analysis import Results, best_trials, load_results
+from hpsearch.analysis._load import RESOURCE_HOURS_PREFIX
 from hpsearch.experiment.layout import ERRORED, PLAN_FILE, REPORT_NAME, SPEC_FILE, STOPPED, TUNE_ERROR_FILE
-from hpsearch.formatting import cell, duration, number
+from hpsearch.formatting import cell, duration, number, plural
+from hpsearch.planning.planner import fmt_resources
+from hpsearch.results import plots
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-    from hpsearch.analysis import Results
 
 __all__ = ["write_report", "render_html", "render_markdown", "report_figures", "REPORT_NAME", "FORMATS"]
 
@@ -65,8 +71,6 @@ def write_report(
             Markdown's PNGs go beside it, named ``<stem>_<plot>.png``.
         fmt: ``"html"`` or ``"md"``.
     """
-    from hpsearch.analysis import Results, load_results
-
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if not isinstance(results, Results):
@@ -110,7 +114,7 @@ def report_figures(results: Results) -> list[Figure]:
 
 
 def _render(draw: Callable[..., Any], data: Any, size: tuple[int, int, float, float], *, sharey: bool = True) -> bytes:
-    from matplotlib.figure import Figure as MplFigure
+    from matplotlib.figure import Figure as MplFigure  # lazy: matplotlib is heavy; results/ imports without it
 
     rows, cols, width, height = size
     fig = MplFigure(figsize=(width, height), layout="constrained")
@@ -129,8 +133,6 @@ def _render(draw: Callable[..., Any], data: Any, size: tuple[int, int, float, fl
 
 def _plots() -> list[tuple[Any, ...]]:
     """(key, title, analysis function, plot function, figure size, caption) per plot, in report order."""
-    from hpsearch import analysis as an
-    from hpsearch.results import plots
 
     def one(w: float, h: float) -> Callable[[Any], tuple[int, int, float, float]]:
         return lambda _: (1, 1, w, h)
@@ -318,7 +320,7 @@ def _facts(results: Results) -> list[tuple[str, str]]:
     plan = results.plan or {}
     if plan.get("max_concurrent_trials") is not None:
         workers = plan.get("num_workers")
-        each = f" ({workers} worker{'s' if workers != 1 else ''} each)" if workers else ""
+        each = f" ({plural(workers, 'worker')} each)" if workers else ""
         facts.append(("Trials at once", f"{plan['max_concurrent_trials']}{each}"))
     return facts
 
@@ -345,8 +347,6 @@ def _gaps(table: pd.DataFrame) -> pd.DataFrame:
 def _best_table(results: Results, n: int = 10) -> pd.DataFrame:
     """The best trials, best first. Their metric values are reported values (NaN shown ``nan``);
     other metrics missing at the best iteration, and parameters a trial has not, are gaps."""
-    from hpsearch.analysis import best_trials
-
     table = best_trials(results, n).drop(columns=["number"])
     shown: pd.DataFrame = _gaps(table)
     shown[results.metric] = table[results.metric].astype("object")
@@ -377,8 +377,6 @@ def _best_title(results: Results) -> str:
 
 def _trials_table(results: Results) -> pd.DataFrame:
     """Every trial; its best and last value of the metric are gaps where it reported no number of it."""
-    from hpsearch.analysis._load import RESOURCE_HOURS_PREFIX
-
     held = [
         c for c in results.trials.columns if c.startswith(RESOURCE_HOURS_PREFIX) and results.trials[c].notna().any()
     ]
@@ -413,7 +411,6 @@ def _errors(results: Results) -> list[dict[str, str]]:
 def _plan_lines(plan: dict[str, Any] | None) -> list[str]:
     if not plan:
         return []
-    from hpsearch.planning.planner import fmt_resources
 
     lines = [
         f"{plan.get('max_concurrent_trials', '?')} trial(s) at once (capacity {plan.get('capacity', '?')})",
@@ -472,9 +469,6 @@ details summary { cursor: pointer; color: var(--accent); margin: 6px 0; }
 
 def render_html(results: Results, figures: list[Figure]) -> str:
     """The report as one self-contained HTML page."""
-    import yaml
-
-    from hpsearch import __version__
 
     e = html.escape
     best = results.best
@@ -608,8 +602,6 @@ def _table_html(table: pd.DataFrame, results: Results, *, mark_best: bool = Fals
 
 def render_markdown(results: Results, figures: list[Figure], images: dict[str, str]) -> str:
     """The report as Markdown; ``images`` maps a figure's key to its PNG's path relative to the report."""
-    import yaml
-
     lines = [
         f"# {results.name}",
         "",

@@ -132,11 +132,15 @@ def _values(value: Any) -> list[Any]:
 class Scaling(StrictModel):
     """Ray Train's ``ScalingConfig`` for each trial (Ray's own names).
 
-    ``num_workers`` and each amount of ``resources_per_worker`` may be searched
-    (``{type: choice|grid, values: [...]}``): :meth:`searched` is then the tree the search
-    samples (the trial's config holds it under ``scaling``), :meth:`for_trial` a trial's own
-    constant scaling, and :meth:`largest` the combination every other fits inside (each value
-    at its largest: the values are a cartesian product and a trial's demand grows with each).
+    ``num_workers`` and each amount of ``resources_per_worker`` may be searched, as
+    ``{type: choice|grid, values: [...]}``. Three methods then help:
+
+    - :meth:`searched` is the tree the search samples. The trial's config holds it under
+      ``scaling``.
+    - :meth:`for_trial` is a trial's own constant scaling.
+    - :meth:`largest` is the combination that every other one fits inside: each value at its
+      largest. This works because the values form a cartesian product, and a trial's demand
+      grows with each of them.
     """
 
     num_workers: PositiveInt | _space.ChoiceParam | _space.GridParam = 1

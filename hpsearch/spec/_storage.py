@@ -32,18 +32,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PATH_HEADROOM", "path_problems", "check_storage", "ray_job_working_dir"]
 
-#: Bytes kept free below PATH_MAX under the experiment folder. Tune names a trial folder
-#: ``<trainable>_<trial id>_<n>_<params>`` cut to 130 characters (``TUNE_MAX_LEN_IDENTIFIER``),
-#: then adds ``_<date>`` (20) and, if taken, ``_<4 hex>`` (5): 155; inside it are files such
-#: as ``events.out.tfevents.<time>.<hostname>`` (up to ~100); hpsearch's nested runs live in
-#: ``train/<trial id>/checkpoint_<timestamp>/`` (~60) with the loop's own files inside.
+#: Bytes kept free below PATH_MAX under the experiment folder, for the paths written inside it.
+#: Tune names a trial folder ``<trainable>_<trial id>_<n>_<params>``, cut to 130 characters
+#: (``TUNE_MAX_LEN_IDENTIFIER``). It then adds ``_<date>`` (20 characters) and, if that name is
+#: taken, ``_<4 hex>`` (5 more), so up to 155 in all. Inside are files such as
+#: ``events.out.tfevents.<time>.<hostname>``, up to about 100 characters. hpsearch's nested runs
+#: live in ``train/<trial id>/checkpoint_<timestamp>/`` (about 60), with the loop's own files inside.
 PATH_HEADROOM = 512
 
-# Ray's runtime-environment folders (ray._private.ray_constants.DEFAULT_RUNTIME_ENV_DIR_NAME,
-# inside ray._private.node's session dir ``session_<date>_<pid>``): a `ray job submit
-# --working-dir` job runs in <session>/runtime_resources/working_dir_files/_ray_pkg_<hash>/
-# (ray._private.runtime_env.working_dir, packaging.RAY_PKG_PREFIX), which Ray deletes when
-# no job uses it any more; py_modules_files/ and the other plug-ins' folders sit beside it.
+# Ray's runtime-environment folders. Their name is ray._private.ray_constants.DEFAULT_RUNTIME_ENV_DIR_NAME,
+# and they sit inside the session folder ``session_<date>_<pid>`` that ray._private.node makes.
+# A `ray job submit --working-dir` job runs in
+# <session>/runtime_resources/working_dir_files/_ray_pkg_<hash>/ (see ray._private.runtime_env.working_dir
+# and packaging.RAY_PKG_PREFIX). Ray deletes that folder when no job uses it any more.
+# py_modules_files/ and the other plug-ins' folders sit beside it.
 _RAY_SESSION_PREFIX = "session_"
 _RAY_RUNTIME_ENV_DIR = "runtime_resources"
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hpsearch.errors import Problem, did_you_mean, one_of
+from hpsearch.formatting import plural
 
 __all__ = ["StrictModel", "field_error", "join_path", "validate_section", "show"]
 
@@ -104,7 +105,7 @@ def _problem(model: type[BaseModel], path: str, error: Mapping[str, Any]) -> Pro
         return Problem(where, "required key is missing")
     if kind == "too_short":
         n = error["ctx"]["min_length"]
-        return Problem(where, f"must have at least {n} value{'s' if n != 1 else ''}, got {show(value)}")
+        return Problem(where, f"must have at least {plural(n, 'value')}, got {show(value)}")
     if kind == "string_too_short":
         return Problem(where, f"must be a non-empty string, got {show(value)}")
     if kind == "literal_error":

@@ -1,17 +1,18 @@
 """The spec's ``budget`` section: what ends a search before every trial has run, and when it has.
 
-A wall-time budget, a number of failed trials, a target value, and resource-hours
-(any Ray resource, each trial counted from its driver's start to its end). Each limit
-is reached when the search's use *reaches* it (``>=``), so a search never runs past it:
+There are four kinds of limit: a wall-time budget, a number of failed trials, a target
+value, and resource-hours. Resource-hours can be of any Ray resource, and each trial counts
+from its driver's start to its end. A limit is reached when the search's use *reaches* it
+(``>=``), so a search never runs past it. What each limit counts:
 
-- ``max_wall_time``: the search's wall time, summed over its run and every resume
-  (the time between them does not count);
-- ``max_failed_trials``: trials whose latest end is ``errored``, each trial once (a
-  trial Tune retries counts only if its retries fail too); ``3`` ends the search at the
-  3rd failed trial, so at most 3 fail;
-- ``target``: any report of any trial whose value is at least (``max``) or at most
-  (``min``) the target;
-- ``max_resource_hours``: per resource, the sum over trials of the trial's resources
+- ``max_wall_time``: the search's wall time, summed over its first run and every resume.
+  The time between them does not count.
+- ``max_failed_trials``: the trials whose latest end is ``errored``, each trial once. A trial
+  that Tune retries counts only if its retries fail too. ``3`` ends the search at the 3rd
+  failed trial, so at most 3 fail.
+- ``target``: any report of any trial whose value is at least the target (``max``) or at
+  most the target (``min``).
+- ``max_resource_hours``: per resource, the sum over all trials of the trial's resources
   (its driver and worker bundles) times the time its driver ran.
 
 :meth:`Budget.reached` decides, from a :class:`BudgetUse` measured elsewhere

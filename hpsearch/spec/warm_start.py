@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.errors import Problem, did_you_mean
+from hpsearch.experiment.layout import is_experiment  # the folder's names; spec/ holds no file names
 from hpsearch.spec._validation import join_path, show
 from hpsearch.spec.space import (
     ChoiceParam,
@@ -267,8 +268,6 @@ def _source(raw: Any, base_dir: Path, own_dir: Path | None, check: bool) -> tupl
             )
         ]
     if check:
-        from hpsearch.experiment.files import is_experiment  # the folder's layout; spec/ holds no file names
-
         if not path.exists():
             return None, [
                 Problem(
