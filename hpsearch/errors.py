@@ -10,6 +10,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from hpsearch.formatting import plural
+
 __all__ = [
     "HpsearchError",
     "Problem",
@@ -20,6 +22,7 @@ __all__ = [
     "ClusterError",
     "ResultsError",
     "ExportError",
+    "IncompatibleLibraryError",
 ]
 
 
@@ -49,7 +52,7 @@ class SpecError(HpsearchError, ValueError):
     def _render(self) -> str:
         where = f" in {self.source}" if self.source else ""
         n = len(self.problems)
-        head = f"invalid spec{where} ({n} problem{'s' if n != 1 else ''}):"
+        head = f"invalid spec{where} ({plural(n, 'problem')}):"
         return "\n".join([head, *(f"  - {p}" for p in self.problems)])
 
 
@@ -67,6 +70,10 @@ class ExperimentNotFoundError(HpsearchError, FileNotFoundError):
 
 class ClusterError(HpsearchError, ConnectionError):
     """The Ray cluster cannot be reached, or cannot run the search as it is set up."""
+
+
+class IncompatibleLibraryError(HpsearchError, RuntimeError):
+    """The installed Ray (or Optuna, HyperOpt) lacks an internal this search needs; raised before anything starts."""
 
 
 class ResultsError(HpsearchError, ValueError):

@@ -198,8 +198,12 @@ def apply_hyperparameters(
         elif "lr" in values:
             group["lr"] = values["lr"]
     if scaled and base_lrs is not None:
-        scheduler.base_lrs = list(base_lrs)
-        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]  # what get_last_lr() returns
+        # Through the scheduler's public state: its base rates, and the rates get_last_lr() returns
+        # (PyTorch's LRScheduler.state_dict holds both; they are its checkpoint format).
+        state = scheduler.state_dict()
+        state["base_lrs"] = list(base_lrs)
+        state["_last_lr"] = [group["lr"] for group in optimizer.param_groups]
+        scheduler.load_state_dict(state)
 
 
 def _start_checkpoint() -> ray.train.Checkpoint | None:

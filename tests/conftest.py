@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import pytest
 
@@ -48,7 +49,9 @@ def ray_cluster(_ray_session):
     """The session's Ray; the test errors if it leaves a placement group behind.
 
     Checked per test, so a leak is blamed on the test that caused it rather than on
-    whichever later test happens to look.
+    whichever later test happens to look. With ``HPSEARCH_RAY_WORKAROUNDS=0`` a leak is what
+    Ray's bugs that the switch leaves unhandled do (hpsearch/runtime/ray_workarounds.py): it
+    is a warning that says the bug is still there, and the group is removed for the next test.
     """
     before = set(_ray_session.util.placement_group_table())
     yield _ray_session
@@ -62,5 +65,27 @@ def ray_cluster(_ray_session):
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    if left:
-        pytest.fail(f"placement groups left behind {LEFTOVER_GRACE_S:.0f} s after this test: {left}")
+    if not left:
+        return
+    message = f"placement groups left behind {LEFTOVER_GRACE_S:.0f} s after this test: {left}"
+    from hpsearch.runtime.ray_workarounds import workarounds_enabled
+
+    if workarounds_enabled():
+        pytest.fail(message)
+    from ray.util.placement_group import PlacementGroup, remove_placement_group
+
+    for pg_id in left:
+        remove_placement_group(PlacementGroup(_ray_session.PlacementGroupID(bytes.fromhex(pg_id))))
+    warnings.warn(f"HPSEARCH_RAY_WORKAROUNDS=0, Ray's bug 1 or 2 of ray_workarounds.py: {message}", stacklevel=1)
+
+
+@pytest.fixture
+def said():
+    """Every line hpsearch prints during the test (its one output channel, :mod:`hpsearch.messages`)."""
+    import io
+
+    from hpsearch import messages
+
+    buffer = io.StringIO()
+    with messages.to(buffer):
+        yield buffer

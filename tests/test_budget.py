@@ -19,6 +19,7 @@ from data_loops import TRAIN_ROWS
 from fake_experiment import RESOURCES, T0, WALL_TIME_S, FakeTrial, standard_trials, write_experiment
 from fake_tune import FakeTrial as TuneTrial
 
+from hpsearch import messages
 from hpsearch.analysis import load_results, summarize_experiment
 from hpsearch.cli import _report_search, main
 from hpsearch.errors import SpecError
@@ -189,16 +190,17 @@ def test_the_stopper_ends_the_search_once_and_says_which_budget(tmp_path: Path) 
 
 
 def _stop_tunes_way(tmp_path: Path) -> None:
-    stopper = rb.BudgetStopper(tmp_path, budget(target={"val_loss": 0.5}), stream=(out := Out()))
-    assert stopper("a", {"val_loss": 0.7}) is False
-    assert stopper.stop_all() is False
-    stopper("b", {"val_loss": 0.4})
-    # no Tune handler for SIGUSR1: the search is ended Tune's way (stop_all), each trial at its next result
-    assert stopper.stop_all() is True
-    assert stopper("a", {"val_loss": 0.6}) is True
+    stopper = rb.BudgetStopper(tmp_path, budget(target={"val_loss": 0.5}))
+    with messages.to(out := Out()):
+        assert stopper("a", {"val_loss": 0.7}) is False
+        assert stopper.stop_all() is False
+        stopper("b", {"val_loss": 0.4})
+        # no Tune handler for SIGUSR1: the search is ended Tune's way (stop_all), each trial at its next result
+        assert stopper.stop_all() is True
+        assert stopper("a", {"val_loss": 0.6}) is True
     assert out.getvalue().count("hpsearch: the target val_loss <= 0.5 was reached by trial b") == 1
     restored = pickle.loads(pickle.dumps(stopper))  # Tune pickles it into its state; a restore measures afresh
-    assert restored.stream is None and restored.stop_all() is False
+    assert "stream" not in vars(restored) and restored.stop_all() is False
 
 
 def test_the_stopper_interrupts_tune_like_ctrl_c_where_tune_listens(tmp_path: Path) -> None:
@@ -209,7 +211,7 @@ def test_the_stopper_interrupts_tune_like_ctrl_c_where_tune_listens(tmp_path: Pa
 
     previous = signal.signal(signal.SIGUSR1, signal_interrupt_tune_run)
     try:
-        stopper = rb.BudgetStopper(tmp_path, budget(max_wall_time=1), stream=Out())
+        stopper = rb.BudgetStopper(tmp_path, budget(max_wall_time=1))
         stopper.tracker().started_at -= 5
         assert stopper.stop_all() is False  # Tune ends its loop after this step, its trials kept RUNNING
         assert got == [signal.SIGUSR1]

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from hpsearch.runtime.plugins import SearcherContext, build_searcher
 from hpsearch.spec import load_spec, total_trials
-from hpsearch.spec.plugins import SEARCHERS, SearcherContext
+from hpsearch.spec.plugins import SEARCHERS
 from hpsearch.spec.space import (
     JOINT_GRID_KEY,
     active_config,
@@ -211,7 +212,7 @@ def test_conditional_grids_expand_only_where_they_exist() -> None:
 def build(kind: str, tree: Any, *, max_concurrent: int = 1, **options: Any) -> Any:
     choice, problems = SEARCHERS.parse({"type": kind, "seed": 0, **options}, "searcher")
     assert choice is not None, problems
-    return SEARCHERS.build(choice, SearcherContext("loss", "min", max_concurrent, space=tree))
+    return build_searcher(choice, SearcherContext("loss", "min", max_concurrent, space=tree))
 
 
 def test_optuna_suggests_only_active_parameters_define_by_run() -> None:

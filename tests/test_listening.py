@@ -4,7 +4,9 @@ During a search on the embedded Ray (the session-wide one, started by ``connect(
 ``hpsearch run`` starts it), every listening TCP socket of this process and its descendants
 is read with psutil; the only one beyond the loopback must be PyTorch's rendezvous store of
 the trial's process group. Then clients without Ray's token knock on the GCS and the
-dashboard, and must be turned away.
+dashboard, and must be turned away. And the check ``connect()`` makes right after an
+embedded Ray starts (hpsearch.runtime.listening): its judgement on fake sockets, and a run
+with the loopback switch forced off (tests/loopback_off.py), which it must stop.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import yaml
 
 from hpsearch.cli import main
 from hpsearch.errors import ClusterError
-from hpsearch.runtime import cluster, env
+from hpsearch.runtime import cluster, env, listening
+from hpsearch.runtime.listening import Listener
 
 LOOPS = Path(__file__).resolve().parent / "listening_loops.py"
+LOOPBACK_OFF = Path(__file__).resolve().parent / "loopback_off.py"
 LOOPBACK = frozenset({"127.0.0.1", "::ffff:127.0.0.1", "::1"})
 EVERY_INTERFACE = frozenset({"0.0.0.0", "::"})
 
@@ -81,6 +85,7 @@ def test_every_server_of_an_embedded_ray_listens_on_loopback_during_a_search(ray
         time.sleep(1.0)
         me = psutil.Process()
         seen["sockets"] = _listening([me, *me.children(recursive=True)])
+        seen["listeners"] = listening.listeners_of([me, *me.children(recursive=True)])
         seen["ranks"] = [json.loads((hold_dir / f"rank{r}.json").read_text()) for r in (0, 1)]
         (hold_dir / "release").touch()
 
@@ -102,6 +107,10 @@ def test_every_server_of_an_embedded_ray_listens_on_loopback_during_a_search(ray
     assert [(pid, port) for _, pid, _, port in beyond] == [(rank0["pid"], int(rank0["master_port"]))], beyond
     assert beyond[0][2] in EVERY_INTERFACE
     assert rank0["master_addr"] == "127.0.0.1"  # the node's address, which the workers connect to
+    # hpsearch's own judgement agrees: only the TCPStore, and only as rank 0's on its MASTER_PORT.
+    store = (rank0["pid"], int(rank0["master_port"]))
+    assert [(s.pid, s.port) for s in listening.beyond_loopback(seen["listeners"])] == [store]
+    assert listening.beyond_loopback(seen["listeners"], tcp_stores=[store]) == []
 
     # ... and Ray's servers are all there, on the loopback.
     on_loopback = {name for name, _, ip, _ in sockets if ip in LOOPBACK}
@@ -204,3 +213,206 @@ def test_loopback_only_is_set_around_ray_init_and_then_restored():
     with env.loopback_only(environ):
         pass
     assert environ == {}
+
+
+# The check after an embedded Ray starts (hpsearch.runtime.listening).
+
+
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.1.1", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),  # gRPC's dual-stack socket on 127.0.0.1
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.0.2.2", False),
+        ("fd00::2", False),
+        ("fe80::1%eth0", False),
+        ("::ffff:192.0.2.2", False),
+        ("", False),
+        ("not-an-address", False),
+    ],
+)
+def test_only_loopback_addresses_count_as_loopback(address, loopback):
+    assert listening.is_loopback(address) is loopback
+
+
+GCS_EVERYWHERE = Listener("gcs_server", 100, "::", 6379)
+RAYLET_ON_IP = Listener("raylet", 101, "192.0.2.2", 40001)
+AGENT_ALL_V4 = Listener("ray::DashboardAgent", 102, "0.0.0.0", 52365)
+MONITOR_UDP = Listener("python", 103, "0.0.0.0", 5353, "udp")
+ON_LOOPBACK = [
+    Listener("gcs_server", 100, "::ffff:127.0.0.1", 6380),
+    Listener("raylet", 101, "127.0.0.1", 40002),
+    Listener("ray::IDLE", 104, "::1", 40003),
+]
+
+
+def test_every_socket_beyond_the_loopback_is_found_and_none_on_it():
+    found = listening.beyond_loopback([*ON_LOOPBACK, MONITOR_UDP, RAYLET_ON_IP, GCS_EVERYWHERE, AGENT_ALL_V4])
+    assert found == sorted([GCS_EVERYWHERE, RAYLET_ON_IP, AGENT_ALL_V4, MONITOR_UDP])
+    assert listening.beyond_loopback(ON_LOOPBACK) == []
+
+
+def test_the_tcp_store_is_accepted_only_for_its_worker_on_its_master_port():
+    store = Listener("ray::RayTrainWorker", 200, "0.0.0.0", 29500)
+    other_worker_same_port = Listener("ray::RayTrainWorker", 201, "0.0.0.0", 29500)
+    same_worker_other_port = Listener("ray::RayTrainWorker", 200, "::", 29501)
+    sockets = [*ON_LOOPBACK, store, other_worker_same_port, same_worker_other_port]
+    assert listening.beyond_loopback(sockets, tcp_stores=[(200, 29500)]) == sorted(
+        [other_worker_same_port, same_worker_other_port]
+    )
+    assert store in listening.beyond_loopback(sockets)  # no exception unless a running store is named
+
+
+def test_the_sockets_are_read_until_two_readings_agree_within_a_bound():
+    now = [0.0]
+    readings = iter([[GCS_EVERYWHERE], [GCS_EVERYWHERE, RAYLET_ON_IP], [GCS_EVERYWHERE, RAYLET_ON_IP], [AGENT_ALL_V4]])
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    got = listening.settled(lambda: next(readings), timeout_s=2.0, interval_s=0.25, clock=lambda: now[0], sleep=sleep)
+    assert got == [GCS_EVERYWHERE, RAYLET_ON_IP]
+    assert now[0] == 0.5
+
+    now[0] = 0.0
+    counter = iter(range(1000))
+    changing = listening.settled(
+        lambda: [Listener("ray::IDLE", next(counter), "::", 1)],
+        timeout_s=2.0,
+        interval_s=0.25,
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
+    assert now[0] == 2.0  # never agreed: given up at the bound, with the last reading
+    assert changing == [Listener("ray::IDLE", 8, "::", 1)]
+
+
+def test_the_refusal_names_each_process_address_and_port_and_says_what_to_do():
+    message = listening.refusal([RAYLET_ON_IP, GCS_EVERYWHERE, MONITOR_UDP], "2.60.0")
+    assert "embedded Ray 2.60.0 listens beyond the loopback" in message
+    assert "expected every server of an embedded Ray on 127.0.0.1 only" in message
+    assert "  gcs_server (PID 100) on tcp [::]:6379\n" in message
+    assert "  raylet (PID 101) on tcp 192.0.2.2:40001\n" in message
+    assert "  python (PID 103) on udp 0.0.0.0:5353\n" in message
+    assert "please report this message" in message
+    assert "`ray start --head`" in message and "--address" in message
+    many = listening.refusal([Listener("ray::IDLE", pid, "::", 1000 + pid) for pid in range(25)])
+    assert many.count("ray::IDLE (PID") == 20 and "... and 5 more" in many
+
+
+def test_the_check_refuses_a_session_listening_beyond_the_loopback(monkeypatch):
+    monkeypatch.setattr(listening, "session_listeners", lambda before=(): [*ON_LOOPBACK, GCS_EVERYWHERE])
+    with pytest.raises(ClusterError, match=r"gcs_server \(PID 100\) on tcp \[::\]:6379"):
+        listening.check_loopback_only()
+
+
+@pytest.mark.parametrize("sockets", [ON_LOOPBACK, None], ids=["all-on-loopback", "no-embedded-session"])
+def test_the_check_passes_a_session_on_the_loopback_and_a_cluster_it_did_not_start(monkeypatch, sockets):
+    monkeypatch.setattr(listening, "session_listeners", lambda before=(): sockets)
+    listening.check_loopback_only()
+
+
+def test_the_driver_sockets_held_before_ray_started_are_not_counted(monkeypatch):
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        mine = (os.getpid(), "0.0.0.0", port)
+        before = listening.driver_listeners()
+        assert mine in {(s.pid, s.address, s.port) for s in before}
+        monkeypatch.setattr("hpsearch.runtime.session.current_session", lambda: _NO_PROCESSES)
+        assert listening.session_listeners(before) == []
+        found = listening.session_listeners()  # as if opened during ray.init: then it is the session's
+        assert [(s.pid, s.address, s.port) for s in found] == [mine]
+        assert found[0].process.startswith("the driver (python")
+
+
+def test_listening_tcp_and_bound_udp_sockets_are_read_but_not_connected_ones():
+    import socket
+
+    me = psutil.Process()
+    with (
+        socket.socket() as everywhere,
+        socket.socket() as local,
+        socket.socket() as not_listening,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp_bound,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp_connected,
+    ):
+        everywhere.bind(("0.0.0.0", 0))
+        everywhere.listen()
+        local.bind(("127.0.0.1", 0))
+        local.listen()
+        not_listening.bind(("0.0.0.0", 0))
+        udp_bound.bind(("0.0.0.0", 0))
+        udp_connected.connect(("192.0.2.9", 53))  # a peer: a client's socket, not a server's
+        found = {(s.protocol, s.address, s.port) for s in listening.listeners_of([me])}
+        ours = {
+            ("tcp", "0.0.0.0", everywhere.getsockname()[1]),
+            ("tcp", "127.0.0.1", local.getsockname()[1]),
+            ("udp", "0.0.0.0", udp_bound.getsockname()[1]),
+        }
+        assert ours <= found
+        assert not {port for _, _, port in found} & {not_listening.getsockname()[1], udp_connected.getsockname()[1]}
+
+
+class _NoProcesses:
+    processes = ()
+
+
+_NO_PROCESSES = _NoProcesses()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(60)
+def test_the_embedded_ray_passes_the_check_with_its_servers_seen_on_the_loopback(ray_cluster):
+    found = listening.session_listeners()
+    assert found is not None, "the session's Ray was not found as one this process started"
+    names = {s.process for s in found}
+    assert {"gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= names, names
+    assert any(s.pid == os.getpid() for s in found)  # this driver's own gRPC server
+    assert listening.beyond_loopback(found) == []
+
+
+def _alive(pid: int, create_time: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return abs(proc.create_time() - create_time) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.ray  # starts its own Ray, with the loopback switch off
+@pytest.mark.timeout(240)
+def test_run_with_the_loopback_switch_off_stops_with_exit_2_before_any_trial_and_leaves_nothing(tmp_path):
+    hold_dir = tmp_path / "hold"
+    hold_dir.mkdir()
+    (hold_dir / "release").touch()  # a trial that ran anyway would end at once, not hold the test up
+    spec = _spec(tmp_path, "switch-off", hold_dir)
+    record = tmp_path / "session.jsonl"
+    environ = {k: v for k, v in os.environ.items() if k != env.LOOPBACK_ONLY.name}  # Ray's Linux default
+    done = subprocess.run(
+        [sys.executable, str(LOOPBACK_OFF), str(record), "run", str(spec)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    error = done.stderr[done.stderr.index("Error: ") :]
+    assert "listens beyond the loopback, where hpsearch expected every server of an embedded Ray on 127.0.0.1" in error
+    assert "gcs_server (PID " in error and "raylet (PID " in error, error
+    assert "--address" in error
+    assert not (tmp_path / "results").exists()  # nothing written: the experiment folder was never made
+    assert not list(hold_dir.glob("rank*.json"))  # no trial ran
+    processes = [json.loads(line) for line in record.read_text().splitlines()]
+    assert {p["name"] for p in processes} >= {"gcs_server", "raylet"}
+    deadline = time.monotonic() + 30
+    while (left := [p for p in processes if _alive(p["pid"], p["create_time"])]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, f"the embedded Ray's processes outlived the refused run: {left}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,7 +26,7 @@ class World:
     def alive(self, actor_id: str, pid: int) -> bool:
         return pid in self.alive_pids
 
-    def kill(self, node_id: str, pid: int) -> None:
+    def kill(self, node_id: str, pid: int, create_time: float | None) -> None:
         self.killed.append((node_id, pid))
         self.alive_pids.discard(pid)
 
@@ -43,17 +44,15 @@ def world() -> World:
 
 
 @pytest.fixture
-def reaper(tmp_path: Path, world: World) -> OrphanReaper:
-    return OrphanReaper(
-        tmp_path, grace_s=15, stream=io.StringIO(), alive=world.alive, kill=world.kill, clock=lambda: world.now
-    )
+def reaper(tmp_path: Path, world: World, said) -> OrphanReaper:
+    return OrphanReaper(tmp_path, grace_s=15, alive=world.alive, kill=world.kill, clock=lambda: world.now)
 
 
 def _end(reaper: OrphanReaper, trial_id: str) -> None:
     reaper.on_trial_complete(0, [], SimpleNamespace(trial_id=trial_id))
 
 
-def test_a_controller_alive_after_the_grace_is_ended_and_reported(tmp_path, world, reaper) -> None:
+def test_a_controller_alive_after_the_grace_is_ended_and_reported(tmp_path, world, reaper, said) -> None:
     _record(tmp_path, "t1", pid=41)
     world.alive_pids.add(41)
     _end(reaper, "t1")
@@ -63,19 +62,19 @@ def test_a_controller_alive_after_the_grace_is_ended_and_reported(tmp_path, worl
     world.now += 2
     reaper.on_step_end(0, [])
     assert world.killed == [("n1", 41)] and reaper.ended == ["t1"]
-    assert "trial t1: its Ray Train controller was still running 15 s after the trial ended" in reaper.stream.getvalue()
+    assert "trial t1: its Ray Train controller was still running 15 s after the trial ended" in said.getvalue()
     world.now += 100
     reaper.on_step_end(0, [])
     assert len(world.killed) == 1  # checked once
 
 
-def test_controllers_that_exited_and_runs_that_never_reported_are_left_alone(tmp_path, world, reaper) -> None:
+def test_controllers_that_exited_and_runs_that_never_reported_are_left_alone(tmp_path, world, reaper, said) -> None:
     _record(tmp_path, "gone", pid=7)
     _end(reaper, "gone")
     _end(reaper, "never-reported")  # no controller file
     world.now += 20
     reaper.on_step_end(0, [])
-    assert world.killed == [] and reaper.stream.getvalue() == ""
+    assert world.killed == [] and said.getvalue() == ""
 
 
 def test_at_the_end_of_the_search_it_waits_only_while_a_controller_is_still_alive(
@@ -104,9 +103,7 @@ def test_a_state_api_failure_never_kills(tmp_path, world) -> None:
     def broken(actor_id: str, pid: int) -> bool:
         raise RuntimeError("dashboard unreachable")
 
-    reaper = OrphanReaper(
-        tmp_path, grace_s=0, stream=io.StringIO(), alive=broken, kill=world.kill, clock=lambda: world.now
-    )
+    reaper = OrphanReaper(tmp_path, grace_s=0, alive=broken, kill=world.kill, clock=lambda: world.now)
     _record(tmp_path, "t", pid=3)
     _end(reaper, "t")
     reaper.on_step_end(0, [])
@@ -166,7 +163,9 @@ def test_with_several_worker_shapes_a_group_of_any_of_them_is_an_orphan() -> Non
     assert orphan_groups(groups, [], "01000000", [], now_ns=int(1000e9), min_age_s=0) == []
 
 
-def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_removed(tmp_path, world, monkeypatch) -> None:
+def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_removed(
+    tmp_path, world, monkeypatch, said
+) -> None:
     removed: list[str] = []
     state = ([_group("leaked", WORKERS)], [], "01000000")
     reaper = OrphanReaper(
@@ -174,7 +173,6 @@ def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_remove
         worker_bundles=WORKERS,
         grace_s=15,
         sweep_every_s=10,
-        stream=io.StringIO(),
         alive=world.alive,
         kill=world.kill,
         live_state=lambda: state,
@@ -186,7 +184,7 @@ def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_remove
     world.now += 10
     reaper.on_step_end(0, [])
     assert removed == ["leaked"] and reaper.removed == ["leaked"]
-    assert "removed placement group leaked: a trial's worker group that no process uses" in reaper.stream.getvalue()
+    assert "removed placement group leaked: a trial's worker group that no process uses" in said.getvalue()
     state = ([_group("fresh", WORKERS, age_s=1)], [], "01000000")
     naps = []
 
@@ -200,13 +198,12 @@ def test_the_sweep_runs_every_few_seconds_and_at_the_end_and_says_what_it_remove
     assert sum(naps) == pytest.approx(5.0)  # ...once Ray Train's cleaner has had 5 s to remove it
 
 
-def test_at_the_end_groups_that_ray_train_removes_meanwhile_are_not_touched(tmp_path, world, monkeypatch) -> None:
+def test_at_the_end_groups_that_ray_train_removes_meanwhile_are_not_touched(tmp_path, world, monkeypatch, said) -> None:
     removed: list[str] = []
     views = iter([([_group("slow", WORKERS, age_s=1)], [], "01000000")] * 2 + [([], [], "01000000")] * 10)
     reaper = OrphanReaper(
         tmp_path,
         worker_bundles=WORKERS,
-        stream=io.StringIO(),
         live_state=lambda: next(views),
         remove_group=removed.append,
         clock=lambda: world.now,
@@ -215,16 +212,14 @@ def test_at_the_end_groups_that_ray_train_removes_meanwhile_are_not_touched(tmp_
         "hpsearch.runtime.ray_workarounds.time.sleep", lambda seconds: setattr(world, "now", world.now + seconds)
     )
     reaper.on_experiment_end([])
-    assert removed == [] and reaper.stream.getvalue() == ""
+    assert removed == [] and said.getvalue() == ""
 
 
 def test_without_worker_bundles_nothing_is_swept(tmp_path, world) -> None:
     def live_state():
         raise AssertionError("the State API should not be asked")
 
-    reaper = OrphanReaper(
-        tmp_path, worker_bundles=None, stream=io.StringIO(), live_state=live_state, clock=lambda: world.now
-    )
+    reaper = OrphanReaper(tmp_path, worker_bundles=None, live_state=live_state, clock=lambda: world.now)
     world.now += 1000
     reaper.on_step_end(0, [])
     reaper.on_experiment_end([])
@@ -238,12 +233,12 @@ def test_on_ray_a_recorded_actor_still_alive_is_ended_through_the_state_api(ray_
     from hpsearch.runtime.ray_workarounds import record_controller
 
     @ray_cluster.remote(num_cpus=0)
-    class Stuck:
+    class TrainController:  # named as Ray Train's: the reaper ends a recorded PID only while it still names it
         def record(self, trial_dir: str) -> int:
             record_controller(trial_dir)
             return os.getpid()
 
-    stuck = Stuck.remote()
+    stuck = TrainController.remote()
     ray_cluster.get(stuck.record.remote(str(tmp_path / "t1")))
     reaper = OrphanReaper(tmp_path, grace_s=0, stream=io.StringIO())
     _end(reaper, "t1")
@@ -407,9 +402,18 @@ class _Queue:
 
 
 class _Session:
+    """The attributes of Ray's ``_TrainSession`` that ``DriverSession`` reads (tests/test_ray_contract.py checks Ray's)."""
+
     def __init__(self, reports: _Queue | None, results: _Queue) -> None:
         self._inter_actor_queue = reports
         self.result_queue = results
+        self.stop_event = threading.Event()
+
+
+def _driver(reports: _Queue | None, results: _Queue):
+    from hpsearch.runtime.internals import DriverSession
+
+    return DriverSession(_Session(reports, results))
 
 
 def test_the_driver_returns_only_once_both_report_queues_stay_empty() -> None:
@@ -419,7 +423,7 @@ def test_the_driver_returns_only_once_both_report_queues_stay_empty() -> None:
     # then the result queue holds it), then Tune has it: both empty at two looks settle_s apart
     reports = _Queue([False, False, True, True, True])
     results = _Queue([True, False, True, True])
-    session = _Session(reports, results)
+    session = _driver(reports, results)
     assert wait_for_forwarded_reports(session, settle_s=0.0, poll_s=0.0) is True
     assert reports.calls == 6 and results.calls == 4
 
@@ -427,8 +431,8 @@ def test_the_driver_returns_only_once_both_report_queues_stay_empty() -> None:
 def test_a_report_never_taken_gives_up_after_the_timeout_and_no_queue_means_nothing_to_wait_for() -> None:
     from hpsearch.runtime.ray_workarounds import wait_for_forwarded_reports
 
-    stuck = _Session(_Queue([False]), _Queue([True]))
+    stuck = _driver(_Queue([False]), _Queue([True]))
     started = time.monotonic()
     assert wait_for_forwarded_reports(stuck, timeout_s=0.3, settle_s=0.0, poll_s=0.01) is False
     assert 0.3 <= time.monotonic() - started < 2
-    assert wait_for_forwarded_reports(_Session(None, _Queue([False]))) is True  # no report was ever forwarded
+    assert wait_for_forwarded_reports(_driver(None, _Queue([False]))) is True  # no report was ever forwarded

@@ -16,6 +16,7 @@ import queue
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ import yaml
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import HISTORY_FILE, TRAIN_RUNS_DIR
 from hpsearch.runtime import reuse
+from hpsearch.runtime.internals import DriverSession
 
 LOOPS = Path(__file__).resolve().parent / "loops.py"
 
@@ -65,7 +67,7 @@ def test_a_driver_thread_blocked_on_its_last_report_ends(tmp_path, monkeypatch):
     monkeypatch.setattr(reuse._STATE, "run_folder", str(tmp_path / "t1"))
     session = _Session(_report_after_full_queue)
     started = time.monotonic()
-    assert reuse.end_nested_run(session, timeout_s=5.0)
+    assert reuse.end_nested_run(DriverSession(session), timeout_s=5.0)
     assert not session.training_thread.is_alive()
     assert time.monotonic() - started < 2.0
 
@@ -75,7 +77,7 @@ def test_a_thread_that_does_not_end_is_reported_within_the_bound(tmp_path, monke
     release = threading.Event()
     session = _Session(lambda s: release.wait(30))  # user code in the driver, deaf to every signal
     started = time.monotonic()
-    assert not reuse.end_nested_run(session, timeout_s=0.5)
+    assert not reuse.end_nested_run(DriverSession(session), timeout_s=0.5)
     assert 0.5 <= time.monotonic() - started < 2.0
     release.set()
 
@@ -85,7 +87,7 @@ def test_a_finished_run_is_gone_at_once(tmp_path, monkeypatch):
     session = _Session(lambda s: None)
     session.training_thread.join()
     files.write_worker_group(tmp_path / "t1", group_id="00" * 18, run_name="t1")  # never looked up
-    assert reuse.end_nested_run(session, timeout_s=5.0)
+    assert reuse.end_nested_run(DriverSession(session), timeout_s=5.0)
 
 
 def test_a_stale_driver_leaves_quietly():
@@ -171,11 +173,13 @@ def _trials_by_actor(exp_dir: Path) -> dict[int, list[dict]]:
 
 
 @pytest.mark.ray
+@pytest.mark.tier
 @pytest.mark.timeout(600)
 def test_asha_with_reused_actors_ends_stopped_runs_and_runs_the_next_trial(ray_cluster, tmp_path, capsys):
     from ray.util.state import list_actors
 
     from hpsearch.cli import main
+    from hpsearch.runtime.ray_workarounds import workarounds_enabled
 
     spec = tmp_path / "reuse.yaml"
     spec.write_text(
@@ -207,7 +211,10 @@ def test_asha_with_reused_actors_ends_stopped_runs_and_runs_the_next_trial(ray_c
     by_actor = _trials_by_actor(exp_dir)
     assert sum(len(t) for t in by_actor.values()) == 6
     reused = [trials for trials in by_actor.values() if len(trials) > 1]
-    assert reused, f"no actor ran two trials: {by_actor.keys()}"
+    if workarounds_enabled():
+        assert reused, f"no actor ran two trials: {by_actor.keys()}"
+    else:  # HPSEARCH_RAY_WORKAROUNDS=0 turns reuse off (runtime/tuner.py): every trial in its own actor
+        assert reused == [], f"an actor ran two trials with reuse off: {reused}"
     after_stop = 0
     for trials in by_actor.values():
         for before, after in zip(trials, trials[1:]):
@@ -218,7 +225,8 @@ def test_asha_with_reused_actors_ends_stopped_runs_and_runs_the_next_trial(ray_c
             if status[after["trial_id"]] == "finished":
                 assert epochs[-1] == 9
             after_stop += status[before["trial_id"]] == "stopped"
-    assert after_stop >= 1, "no trial ran in the actor of a trial ASHA stopped"
+    if workarounds_enabled():
+        assert after_stop >= 1, "no trial ran in the actor of a trial ASHA stopped"
     for trial_id, trial_status in status.items():
         if trial_status != "stopped":
             continue
@@ -232,5 +240,10 @@ def test_asha_with_reused_actors_ends_stopped_runs_and_runs_the_next_trial(ray_c
         if not controllers or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert controllers == []
+    if workarounds_enabled():
+        assert controllers == []
+    elif controllers:  # HPSEARCH_RAY_WORKAROUNDS=0 leaves Ray's bug 1 (runtime/ray_workarounds.py) unhandled
+        warnings.warn(
+            f"HPSEARCH_RAY_WORKAROUNDS=0, Ray's bug 1: controllers still running: {controllers}", stacklevel=1
+        )
     # the ray_cluster fixture fails the test if a placement group is left behind

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hpsearch import messages
 from hpsearch.experiment.layout import RAY_SESSION_FILE
 from hpsearch.runtime import session
 from hpsearch.runtime.session import RaySession, SessionProcess
@@ -102,14 +103,16 @@ def test_the_leftovers_of_a_killed_run_are_ended_and_named_in_one_line(tmp_path,
     )
     _write(tmp_path / "exp", recorded)
     out = io.StringIO()
-    ended = session.end_leftovers(tmp_path / "exp", stream=out)
+    with messages.to(out):
+        ended = session.end_leftovers(tmp_path / "exp")
     assert sorted(p.pid for p in ended) == sorted([by_command_line.pid, by_open_file.pid])
     for proc in (by_command_line, by_open_file):
         assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
     line = out.getvalue()
     assert line.startswith(f"hpsearch: ended 2 process(es) left by the killed run of {folder.name} (")
     assert f"python {by_command_line.pid}" in line and f"python {by_open_file.pid}" in line
-    assert session.end_leftovers(tmp_path / "exp", stream=out) == []  # nothing is left the second time
+    with messages.to(out):
+        assert session.end_leftovers(tmp_path / "exp") == []  # nothing is left the second time
 
 
 def test_no_other_process_is_ended(tmp_path, started):
@@ -123,7 +126,7 @@ def test_no_other_process_is_ended(tmp_path, started):
         driver=_gone_driver(),
     )
     _write(tmp_path / "exp", recorded)
-    assert session.end_leftovers(tmp_path / "exp", stream=io.StringIO()) == []
+    assert session.end_leftovers(tmp_path / "exp") == []
     assert unrelated.is_running() and reused.is_running()
 
 
@@ -133,10 +136,10 @@ def test_nothing_is_ended_while_the_recording_driver_runs_or_on_another_machine(
     proc = started(str(folder))
     driver_alive = SessionProcess.of(psutil.Process(os.getpid()))  # the search is still running
     _write(tmp_path / "exp", _session(folder, [SessionProcess.of(proc)], driver=driver_alive))
-    assert session.end_leftovers(tmp_path / "exp", stream=io.StringIO()) == []
+    assert session.end_leftovers(tmp_path / "exp") == []
     elsewhere = _session(folder, [SessionProcess.of(proc)], driver=_gone_driver(), host=socket.gethostname() + "-x")
     _write(tmp_path / "exp", elsewhere)
-    assert session.end_leftovers(tmp_path / "exp", stream=io.StringIO()) == []
+    assert session.end_leftovers(tmp_path / "exp") == []
     assert proc.is_running()
 
 
@@ -190,8 +193,35 @@ def test_run_overwrite_and_resume_end_the_leftovers_before_their_ray_starts(tmp_
     out = io.StringIO()
     with pytest.raises(RuntimeError, match="Ray would start here"):
         if command == "resume":
-            tuner.resume_with_summary(exp_dir, stream=out)
+            tuner.resume(exp_dir, stream=out)
         else:
-            tuner.run_with_summary(spec, overwrite=True, stream=out)
+            tuner.run(spec, overwrite=True, stream=out)
     assert running_when_ray_starts == [False]
     assert f"hpsearch: ended 1 process(es) left by the killed run of {folder.name}" in out.getvalue()
+
+
+# ----------------------------------------------------------------------------- no blind SIGKILL
+
+
+def test_a_recorded_pid_is_killed_only_while_it_is_still_that_process(tmp_path) -> None:
+    """A Train controller's record (PID, start time, name) versus a PID the system gave to another process."""
+    from hpsearch.runtime.session import kill_if_still
+
+    earlier = subprocess.Popen(["sleep", "60"])
+    recorded = psutil.Process(earlier.pid).create_time()
+    earlier.kill()
+    earlier.wait()
+    other = subprocess.Popen(["sleep", "60"])  # the process now behind "the" PID, as if the PID were reused
+    try:
+        started = psutil.Process(other.pid).create_time()
+        assert not kill_if_still(other.pid, recorded - 5.0, named="sleep")  # another start time: not ours
+        assert not kill_if_still(other.pid, None, named="sleep")  # no start time recorded: proves nothing
+        assert not kill_if_still(other.pid, started, named="TrainController")  # not a controller
+        assert other.poll() is None  # still running after all three
+        assert not kill_if_still(earlier.pid, recorded, named="sleep")  # gone
+        assert kill_if_still(other.pid, started, named="sleep")
+        assert other.wait(timeout=10) == -9
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()

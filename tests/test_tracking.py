@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import glob
 import importlib
-import io
 import json
 import os
 import struct
@@ -60,9 +59,8 @@ class Search(TuneEvents):
         self.spec = spec
         self.exp = spec.experiment_dir
         self.exp.mkdir(parents=True, exist_ok=True)
-        self.out = io.StringIO()
-        self.recorder = OutcomeRecorder(self.exp, budget=("epoch", 3), stream=self.out)
-        self.trackers = tracking_callbacks(spec, self.recorder, stream=self.out)
+        self.recorder = OutcomeRecorder(self.exp, budget=("epoch", 3))
+        self.trackers = tracking_callbacks(spec, self.recorder)
         self.callbacks = [self.recorder, *self.trackers]
         self.pickled = pickle.dumps(self.callbacks)  # what Tune keeps in tuner.pkl, for a resume
         for callback in self.callbacks:
@@ -348,7 +346,7 @@ def test_wandb_online_without_an_api_key_is_refused(tmp_path, monkeypatch) -> No
         check_tracking(_spec(tmp_path, wandb={"project": "p"}))
 
 
-def test_a_tracker_failing_mid_search_warns_once_and_the_search_goes_on(tmp_path) -> None:
+def test_a_tracker_failing_mid_search_warns_once_and_the_search_goes_on(tmp_path, said) -> None:
     search = Search(_spec(tmp_path, mlflow={"tracking_uri": (tmp_path / "mlruns").as_uri()}))
     tracker = search.trackers[0]
 
@@ -358,7 +356,7 @@ def test_a_tracker_failing_mid_search_warns_once_and_the_search_goes_on(tmp_path
 
     tracker._client = Down()
     t1, _, _ = _three_trials(search)  # would raise into Tune without the guard
-    warnings = [line for line in search.out.getvalue().splitlines() if "mlflow" in line]
+    warnings = [line for line in said.getvalue().splitlines() if "mlflow" in line]
     assert warnings == [
         "hpsearch: warning: tracking with mlflow failed (starting a run: ConnectionError: MLflow went away); "
         "the search goes on, this tracker may miss records (warned once)"

@@ -16,9 +16,10 @@ import pytest
 import yaml
 from fake_experiment import FakeTrial, spec_dict, write_experiment
 
+from hpsearch import messages
 from hpsearch.errors import SpecError
+from hpsearch.runtime.plugins import SearcherContext, build_searcher
 from hpsearch.spec import load_spec
-from hpsearch.spec.plugins import SEARCHERS, SearcherContext
 from hpsearch.spec.space import parse_search_space, to_tune
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,8 +186,8 @@ def test_ended_trials_that_fit_seed_with_their_last_value(earlier: Path) -> None
     assert [(c, v) for c, v in found.seeds] == [(c, (v,)) for c, v in SEEDS]
     assert found.skipped == ("lr must be between 0.0001 and 0.03 (both included), got 0.05",)
     assert found.unused == 1  # the errored trial
-    assert found.line("optuna") == (
-        "hpsearch: warm start: 3 trials of earlier seed the searcher; 1 skipped (not in this search space: lr must be "
+    assert found.line("optuna") == (  # said as "hpsearch: warm start: ..." (hpsearch.messages adds the prefix)
+        "warm start: 3 trials of earlier seed the searcher; 1 skipped (not in this search space: lr must be "
         "between 0.0001 and 0.03 (both included), got 0.05); 1 not ended or without a finite value of every objective"
     )
     assert "the random searcher cannot learn from them" in found.line("random")
@@ -205,7 +206,8 @@ def context(tmp_path: Path, earlier: Path, searcher: dict[str, Any], **changes: 
     raw = spec(tmp_path, {"points": [{"lr": 0.02, "layers": 3}], "from": str(earlier)}, searcher=searcher, **changes)
     loaded = load_spec(raw, check_trainable=False)
     out = io.StringIO()
-    ctx = with_space(loaded, SearcherContext("val_loss", "min", 1), out)
+    with messages.to(out):
+        ctx = with_space(loaded, SearcherContext("val_loss", "min", 1))
     assert out.getvalue().splitlines()[0] == "hpsearch: warm start: 1 point run first"
     return ctx
 
@@ -214,7 +216,7 @@ def test_optuna_gets_the_earlier_trials_and_the_point_first(tmp_path: Path, earl
     from optuna.trial import TrialState
 
     ctx = context(tmp_path, earlier, {"type": "optuna", "seed": 0})
-    limiter = SEARCHERS.build(load_spec(spec(tmp_path, None), check_trainable=False).searcher, ctx)
+    limiter = build_searcher(load_spec(spec(tmp_path, None), check_trainable=False).searcher, ctx)
     tree, _ = parse_search_space(SPACE)
     limiter.set_search_properties("val_loss", "min", to_tune(tree, searcher="optuna"))  # as Tune does
     study = limiter.searcher._ot_study
@@ -230,12 +232,12 @@ def test_a_resumed_optuna_searcher_is_not_seeded_twice(tmp_path: Path, earlier: 
     ctx = context(tmp_path, earlier, {"type": "optuna", "seed": 0})
     choice = load_spec(spec(tmp_path, None), check_trainable=False).searcher
     tree, _ = parse_search_space(SPACE)
-    first = SEARCHERS.build(choice, ctx)
+    first = build_searcher(choice, ctx)
     first.set_search_properties("val_loss", "min", to_tune(tree, searcher="optuna"))
     first.suggest("t0")
     first.on_trial_complete("t0", {"val_loss": 0.3})
     first.save(str(tmp_path / "searcher.pkl"))
-    again = SEARCHERS.build(choice, ctx)  # Tuner.restore: the pickled searcher is set up, then its state restored
+    again = build_searcher(choice, ctx)  # Tuner.restore: the pickled searcher is set up, then its state restored
     again.set_search_properties("val_loss", "min", to_tune(tree, searcher="optuna"))
     again.restore(str(tmp_path / "searcher.pkl"))
     assert len(again.searcher._ot_study.trials) == 4  # 3 seeds and 1 run, once
@@ -265,7 +267,7 @@ def test_hyperopt_holds_the_earlier_trials_as_done_and_runs_points_first(tmp_pat
     import hyperopt as hpo
 
     ctx = context(tmp_path, earlier, {"type": "hyperopt", "seed": 0, "n_initial_points": 2})
-    limiter = SEARCHERS.build(
+    limiter = build_searcher(
         load_spec(spec(tmp_path, None, searcher={"type": "hyperopt", "seed": 0}), check_trainable=False).searcher, ctx
     )
     tree, _ = parse_search_space(SPACE)
@@ -284,7 +286,7 @@ def test_hyperopt_holds_the_earlier_trials_as_done_and_runs_points_first(tmp_pat
 def test_random_runs_the_point_first_and_is_told_of_no_earlier_trial(tmp_path: Path, earlier: Path) -> None:
     ctx = context(tmp_path, earlier, {"type": "random", "seed": 0})
     assert ctx.seeds == ()  # it could not learn from them
-    generator = SEARCHERS.build(
+    generator = build_searcher(
         load_spec(spec(tmp_path, None, searcher={"type": "random"}), check_trainable=False).searcher, ctx
     )
     tree, _ = parse_search_space(SPACE)

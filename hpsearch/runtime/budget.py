@@ -1,34 +1,37 @@
 """The Tune side of the spec's ``budget``: measure what a search uses, and end it when a limit is reached.
 
-What ending a search by a budget means here, and why (read in Ray 2.60's ``ray.tune``):
+How a budget ends a search, and why. This was read in the ``ray.tune`` source of Ray 2.60.
 
-- A Tune ``Stopper`` whose ``stop_all()`` returns True makes ``TuneController`` mark the
-  search algorithm finished and *terminate* every live trial with ``_schedule_trial_stop``
-  (``execution/tune_controller.py``, ``_stop_experiment_if_needed``): no callback hears of
-  those ends (``on_trial_complete`` is never called for them), trials waiting for resources
-  are marked TERMINATED although they never ran, and the searcher's saved state says
-  ``finished``. ``Tuner.restore`` then resumes nothing: a raised budget could never
-  continue the search.
-- So :class:`BudgetStopper` ends the search the way Ctrl-C does: it raises ``SIGUSR1``, for
-  which ``tune.run`` installs the handler that ends its loop after the current step
-  (``tune.py``, ``_setup_signal_catching``); Tune then saves its state one last time, with
-  running trials RUNNING and the searcher unfinished, and stops the trials' actors. No new
-  trial starts. A running trial's checkpoints are those its nested run had reported (Ray
-  Train persists a checkpoint before the report reaches Tune); its driver is stopped as a
-  trial the scheduler stops is. hpsearch records each of them as ``stopped``, with the
-  budget that stopped it (:func:`finish`), and ``hpsearch resume`` (with a raised budget)
-  continues them from their latest checkpoint, with the trials not yet started.
-  Where Tune installed no handler (``fit()`` outside the main thread), ``stop_all``
-  returns True instead: the search still ends, but cannot be continued.
-- The budget is read from the search run in progress (:func:`begin`, called by
-  ``hpsearch.runtime.tuner`` around ``fit()``), not from the stopper: ``Tuner.restore``
-  brings back the stopper pickled in Tune's experiment state, with the old budget.
+- Tune's own way does not allow a resume. When a Tune ``Stopper``'s ``stop_all()`` returns
+  True, ``TuneController`` marks the search algorithm finished and *terminates* every live
+  trial with ``_schedule_trial_stop`` (see ``_stop_experiment_if_needed`` in
+  ``execution/tune_controller.py``). No callback hears of those ends, because
+  ``on_trial_complete`` is never called for them. Trials waiting for resources are marked
+  TERMINATED although they never ran. The searcher's saved state says ``finished``. So
+  ``Tuner.restore`` resumes nothing, and a raised budget could never continue the search.
+- So :class:`BudgetStopper` ends the search the way Ctrl-C does. It raises ``SIGUSR1``.
+  ``tune.run`` installs a handler for that signal, which ends Tune's loop after the
+  current step (see ``_setup_signal_catching`` in ``tune.py``). Tune then saves its state
+  one last time, with the running trials still RUNNING and the searcher unfinished, and
+  stops the trials' actors. No new trial starts.
+- A running trial keeps the checkpoints its nested run had reported, because Ray Train
+  saves a checkpoint before the report reaches Tune. Its driver is stopped the same way as
+  when the scheduler stops a trial. hpsearch records each such trial as ``stopped``, with
+  the budget that stopped it (:func:`finish`). ``hpsearch resume`` with a raised budget
+  continues these trials from their latest checkpoint, along with the trials not yet started.
+- Tune installs no handler when ``fit()`` runs outside the main thread. There ``stop_all``
+  returns True instead, so the search still ends but cannot be continued.
+- The budget is read from the search run in progress (:func:`begin`, which
+  ``hpsearch.runtime.tuner`` calls around ``fit()``), not from the stopper. The reason:
+  ``Tuner.restore`` brings back the stopper that was pickled in Tune's experiment state,
+  and that stopper holds the old budget.
 
-What is counted: see :mod:`hpsearch.spec.budget`. The wall time is cumulative over the
-search's run and resumes (``hpsearch_usage.jsonl`` records each run); failures are read
-from the outcomes file; the target is checked on every result Tune receives; the
-resource-hours are the trials' runs recorded by
-:class:`~hpsearch.runtime.outcomes.OutcomeRecorder`, the running ones counted until now.
+What is counted is described in :mod:`hpsearch.spec.budget`. Here is where each figure
+comes from. The wall time adds up the search's first run and every resume;
+``hpsearch_usage.jsonl`` records each run. Failures are read from the outcomes file. The
+target is checked on every result Tune receives. The resource-hours come from the trials'
+runs that :class:`~hpsearch.runtime.outcomes.OutcomeRecorder` records; a running trial
+counts up to now.
 """
 
 from __future__ import annotations
@@ -36,20 +39,23 @@ from __future__ import annotations
 import math
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ray.tune import Stopper
 
+from hpsearch import messages
 from hpsearch.errors import HpsearchError, Problem, SpecError
 from hpsearch.experiment import files
 from hpsearch.experiment.files import Outcome
 from hpsearch.experiment.layout import ERRORED, OUTCOMES_FILE, STOPPED, TRAIN_RUNS_DIR, USAGE_FILE
+from hpsearch.experiment.metrics import report_epoch, report_value
 from hpsearch.experiment.ranking import metric_value
+from hpsearch.planning.for_spec import demand_for
+from hpsearch.runtime.internals import tune_interrupt_installed
 from hpsearch.spec import Spec
 from hpsearch.spec.budget import Budget, BudgetUse, Reached
 
@@ -74,8 +80,6 @@ def trial_resources(spec: Spec, config: Mapping[str, Any] | None = None) -> dict
     ``config``: the trial's config, whose searched scaling values (``scaling.*``) size it; without
     one (or with nothing searched), the spec's trial (searched scaling: the largest).
     """
-    from hpsearch.planning.for_spec import demand_for
-
     demand = demand_for(spec, config)
     out = {k: float(v) for k, v in demand.driver.items() if float(v) > 0}
     for k, v in demand.worker.items():
@@ -88,14 +92,9 @@ def resources_from_folder(
     experiment_dir: str | os.PathLike[str], config: Mapping[str, Any] | None = None
 ) -> dict[str, float]:
     """:func:`trial_resources` of the spec as run in an experiment folder (``{}`` without one)."""
-    from hpsearch.spec import load_spec
-
-    raw = files.read_spec(experiment_dir)
-    if raw is None:
-        return {}
     try:
-        return trial_resources(load_spec(raw, check_trainable=False), config)
-    except (HpsearchError, ValueError):  # a spec that no longer loads; a config without its scaling values
+        return trial_resources(files.experiment_spec(experiment_dir, check_trainable=False), config)
+    except (HpsearchError, ValueError):  # no spec; one that no longer loads; a config without its scaling values
         return {}
 
 
@@ -139,7 +138,7 @@ class BudgetTracker:
     def observe(self, trial_id: str, result: Mapping[str, Any]) -> None:
         """A result Tune received: its value of each target metric counts toward the target."""
         for name, target in self.budget.target.items():
-            value = metric_value(result.get(name))
+            value = metric_value(report_value(result, name))  # a nested metric too, as Tune reads it
             if value is None or not math.isfinite(value):
                 continue
             best = self.best.get(name)
@@ -267,8 +266,6 @@ def finish(tracker: BudgetTracker) -> Reached | None:
     global _active
     if _active is tracker:
         _active = None
-    from hpsearch.runtime.outcomes import last_epoch
-
     exp = tracker.experiment_dir
     now = tracker.clock()
     reached = tracker.reached
@@ -292,7 +289,7 @@ def finish(tracker: BudgetTracker) -> Reached | None:
                         trial_id=trial_id,
                         status=STOPPED,
                         reports=len(history),
-                        last_epoch=last_epoch(history[-1]) if history else None,
+                        last_epoch=report_epoch(history[-1]) if history else None,
                         ended_at=now,
                         ended_by=reached.budget,
                     ),
@@ -310,20 +307,18 @@ class BudgetStopper(Stopper):
         experiment_dir: The experiment folder.
         budget: The limits, used only when no hpsearch search run is in progress
             (:func:`begin`): a Tuner from :func:`hpsearch.build_tuner` fitted directly.
-        stream: Where the line saying which budget ended the search goes (stderr by default).
     """
 
-    def __init__(self, experiment_dir: str | os.PathLike[str], budget: Budget, *, stream: TextIO | None = None) -> None:
+    def __init__(self, experiment_dir: str | os.PathLike[str], budget: Budget) -> None:
         self.experiment_dir = str(experiment_dir)
         self.budget = budget
-        self.stream = stream
         self._own: BudgetTracker | None = None
         self._announced = False
         self._stop_trials = False
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its stopper into the experiment state; a stream is not picklable.
-        return {**self.__dict__, "stream": None, "_own": None}
+        # Tune pickles its stopper into the experiment state; the tracker is rebuilt by the next run.
+        return {**self.__dict__, "_own": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Restored by Tuner.restore: a new run of the search, measured afresh (by begin()'s tracker).
@@ -350,11 +345,9 @@ class BudgetStopper(Stopper):
             return False
         if not self._announced:
             self._announced = True
-            print(
-                f"hpsearch: {reached.message}: ending the search (no new trial starts; running trials are "
-                "stopped, their checkpoints kept)",
-                file=self.stream or sys.stderr,
-                flush=True,
+            messages.say(
+                f"{reached.message}: ending the search (no new trial starts; running trials are "
+                "stopped, their checkpoints kept)"
             )
             if _interrupt_tune():
                 return False  # Tune ends its loop after this step, as on Ctrl-C
@@ -366,8 +359,7 @@ def _interrupt_tune() -> bool:
     """Raise SIGUSR1 for Tune's own handler (tune.run ends its loop, saves its state); False when it has none."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGUSR1"):
         return False
-    handler = signal.getsignal(signal.SIGUSR1)
-    if getattr(handler, "__name__", "") != "signal_interrupt_tune_run":
+    if not tune_interrupt_installed(signal.getsignal(signal.SIGUSR1)):
         return False
     signal.raise_signal(signal.SIGUSR1)
     return True

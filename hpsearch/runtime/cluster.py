@@ -1,13 +1,17 @@
 """Connect to Ray and read the cluster's shape, node by node, for the planner.
 
 With no address, hpsearch starts an embedded local Ray **with its dashboard on
-127.0.0.1**: the dashboard serves the State API that Ray Train's placement-group
-cleanup needs; without it every trial stopped early (ASHA) leaks its workers'
-placement group and the search deadlocks (docs/architecture.md, "The facts about Ray
-that shaped the design"). Every other server of an embedded Ray (the GCS, the raylet,
-the agents, every worker's) listens on 127.0.0.1 as well (:func:`hpsearch.runtime.env.loopback_only`),
-and it keeps Ray's token authentication: a ``RAY_AUTH_MODE`` that turns it off is refused.
-The environment Ray is started with is set by :mod:`hpsearch.runtime.env`.
+127.0.0.1**. The dashboard serves the State API, which Ray Train's placement-group
+cleanup needs. Without it, every trial stopped early (ASHA) leaks its workers'
+placement group, and the search deadlocks. See docs/architecture.md, "The facts about
+Ray that shaped the design".
+
+Every other server of an embedded Ray listens on 127.0.0.1 as well: the GCS, the
+raylet, the agents, and every worker's (:func:`hpsearch.runtime.env.loopback_only`).
+This is checked right after Ray starts (:mod:`hpsearch.runtime.listening`). A socket
+beyond the loopback stops the search. An embedded Ray also keeps Ray's token
+authentication: a ``RAY_AUTH_MODE`` that turns it off is refused. The environment Ray
+is started with is set by :mod:`hpsearch.runtime.env`.
 """
 
 from __future__ import annotations
@@ -21,9 +25,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.util.state import list_placement_groups
+
 from hpsearch.errors import ClusterError
 from hpsearch.planning.planner import HEAD_RESOURCE, Node
-from hpsearch.runtime import ray_logs
+from hpsearch.runtime import listening, ray_logs
 from hpsearch.runtime.env import apply_driver_defaults, loopback_only, pin_state_api
 
 __all__ = [
@@ -49,8 +57,6 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
             only (see :mod:`hpsearch.runtime.ray_logs`).
         num_cpus: CPUs for an embedded local Ray (default: all of this machine's).
     """
-    import ray
-
     if ray.is_initialized():
         return False
     address = address or job_cluster_address()
@@ -74,8 +80,9 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
         # Ray Train's placement-group cleaner must ask this cluster's State API (see env.STATE_API_ADDRESS).
         port = _free_port()
         pin_state_api(port)
-        # address="local": always a new embedded cluster, never one found on the machine by accident;
-        # loopback_only: every server of it on 127.0.0.1, not only the dashboard (see env.LOOPBACK_ONLY).
+        before = listening.driver_listeners()  # this process's own sockets are not the embedded Ray's
+        # address="local" always starts a new embedded cluster, never one found on the machine by accident.
+        # loopback_only puts every server of it on 127.0.0.1, not only the dashboard (see env.LOOPBACK_ONLY).
         with loopback_only():
             ray.init(
                 address="local",
@@ -85,6 +92,12 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
                 num_cpus=num_cpus,
                 **common,
             )
+        try:  # ... and measured: a server beyond the loopback stops the search before anything is written
+            listening.check_loopback_only(before)
+        except ClusterError:
+            ray.shutdown()
+            ray_logs.abandon()
+            raise
     ray_logs.after_init()
     return True
 
@@ -142,8 +155,6 @@ def _cannot_connect(address: str, err: Exception) -> str:
 
 def cluster_nodes() -> list[Node]:
     """The alive nodes of the connected cluster with their total resources."""
-    import ray
-
     nodes = []
     for info in ray.nodes():  # type: ignore[no-untyped-call]  # Ray's nodes() has no annotations
         if not info.get("Alive", False):
@@ -184,10 +195,11 @@ def count_waiting(groups: list[dict[str, Any]], job_id: str, shapes: list[list[d
 
 
 def waiting_worker_groups(shapes: list[list[dict[str, float]]]) -> int:
-    """How many trials of this search have a worker group Ray has not placed yet (their drivers run, their
-    workers wait for room): this job's pending placement groups shaped like a worker group (State API)."""
-    import ray
-    from ray.util.state import list_placement_groups
+    """How many trials of this search have a worker group that Ray has not placed yet.
+
+    Such a trial's driver runs, but its workers wait for room. The count is this job's pending
+    placement groups that are shaped like a worker group, as the State API lists them.
+    """
 
     groups = list_placement_groups(
         filters=[("state", "!=", "REMOVED")], detail=True, limit=10_000, raise_on_missing_output=False
@@ -210,8 +222,6 @@ def check_shared_storage(storage_path: Path, nodes: list[Node], *, timeout_s: fl
     """
     if len(nodes) <= 1:
         return
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     token = uuid.uuid4().hex
     probe_dir = Path(storage_path) / f"{_PROBE_DIR}{token}"

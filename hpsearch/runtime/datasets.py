@@ -1,27 +1,30 @@
 """Ray Data datasets for the trials: built from the spec's factories, once per search or per trial.
 
-The Ray edge of the spec's ``datasets`` and ``data`` sections (:mod:`hpsearch.spec.datasets`).
+This module does with Ray what the spec's ``datasets`` and ``data`` sections ask for. The
+sections themselves are checked in :mod:`hpsearch.spec.datasets`.
 
-- ``materialize: once``: :func:`materialize_datasets` calls each factory in the search process,
-  after Ray starts and before anything is written, and ``materialize()``\\ s the result: its
-  blocks are computed once and pinned in the object store. The trainable hands the
-  :class:`~ray.data.dataset.MaterializedDataset` objects to every trial through
-  ``tune.with_parameters`` (one ``ray.put`` of the small handles; the blocks themselves are
-  shared, read-only, never copied per trial). ``hpsearch resume`` runs in a new process with
-  a new Ray, so it builds them again the same way (the blocks died with the old Ray).
-- ``materialize: per_trial``: each trial driver calls the factories (:func:`build_for_trial`),
-  with the trial's config when the factory takes one argument, and the nested run streams
-  the lazy datasets itself.
+- ``materialize: once``: :func:`materialize_datasets` calls each factory in the search
+  process, after Ray starts and before anything is written. It then calls ``materialize()``
+  on the result, so the blocks are computed once and pinned in the object store. The
+  trainable hands the :class:`~ray.data.dataset.MaterializedDataset` objects to every trial
+  through ``tune.with_parameters``. That is one ``ray.put`` of the small handles. The blocks
+  themselves are shared and read-only, and never copied per trial. ``hpsearch resume`` runs
+  in a new process with a new Ray, and the blocks died with the old Ray. So resume builds
+  the datasets again, the same way.
+- ``materialize: per_trial``: each trial driver calls the factories (:func:`build_for_trial`).
+  A factory that takes one argument gets the trial's config. The nested run streams the
+  lazy datasets itself.
 
-A factory that raises or returns anything but a ``ray.data.Dataset`` is the user's error:
-with ``once`` a :class:`~hpsearch.errors.SpecError` naming ``datasets.<name>`` before the
-experiment folder is written (the CLI's exit 2); with ``per_trial`` the trial errors with the
-same line.
+A factory that raises, or returns anything but a ``ray.data.Dataset``, is the user's error.
+With ``once``, it is a :class:`~hpsearch.errors.SpecError` naming ``datasets.<name>``, raised
+before the experiment folder is written (the CLI exits with 2). With ``per_trial``, the trial
+errors with the same line.
 
-:func:`data_config` is the ``DataConfig`` each nested run gets: the spec's ``data.split``, and
-execution options that limit the trial's Ray Data executors to its share of ``data.cpus``
-(:func:`hpsearch.planning.planner.data_cpus_per_trial`) and of Ray Data's object-store budget,
-so that the trials at once never ask for more than the planner kept free.
+:func:`data_config` builds the ``DataConfig`` each nested run gets. It holds the spec's
+``data.split``. Its execution options limit the trial's Ray Data executors to the trial's
+share of ``data.cpus`` (:func:`hpsearch.planning.planner.data_cpus_per_trial`) and of Ray
+Data's object-store budget. So the trials running at once never ask for more than the
+planner kept free.
 """
 
 from __future__ import annotations
@@ -32,9 +35,14 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import ray
+import ray.train
+from ray import cloudpickle
+
 from hpsearch.errors import Problem, SpecError
 from hpsearch.experiment.tracebacks import short_error
 from hpsearch.runtime import ray_logs
+from hpsearch.runtime.internals import data_object_store_fraction, ray_data_console_handlers
 from hpsearch.spec._imports import is_file_module, load_callable
 from hpsearch.spec._validation import join_path
 from hpsearch.spec.datasets import factory_arity
@@ -57,9 +65,6 @@ __all__ = [
 
 #: What a dataset can be given as: a ``ray.data.Dataset``, a factory, or a ``"module:function"`` reference.
 DatasetSource = Any
-
-#: Ray Data's default share of the object store for one executor (``RAY_DATA_OBJECT_STORE_MEMORY_LIMIT_FRACTION``).
-_DEFAULT_OBJECT_STORE_FRACTION = 0.5
 
 
 def _path(name: str) -> str:
@@ -93,6 +98,7 @@ def resolve_sources(datasets: Mapping[str, DatasetSource] | None) -> dict[str, D
 
 
 def _is_dataset(obj: Any) -> bool:
+    # lazy: ray.data takes about a second to import, and only a search with datasets needs it
     from ray.data import Dataset
 
     return isinstance(obj, Dataset)
@@ -129,6 +135,7 @@ def materialize_datasets(datasets: Mapping[str, DatasetSource] | None) -> dict[s
         SpecError: a factory that raised, returned no Dataset, or whose dataset failed to
             compute (each problem named ``datasets.<name>``).
     """
+    # lazy: ray.data takes about a second to import, and only a search with datasets needs it
     from ray.data.dataset import MaterializedDataset
 
     sources = resolve_sources(datasets)
@@ -161,14 +168,15 @@ def _quiet_ray_data() -> Iterator[None]:
     session folder (``ray.data._internal.logging``); only the console handlers are raised to
     WARNING, so the lines stay in the session folder, where hpsearch keeps Ray's output.
     """
+    # lazy: ray.data takes about a second to import, and only a search with datasets needs it
     from ray.data import DataContext
 
     context = DataContext.get_current()
     bars = context.enable_progress_bars
     raised = [
         (handler, handler.level)
-        for handler in logging.getLogger("ray.data").handlers
-        if type(handler).__name__ != "SessionFileHandler" and handler.level < logging.WARNING
+        for handler in ray_data_console_handlers(logging.getLogger("ray.data").handlers)
+        if handler.level < logging.WARNING
     ]
     for handler, _ in raised:
         handler.setLevel(logging.WARNING)
@@ -216,8 +224,6 @@ def build_for_trial(factories: Mapping[str, Callable[..., Any]], config: Mapping
 
 def ship_by_value(sources: Mapping[str, DatasetSource]) -> None:
     """Have Ray pickle the modules of factories loaded from ``.py`` files by value (the trial drivers cannot import them)."""
-    from ray import cloudpickle
-
     for source in sources.values():
         module = getattr(source, "__module__", "") or ""
         if callable(source) and is_file_module(module):
@@ -227,37 +233,23 @@ def ship_by_value(sources: Mapping[str, DatasetSource]) -> None:
 def data_config(split: Sequence[str], cpu_limit: float | None, concurrency: int) -> DataConfig:
     """The nested run's ``DataConfig``: ``split`` across the workers; each executor capped at the trial's share.
 
-    ``cpu_limit`` (:func:`~hpsearch.planning.planner.data_cpus_per_trial`) caps the CPUs of the
-    executor of each dataset (``None``: no cap). Ray Data also assumes half the cluster's
-    object store is its own; each trial gets ``1 / concurrency`` of that, so N executors at
-    once fit where one would. The caps apply to every executor of the trial: one per split
-    dataset (its split coordinator), and one per worker for a dataset not split (Ray's
-    ``DataConfig.configure`` hands each worker ``ds.iterator()``). Ray Data's other options
-    are kept as the ``DataContext`` sets them (``DataConfig.default_ingest_options``).
+    ``cpu_limit`` caps the CPUs of each dataset's executor; ``None`` means no cap. It comes
+    from :func:`~hpsearch.planning.planner.data_cpus_per_trial`. Ray Data also assumes that
+    half the cluster's object store is its own. Each trial gets ``1 / concurrency`` of that
+    half, so N executors at once fit where one would.
+
+    The caps apply to every executor of the trial. A split dataset has one executor, its split
+    coordinator. A dataset that is not split has one per worker, because Ray's
+    ``DataConfig.configure`` hands each worker ``ds.iterator()``. Ray Data's other options are
+    kept as the ``DataContext`` sets them (``DataConfig.default_ingest_options``).
     """
-    import ray
-    import ray.train
+    # lazy: ray.data takes about a second to import, and only a search with datasets needs it
     from ray.data import ExecutionResources
 
     options = ray.train.DataConfig.default_ingest_options()
     resources = ray.cluster_resources() if ray.is_initialized() else {}  # type: ignore[no-untyped-call]  # Ray's API is unannotated
     store = float(resources.get("object_store_memory", 0.0))
-    share = store * _object_store_fraction() / max(1, concurrency) if store > 0 else None
+    share = store * data_object_store_fraction() / max(1, concurrency) if store > 0 else None
     limits = ExecutionResources.for_limits(cpu=cpu_limit, object_store_memory=share)
     options.resource_limits = options.resource_limits.min(limits)
     return ray.train.DataConfig(datasets_to_split=list(split), execution_options=options)
-
-
-def _object_store_fraction() -> float:
-    """The share of the object store one Ray Data executor takes by default."""
-    from ray.data import DataContext
-
-    override = DataContext.get_current().override_object_store_memory_limit_fraction
-    if override is not None:
-        return float(override)
-    try:
-        from ray.data._internal.execution.resource_manager import ResourceManager
-
-        return float(ResourceManager.DEFAULT_OBJECT_STORE_MEMORY_LIMIT_FRACTION)
-    except (ImportError, AttributeError):  # Ray moved it: its documented default
-        return _DEFAULT_OBJECT_STORE_FRACTION

@@ -1,7 +1,7 @@
 """Every Ray environment variable hpsearch sets, with the reason and the measurement behind each.
 
 Ray reads these settings from the environment only, so hpsearch sets them in the process
-that needs them, at the moment before Ray reads them. Each place has one function:
+that needs them, just before Ray reads them. Each place has its own function:
 
 - :func:`apply_driver_defaults`: in the search's process, before ``ray.init``. An embedded
   local Ray's raylet and workers are started from this process and inherit them.
@@ -27,6 +27,8 @@ import os
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from hpsearch.runtime.internals import loopback_flag
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.spec import Failure
@@ -62,11 +64,12 @@ class EnvSetting:
 
     Attributes:
         name: The variable.
-        value: What hpsearch sets it to; ``None`` when the value is only known when it is
-            applied (from the spec, or from the cluster just started), as ``why`` says.
-        why: What goes wrong, or is slow, with Ray's own default.
+        value: What hpsearch sets it to. ``None`` when the value is known only when it is
+            applied, because it comes from the spec or from the cluster just started.
+            ``why`` says which.
+        why: What the setting does, and what goes wrong or is slow with Ray's own default.
         measured: The evidence, and how it was obtained.
-        force: Overwrite a value already set (else a value the user set wins).
+        force: Overwrite a value that is already set. When false, a value the user set wins.
     """
 
     name: str
@@ -76,7 +79,10 @@ class EnvSetting:
     force: bool = False
 
     def apply(self, value: str | None = None, environ: MutableMapping[str, str] | None = None) -> None:
-        """Set the variable in ``environ`` (``os.environ``): ``value`` if given, else :attr:`value`."""
+        """Set the variable in ``environ``, or in ``os.environ`` when none is given.
+
+        The value set is ``value`` when given, else :attr:`value`.
+        """
         env = os.environ if environ is None else environ
         chosen = self.value if value is None else value
         if chosen is None:
@@ -91,15 +97,15 @@ TRAIN_HEALTH_CHECK = EnvSetting(
     name="RAY_TRAIN_HEALTH_CHECK_INTERVAL_S",
     value="0.1",
     why=(
-        "Ray Train's controller polls its workers every 2 s by default. Every report reaches Tune at a poll "
-        "(so a loop reports at most every 2 s), and every step of a nested run's start and teardown waits for "
-        "one. A poll is one small remote call per worker: at 10 a second its cost is negligible, and failure "
-        "detection only gets faster."
+        "Ray Train's controller polls its workers every 2 s by default. A report reaches Tune only at a poll, "
+        "so a training loop reports at most every 2 s. Every step of a nested run's start and teardown also "
+        "waits for a poll. hpsearch sets 0.1 s instead. A poll is one small remote call per worker, so 10 polls "
+        "a second cost almost nothing. The only change to failure detection is that it gets faster."
     ),
     measured=(
-        "Wall time of one nested run (1 worker, 5 short epochs) on the 2-CPU machine, per interval: "
-        "2 s (Ray's default) about 19 s; 0.2 s 9.9 s; 0.1 s 8.8 s; 0.05 s 8.5 s. 0.1 s takes almost all of the "
-        "gain; going lower buys 0.3 s more."
+        "The wall time of one nested run (1 worker, 5 short epochs) on the 2-CPU machine, with Ray 2.60.0. "
+        "With Ray's default of 2 s the run took about 19 s. With 0.2 s it took 9.9 s, with 0.1 s 8.8 s, and "
+        "with 0.05 s 8.5 s. So 0.1 s gets almost all of the gain. Going lower saves only 0.3 s more."
     ),
 )
 
@@ -107,14 +113,14 @@ TRAIN_V2 = EnvSetting(
     name="RAY_TRAIN_V2_ENABLED",
     value="1",
     why=(
-        "The trial driver is written against Ray Train V2: its controller, the controller-side "
-        "after_report callback hook, and ray.tune.integration.ray_train.TuneReportCallback. Set before ray.init "
-        "so an embedded Ray's processes inherit it along with the other defaults."
+        "The trial driver is written for Ray Train V2. It uses V2's controller, the controller's after_report "
+        "callback hook, and ray.tune.integration.ray_train.TuneReportCallback. hpsearch sets the variable "
+        "before ray.init, so the processes of an embedded Ray inherit it along with the other defaults."
     ),
     measured=(
-        "Not a measurement: V2 is already Ray's default from 2.58 on (ray.train.v2._internal.constants."
-        "is_v2_enabled() reads this variable with a default of True, checked in the 2.60.0 source), so on every "
-        "supported Ray this only states the requirement. A user's RAY_TRAIN_V2_ENABLED=0 is kept."
+        "Not a measurement. V2 is already Ray's default from Ray 2.58 on. In the Ray 2.60.0 source, "
+        "ray.train.v2._internal.constants.is_v2_enabled() reads this variable with a default of True. So on "
+        "every supported Ray, this setting only states the requirement. A user's RAY_TRAIN_V2_ENABLED=0 is kept."
     ),
 )
 
@@ -122,17 +128,18 @@ STATE_API_ADDRESS = EnvSetting(
     name="RAY_API_SERVER_ADDRESS",
     value=None,  # http://127.0.0.1:<the embedded Ray's dashboard port>
     why=(
-        "Ray Train's placement-group cleaner, which frees a stopped trial's worker group, asks the State API "
-        "(served by the dashboard). The State API client finds it through RAY_API_SERVER_ADDRESS, else "
-        "RAY_ADDRESS, else 'the latest Ray instance on this machine'. With two Ray clusters on one machine it "
-        "then asks the wrong one, and every stopped trial's workers stay reserved. Pinned to the embedded Ray's "
-        "own dashboard; the raylet and every worker inherit it. Set for an embedded Ray only (an existing "
-        "cluster's processes have their own environment)."
+        "Ray Train's placement-group cleaner frees the worker group of a stopped trial. To do that it asks the "
+        "State API, which the dashboard serves. The State API client looks first at RAY_API_SERVER_ADDRESS, "
+        "then at RAY_ADDRESS, and otherwise takes 'the latest Ray instance on this machine'. With two Ray "
+        "clusters on one machine it then asks the wrong one, and the workers of every stopped trial stay "
+        "reserved. So hpsearch sets the variable to the embedded Ray's own dashboard. The raylet and every "
+        "worker inherit it. It is set for an embedded Ray only, because the processes of an existing cluster "
+        "have their own environment."
     ),
     measured=(
-        "Resolution order read in ray/dashboard/utils.py (get_address_for_submission_client) of Ray 2.60.0. Seen "
-        "when the test suite ran a 3-node cluster_utils cluster beside its session-wide local Ray "
-        "(tests/test_multinode.py pins the variable for that cluster for the same reason)."
+        "The lookup order was read in get_address_for_submission_client, in ray/dashboard/utils.py of Ray "
+        "2.60.0. The problem was seen when the test suite ran a 3-node cluster_utils cluster beside its "
+        "session-wide local Ray. tests/test_multinode.py sets the variable for that cluster for the same reason."
     ),
     force=True,
 )
@@ -141,14 +148,15 @@ LEGACY_TUNE_OUTPUT = EnvSetting(
     name="RAY_AIR_NEW_OUTPUT",
     value="0",
     why=(
-        "hpsearch prints its own progress lines (hpsearch.runtime.progress) and runs Tune with verbose=0. "
-        "Tune's new output engine (Ray's default) still prints at verbose=0; its legacy reporter is silent."
+        "At 0 this variable makes Tune use its legacy reporter instead of its new output engine. hpsearch "
+        "prints its own progress lines (hpsearch.runtime.progress) and runs Tune with verbose=0. The new "
+        "output engine, Ray's default, still prints at verbose=0. The legacy reporter prints nothing."
     ),
     measured=(
-        "A 2-trial Tune search of a plain function trainable with verbose=0, stdout and stderr captured at the "
-        "file descriptors: with Ray 2.60.0's default Tune printed 9 lines (a 7-line 'Configuration for "
-        "experiment' box, 'View detailed results here: ...' and a TensorBoard hint); with RAY_AIR_NEW_OUTPUT=0 "
-        "it printed none."
+        "A Tune search of 2 trials of a plain function trainable ran with verbose=0. Its stdout and stderr were "
+        "captured at the file descriptors. With Ray 2.60.0's default, Tune printed 9 lines: a 7-line "
+        "'Configuration for experiment' box, 'View detailed results here: ...' and a TensorBoard hint. With "
+        "RAY_AIR_NEW_OUTPUT=0 it printed none."
     ),
 )
 
@@ -156,14 +164,16 @@ TUNE_STATE_EVERY_S = EnvSetting(
     name="TUNE_GLOBAL_CHECKPOINT_S",
     value="1",
     why=(
-        "Tune's experiment state (which trials have ended) is what resume restores. A trial that ended after "
-        "the last save runs again after a kill. Saving every second narrows that window to about a second."
+        "Tune saves its experiment state, which records the trials that have ended. A resumed search restores "
+        "that state. So a trial that ended after the last save runs again when the search is killed and "
+        "resumed. Saving every second narrows that window to about a second."
     ),
     measured=(
-        "Ray's default is 'auto': the first period is 10 s, then max(10 s, 19 x the time one save took) "
-        "(ray/tune/execution/experiment_state.py, Ray 2.60.0), so up to 10 s or more of ended trials could run "
-        "again. With 1 s, tests/test_faults.py kills a search (SIGKILL) once Tune's saved state shows an ended "
-        "trial, resumes it, and checks that no trial that had ended ran again."
+        "Ray's default is 'auto' (ray/tune/execution/experiment_state.py, Ray 2.60.0). The first save comes "
+        "after 10 s. After that, the time between saves is max(10 s, 19 x the time one save took). So trials "
+        "that ended in the last 10 s or more could run again. With 1 s, tests/test_faults.py checks the "
+        "setting. It kills a search with SIGKILL once Tune's saved state shows an ended trial, resumes the "
+        "search, and checks that no trial that had ended ran again."
     ),
 )
 
@@ -171,17 +181,18 @@ WORKER_GROUP_START_TIMEOUT = EnvSetting(
     name="RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S",
     value=None,  # the spec's failure.worker_start_timeout_s
     why=(
-        "Bounds the wait for a worker group that cannot be placed: after this long it counts as a controller "
-        "failure, and after failure.controller_retries of those the trial errors with a reason instead of "
-        "waiting forever. Set from the spec's failure.worker_start_timeout_s, so it overwrites the environment: "
-        "the spec is where this is configured. Ray Train passes it from the trial driver to the controller."
+        "This variable bounds the wait for a worker group that cannot be placed. After this long, the wait "
+        "counts as a controller failure. After failure.controller_retries such failures, the trial errors with "
+        "a reason instead of waiting forever. The value comes from the spec's failure.worker_start_timeout_s. "
+        "It overwrites the environment, because the spec is where this is configured. Ray Train passes the "
+        "variable from the trial driver to the controller."
     ),
     measured=(
         "Ray's own default is 60 s (ray/train/v2/_internal/constants.py, Ray 2.60.0), the same as the spec's "
-        "default; without a bound on controller failures as well, a worker group that can never be placed is "
-        "retried forever, silently. tests/test_multinode.py relies on the bound: a trial whose worker group "
-        "could not be placed would wait the 60 s and then error, while its trials' first reports come within "
-        "about 5-10 s."
+        "default. The timeout alone is not enough. Without a bound on controller failures as well, a worker "
+        "group that can never be placed is retried forever, silently. tests/test_multinode.py relies on the "
+        "bound. There, a trial whose worker group could not be placed would wait the 60 s and then error. Its "
+        "trials' first reports come within about 5-10 s."
     ),
     force=True,
 )
@@ -190,25 +201,27 @@ LOOPBACK_ONLY = EnvSetting(
     name="RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
     value="0",
     why=(
-        "An embedded Ray is one node that no other machine needs to reach, but on Linux Ray gives its node the "
-        "machine's address and its gRPC servers then listen on every interface: the GCS, the raylet, the driver's "
-        "and every worker's and actor's, the dashboard agent's. At 0 this variable makes Ray treat the machine as "
-        "it treats macOS and Windows by default: the node's address is the loopback, and every server binds "
-        "127.0.0.1 (the GCS, raylet and core workers bind 127.0.0.1 exactly when their node address is "
-        "127.0.0.1). Set for the ray.init of an embedded Ray only, which its processes inherit, and restored "
-        "after it: `ray start` refuses to add a node while it is 0, and a later --address search needs the "
-        "machine's address."
+        "An embedded Ray is one node that no other machine needs to reach. But on Linux, Ray gives its node "
+        "the machine's address, and its gRPC servers then listen on every interface. These are the servers of "
+        "the GCS, the raylet, the driver, every worker and actor, and the dashboard agent. At 0 this variable "
+        "makes Ray treat the machine as it treats macOS and Windows by default. The node's address is then the "
+        "loopback, and every server binds 127.0.0.1. (The GCS, the raylet and the core workers bind 127.0.0.1 "
+        "exactly when their node address is 127.0.0.1.) hpsearch sets the variable only for the ray.init of an "
+        "embedded Ray, whose processes inherit it. It restores the variable afterwards, for two reasons. "
+        "`ray start` refuses to add a node while it is 0. And a later --address search needs the machine's "
+        "address."
     ),
     measured=(
-        "Listening TCP sockets of a Ray 2.60.0 session started by connect() (ss -ltnp; psutil net_connections) "
-        "on this machine: without it the GCS, the raylet (2 ports), the driver, every worker and actor (Train "
-        "controller and workers, Tune's queue and placement actors) and the dashboard agent's gRPC port on "
-        "*:PORT, the agent's metrics port and both monitors' on 0.0.0.0, the agent's HTTP port and the "
-        "runtime-env agent on the machine's address; only the dashboard on 127.0.0.1. With it at 0: all of them "
-        "on 127.0.0.1 (tests/test_listening.py asserts it during a search). The rule read in "
-        "ray/_private/services.py (get_node_ip_address: the loopback when ray_constants.ENABLE_RAY_CLUSTER is "
-        "false) and ray/_private/ray_constants.py (ENABLE_RAY_CLUSTER reads this variable, default true off "
-        "macOS and Windows)."
+        "The listening TCP sockets of a Ray 2.60.0 session started by connect() on this machine, listed with "
+        "ss -ltnp and psutil net_connections. Without the variable, these listened on *:PORT: the GCS, the "
+        "raylet (2 ports), the driver, every worker and actor (the Train controller and workers, Tune's queue "
+        "and placement actors) and the dashboard agent's gRPC port. The agent's metrics port, and those of both "
+        "monitors, listened on 0.0.0.0. The agent's HTTP port and the runtime-env agent listened on the "
+        "machine's address. Only the dashboard listened on 127.0.0.1. With the variable at 0, all of them "
+        "listened on 127.0.0.1; tests/test_listening.py asserts this during a search. The rule was read in "
+        "Ray's source. In ray/_private/services.py, get_node_ip_address returns the loopback when "
+        "ray_constants.ENABLE_RAY_CLUSTER is false. In ray/_private/ray_constants.py, ENABLE_RAY_CLUSTER reads "
+        "this variable, with a default of true except on macOS and Windows."
     ),
     force=True,
 )
@@ -217,14 +230,16 @@ MLFLOW_FILE_STORE = EnvSetting(
     name="MLFLOW_ALLOW_FILE_STORE",
     value="true",
     why=(
-        "MLflow 3 refuses a `file:` tracking store unless this is set; a spec whose tracking.mlflow.tracking_uri "
-        "names one (file:./mlruns, or a bare folder) has chosen it. Set in the search's process, where the "
-        "trackers log, when the spec names a file store (kept set: Tune logs all search long). Not Ray's, but "
-        "every variable hpsearch sets lives here."
+        "MLflow 3 refuses a `file:` tracking store unless this variable is set. A spec whose "
+        "tracking.mlflow.tracking_uri names such a store (file:./mlruns, or a bare folder) has chosen it. So "
+        "when the spec names a file store, hpsearch sets the variable in the search's process, where the "
+        "trackers log. It stays set, because Tune logs for the whole search. The variable is not Ray's, but "
+        "every variable hpsearch sets is listed in this module."
     ),
     measured=(
-        "mlflow-skinny 3.17.2 on this machine, 2026-12-01: creating an experiment in a file:./mlruns store "
-        "raised MlflowException until the variable was set; tests/test_tracking.py runs the file store with it."
+        "Checked with mlflow-skinny 3.17.2 on this machine on 2026-12-01. Creating an experiment in a "
+        "file:./mlruns store raised MlflowException until the variable was set. tests/test_tracking.py runs the "
+        "file store with the variable set."
     ),
 )
 
@@ -232,12 +247,13 @@ MLFLOW_PROBE = (
     EnvSetting(
         name="MLFLOW_HTTP_REQUEST_MAX_RETRIES",
         value="0",
-        why="The first contact with an MLflow server (the check before the search) tries once, not with "
-        "MLflow's retries and backoff, so an unreachable tracking_uri is refused in seconds; restored after.",
+        why="hpsearch checks an MLflow server before the search starts. That first contact makes one try, "
+        "without MLflow's retries and backoff, so an unreachable tracking_uri is refused in seconds. The "
+        "variable is restored after the check.",
         measured=(
-            "mlflow-skinny 3.17.2 on this machine, 2026-12-01: an unreachable http:// tracking URI kept the check "
-            "retrying for minutes with MLflow's defaults; with 0 retries and 10 s it is refused at once "
-            "(tests/test_tracking.py, the unreachable MLflow test)."
+            "Checked with mlflow-skinny 3.17.2 on this machine on 2026-12-01. With MLflow's defaults, the check of "
+            "an unreachable http:// tracking URI kept retrying for minutes. With 0 retries and a 10 s timeout it is "
+            "refused at once (tests/test_tracking.py, the unreachable MLflow test)."
         ),
         force=True,
     ),
@@ -245,12 +261,13 @@ MLFLOW_PROBE = (
         name="MLFLOW_HTTP_REQUEST_TIMEOUT",
         value="10",
         why=(
-            "The same first contact with an MLflow server gives up after 10 s instead of MLflow's 120 s, so the "
-            "check before the search stays short; restored after the check."
+            "In the same first contact with an MLflow server, a request gives up after 10 s instead of MLflow's "
+            "120 s. This keeps the check before the search short. The variable is restored after the check."
         ),
         measured=(
-            "As for MLFLOW_HTTP_REQUEST_MAX_RETRIES: mlflow-skinny 3.17.2's default request timeout is 120 s, "
-            "too long for a check that runs before every search that names an MLflow server."
+            "Found with the same check as MLFLOW_HTTP_REQUEST_MAX_RETRIES. The default request timeout of "
+            "mlflow-skinny 3.17.2 is 120 s. That is too long for a check that runs before every search that names "
+            "an MLflow server."
         ),
         force=True,
     ),
@@ -294,7 +311,7 @@ def apply_driver_defaults(environ: MutableMapping[str, str] | None = None) -> No
 def pin_state_api(port: int, environ: MutableMapping[str, str] | None = None) -> str:
     """Before an embedded local Ray starts with its dashboard on ``port``: point the State API at it.
 
-    Returns the address set (always overwritten: it names the cluster about to start).
+    Returns the address set. It always overwrites the variable, because it names the cluster about to start.
     """
     address = f"http://127.0.0.1:{port}"
     STATE_API_ADDRESS.apply(address, environ=environ)
@@ -339,23 +356,20 @@ def restore_environ(saved: Mapping[str, str], environ: MutableMapping[str, str] 
 def loopback_only(environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
     """Around the ``ray.init`` of an embedded local Ray: every server it starts listens on 127.0.0.1 only.
 
-    Sets :data:`LOOPBACK_ONLY` for the processes ``ray.init`` starts (they inherit it, and the
-    workers the raylet starts later inherit it from the raylet), then restores the variable as
-    it was. Ray reads the variable only once, when ``ray._private.ray_constants`` is first
-    imported, which is usually long before (the trainable's module imports ``ray.train``): for
-    the same span the value it read then is set to match, and restored too.
+    Sets :data:`LOOPBACK_ONLY` for the processes that ``ray.init`` starts. They inherit it, and
+    the workers that the raylet starts later inherit it from the raylet. Afterwards the variable
+    is restored as it was. Ray reads the variable only once, when Ray is first imported. That is
+    usually long before this point, because the trainable's module imports ``ray.train``. So for
+    the same span, the value Ray read at import is also set to match, and then restored
+    (:func:`hpsearch.runtime.internals.loopback_flag`).
     """
-    from ray._private import ray_constants
-
     env = os.environ if environ is None else environ
     saved_value = env.get(LOOPBACK_ONLY.name)
-    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
     LOOPBACK_ONLY.apply(environ=env)
-    ray_constants.ENABLE_RAY_CLUSTER = False  # what Ray would have read with the variable set at its import
     try:
-        yield
+        with loopback_flag():  # what Ray would have read with the variable set at its import
+            yield
     finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
         if saved_value is None:
             env.pop(LOOPBACK_ONLY.name, None)
         else:

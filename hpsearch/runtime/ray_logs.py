@@ -34,11 +34,13 @@ import logging
 import logging.handlers
 import os
 import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from hpsearch.experiment.files import RayLogs
+from hpsearch.runtime.internals import current_node, ray_data_console_handlers, set_driver_error_printing
 
 __all__ = ["DRIVER_LOG", "before_init", "after_init", "abandon", "describe"]
 
@@ -102,9 +104,7 @@ def after_init() -> None:
 
     Also silences (or, with ``verbose``, lets through) the error messages Ray publishes to drivers.
     """
-    import ray._private.worker as ray_worker
-
-    ray_worker._worker_logs_enabled = bool(_state["verbose"])  # see the module docstring
+    set_driver_error_printing(bool(_state["verbose"]))  # see the module docstring
     path = _driver_log_path(_logs_dir())
     logger = _ray_logger()
     buffer = _state["buffer"]
@@ -150,21 +150,12 @@ def describe(address: str | None = None) -> RayLogs:
 
 def _logs_dir() -> str | None:
     """This node's Ray session log folder, or ``None`` (not connected, or a Ray Client driver)."""
-    import ray._private.worker as ray_worker
-
-    node = getattr(ray_worker.global_worker, "node", None)
-    if node is None:
-        return None
-    try:
-        return str(node.get_logs_dir_path())
-    except Exception:  # noqa: BLE001 - where the logs are is a courtesy; never fail the search over it
-        return None
+    node = current_node()
+    return None if node is None else node.logs_dir
 
 
 def _driver_log_path(logs_dir: str | None) -> Path:
     """``<logs_dir>/hpsearch_driver_<pid>.log``; without a session folder (Ray Client), in the system temp folder."""
-    import tempfile
-
     folder = Path(logs_dir) if logs_dir else Path(tempfile.gettempdir()) / "ray"
     return folder / DRIVER_LOG.format(pid=os.getpid())
 
@@ -178,10 +169,9 @@ def mute_ray_data_terminal() -> None:
     console handlers are silenced for the rest of the search; ``ray-data.log`` in Ray's
     session folder keeps every line.
     """
-    import ray.data  # noqa: F401 - importing it configures its handlers, which are then changed here
+    import ray.data  # noqa: F401 - importing it configures its handlers, changed here  # lazy: it takes seconds
 
     if _state["verbose"]:
         return
-    for handler in logging.getLogger("ray.data").handlers:
-        if type(handler).__name__ != "SessionFileHandler":
-            handler.setLevel(logging.CRITICAL + 1)
+    for handler in ray_data_console_handlers(logging.getLogger("ray.data").handlers):
+        handler.setLevel(logging.CRITICAL + 1)

@@ -1,14 +1,16 @@
 """Work-arounds for Ray bugs, all in this one module, with one switch to turn them off.
 
-Ray version: both bugs below were seen on Ray 2.60.0 (the version this project is tested
-with), on this project's 2-CPU machine. hpsearch's changes to Ray's settings (environment
-defaults, each with its measurement) are not here but in :mod:`hpsearch.runtime.env`.
+Ray version: bugs 1 and 2 below were seen on Ray 2.60.0, the version this project is tested
+with, on this project's 2-CPU machine. hpsearch also changes some of Ray's settings through
+environment defaults. Those are not here: they are in :mod:`hpsearch.runtime.env`, each
+with its measurement.
 
-The switch: ``HPSEARCH_RAY_WORKAROUNDS=0`` (also ``false``, ``no``, ``off``) in the
-environment of the process that runs the search turns every work-around here off. It is
-read once, when the tuner builds its callbacks (:func:`workarounds_enabled`); off, the
-search has no :class:`OrphanReaper` callback, the nested runs' controllers do not call
-:func:`record_controller` and the drivers do not call :func:`wait_for_forwarded_reports`. Anything else, or unset, leaves them on.
+The switch: ``HPSEARCH_RAY_WORKAROUNDS=0`` turns every work-around here off. ``false``,
+``no`` and ``off`` work too. Set it in the environment of the process that runs the search.
+Any other value, or none, leaves the work-arounds on. The switch is read once, when the
+tuner builds its callbacks (:func:`workarounds_enabled`). When it is off, the search has no
+:class:`OrphanReaper` callback, the controllers of the nested runs do not call
+:func:`record_controller`, and the drivers do not call :func:`wait_for_forwarded_reports`.
 
 Bug 1: a Ray Train controller that never exits. When Tune stops a trial (ASHA, a failure,
 the end of the search), the trial driver exits and Ray terminates the Ray Train controller
@@ -22,11 +24,12 @@ since ray-project/ray pull request 64405 an exiting async actor lets its in-flig
 finish first, and that pull request notes that a task that never finishes then needs
 ``ray.kill``.)
 
-Bug 2: a worker group created as its controller dies. When its trial is stopped, the trial's
-worker can die a moment before the controller; Ray Train's failure policy then retries the
-worker group (``failure.worker_retries``) and creates a new placement group, and the
-controller is terminated before it registers that group with the cleaner. Nothing ever
-removes it (seen: 2 of 13 stopped trials in one search, after which no trial could be placed).
+Bug 2: a worker group created as its controller dies. When a trial is stopped, its worker
+can die a moment before its controller. Ray Train's failure policy then retries the worker
+group (``failure.worker_retries``) and creates a new placement group. The controller is
+terminated before it registers that group with the cleaner, so nothing ever removes the
+group. This was seen for 2 of 13 stopped trials in one search. After that, no trial could
+be placed.
 
 :class:`OrphanReaper`, a Tune callback, handles both, with Ray's public APIs only (the
 State API ``ray.util.state``, tasks with node affinity, ``remove_placement_group``):
@@ -39,47 +42,55 @@ State API ``ray.util.state``, tasks with node affinity, ``remove_placement_group
   groups shaped like a trial's worker group that no live actor uses and that are older than
   ``grace_s``: a worker group's actors are requested moments after its group is made.
 
-Bug 3: a trial driver that never returns after its last report. Ray Train's
-``TuneReportCallback`` (in the controller) puts each report on a one-item queue actor and
-returns; the trial driver's main thread (Tune's ``FunctionTrainable.step``) takes it from
-there and puts it on the session's one-item result queue. When the nested run ends, the
-driver function returns and Tune's wrapper at once puts its closing ``RESULT_DUPLICATE``
-result on that same result queue. If the last report was still on the queue actor then
-(nothing makes the controller wait for the driver to take it), the main thread takes it
-afterwards and blocks forever putting it on the full result queue, the one thread that would
-empty it (``ray/train/_internal/session.py``: ``_get_result_from_queues`` ->
-``report`` -> ``_report_training_result`` -> ``result_queue.put``, seen with ``py-spy``:
-a trial that had reported all 20 epochs, its driver stuck, the search waiting forever; one
-trial in about a hundred under load). :func:`wait_for_forwarded_reports`, called by the
-driver after ``fit()`` returns, waits until both queues are empty, so the closing result
-always comes after the last report.
+Bug 3: a trial driver that never returns after its last report. Reports pass through two
+one-item queues. Ray Train's ``TuneReportCallback``, in the controller, puts each report on
+a one-item queue actor and returns. The trial driver's main thread (Tune's
+``FunctionTrainable.step``) takes the report from there and puts it on the session's
+one-item result queue. When the nested run ends, the driver function returns. Tune's
+wrapper then at once puts its closing ``RESULT_DUPLICATE`` result on that same result
+queue. Nothing makes the controller wait for the driver to take the last report. So the last
+report may still be on the queue actor at that moment. The main thread then takes it and
+blocks forever trying to put it on the full result queue, and that thread is the only one
+that would empty the queue. The call chain is in ``ray/train/_internal/session.py``:
+``_get_result_from_queues`` -> ``report`` -> ``_report_training_result`` ->
+``result_queue.put``. It was seen with ``py-spy``: a trial had reported all 20 epochs, its
+driver was stuck, and the search waited forever. Under load this hit about one trial in a
+hundred. The driver calls :func:`wait_for_forwarded_reports` after ``fit()`` returns. It
+waits until both queues are empty, so the closing result always comes after the last report.
 
-How to tell whether they are still needed (after a Ray upgrade, say): every action prints
-one line, "its Ray Train controller was still running ... after the trial ended" (bug 1) or
-"removed placement group ...: a trial's worker group that no process uses" (bug 2). A long
-search with an early-stopping scheduler (ASHA) that prints neither line, and the same search
-run with ``HPSEARCH_RAY_WORKAROUNDS=0`` that leaves no placement group behind
-(``ray.util.placement_group_table()`` shows none but ``REMOVED`` once it ends, and no trial
-waits for room forever), say the bugs are gone: the ``ray``-marked tests check exactly that
-after every test (``tests/conftest.py``), e.g.
-``HPSEARCH_RAY_WORKAROUNDS=0 pytest tests/test_integration.py -k asha``; since the leaks are
-intermittent, run it several times.
+How to tell whether the work-arounds are still needed, for example after a Ray upgrade:
+
+- Every action prints one line. Bug 1 prints "its Ray Train controller was still running
+  ... after the trial ended". Bug 2 prints "removed placement group ...: a trial's worker
+  group that no process uses".
+- The bugs are gone when two things hold. A long search with an early-stopping scheduler
+  (ASHA) prints neither line. And the same search, run with ``HPSEARCH_RAY_WORKAROUNDS=0``,
+  leaves no placement group behind: once it ends, ``ray.util.placement_group_table()``
+  shows only ``REMOVED`` ones, and no trial waits for room forever.
+- The ``ray``-marked tests check exactly that after every test (``tests/conftest.py``).
+  For example: ``HPSEARCH_RAY_WORKAROUNDS=0 pytest tests/test_integration.py -k asha``.
+  The leaks are intermittent, so run it several times.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+import ray
 from ray.tune import Callback
+from ray.util.placement_group import PlacementGroup, remove_placement_group
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.util.state import get_actor, list_actors, list_placement_groups
 
+from hpsearch import messages
 from hpsearch.experiment import files
 from hpsearch.runtime.cluster import is_worker_group
+from hpsearch.runtime.internals import DriverSession
+from hpsearch.runtime.session import CONTROLLER_PROCESS, this_process
 
 __all__ = [
     "SWITCH",
@@ -109,39 +120,30 @@ def workarounds_enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def wait_for_forwarded_reports(
-    session: Any = None, *, timeout_s: float = 30.0, settle_s: float = 0.2, poll_s: float = 0.05
+    session: DriverSession | None = None, *, timeout_s: float = 30.0, settle_s: float = 0.2, poll_s: float = 0.05
 ) -> bool:
     """In a trial driver, after the nested run's ``fit()`` returned: wait until Tune has every report (bug 3).
 
-    Returns once the report queue actor and the session's result queue have both been empty
-    ``settle_s`` apart (the driver's main thread holds a report for a moment between the
-    two), or after ``timeout_s``; ``True`` if they emptied. ``session``: Ray Train's
-    ``_TrainSession`` of this Tune trial (looked up when not given); outside a Tune trial,
-    or with no report forwarded, it returns at once.
+    Returns when the report queue actor and the session's result queue are both empty twice,
+    ``settle_s`` apart. One check is not enough, because the driver's main thread holds a
+    report for a moment between the two queues. Also returns after ``timeout_s``. Returns
+    ``True`` if the queues emptied.
+
+    ``session`` is this Tune trial's session; it is looked up when not given. Outside a Tune
+    trial the function returns at once. It also returns at once when Ray's session has no
+    queues that hpsearch knows (:mod:`hpsearch.runtime.internals`); the search says so
+    once, at its start.
     """
-    if session is None:
-        from ray.train._internal.session import get_session
-
-        session = get_session()
-    reports = getattr(session, "_inter_actor_queue", None)
-    results = getattr(session, "result_queue", None)
-    if reports is None or results is None:
+    session = session or DriverSession.current()
+    if session is None or not session.forwarded_any():  # no report was ever forwarded: nothing to wait for
         return True
-
-    def empty() -> bool:
-        try:
-            return bool(reports.empty()) and bool(results.empty())
-        except Exception:  # noqa: BLE001 - the queue actor is gone: nothing is left to forward
-            return True
-
-    stopped = getattr(session, "stop_event", None)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if stopped is not None and stopped.is_set():  # Tune is done with this trial (a reused actor): nobody reads
+        if session.stop_requested():  # Tune is done with this trial (a reused actor): nobody reads
             return False
-        if empty():
+        if session.queues_empty():
             time.sleep(settle_s)
-            if empty():
+            if session.queues_empty():
                 return True
         time.sleep(poll_s)
     return False
@@ -149,44 +151,40 @@ def wait_for_forwarded_reports(
 
 def record_controller(trial_dir: str) -> None:
     """Record the calling process as a trial's controller (called inside the controller)."""
-    import ray
-
     context = ray.get_runtime_context()
     try:
         files.write_controller(
-            trial_dir, actor_id=context.get_actor_id(), node_id=context.get_node_id(), pid=os.getpid()
+            trial_dir,
+            actor_id=context.get_actor_id(),
+            node_id=context.get_node_id(),
+            pid=os.getpid(),
+            create_time=this_process().create_time,
         )
     except OSError:  # without the record the trial is only not checked on
         pass
 
 
 def _actor_alive(actor_id: str, pid: int) -> bool:
-    from ray.util.state import get_actor
-
     state = get_actor(actor_id, timeout=10)
     return state is not None and state.state == "ALIVE" and state.pid == pid
 
 
-def _kill_on_node(node_id: str, pid: int) -> None:
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+def _kill_on_node(node_id: str, pid: int, create_time: float | None) -> None:
+    """SIGKILL the recorded controller on its node, only if that PID is still the controller."""
 
     @ray.remote(num_cpus=0, max_retries=0)
-    def kill(target: int) -> None:
-        try:
-            os.kill(target, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    def kill(target: int, started: float | None) -> bool:
+        # lazy: the task runs on the controller node; it imports this there, not pickled with the task
+        from hpsearch.runtime.session import kill_if_still
+
+        return kill_if_still(target, started, named=CONTROLLER_PROCESS)
 
     strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
-    ray.get(kill.options(scheduling_strategy=strategy).remote(pid), timeout=30)
+    ray.get(kill.options(scheduling_strategy=strategy).remote(pid, create_time), timeout=30)
 
 
 def _live_state() -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """This cluster's CREATED placement groups and non-dead actors (State API), and our job id."""
-    import ray
-    from ray.util.state import list_actors, list_placement_groups
-
     groups = list_placement_groups(
         filters=[("state", "=", "CREATED")], detail=True, limit=10_000, raise_on_missing_output=False
     )
@@ -195,9 +193,6 @@ def _live_state() -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
 
 
 def _remove_group(group_id: str) -> None:
-    import ray
-    from ray.util.placement_group import PlacementGroup, remove_placement_group
-
     remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group_id))))
 
 
@@ -218,8 +213,9 @@ def orphan_groups(
     found = []
     for g in groups:
         stats = g.get("stats") or {}
-        # placed when requested plus the time it took: a group that waited minutes for a node the
-        # autoscaler started is new when placed, and its controller has yet to start its workers in it
+        # A group counts as placed at its request time plus the time placing took. A group that
+        # waited minutes for a node the autoscaler started is new when placed, and its controller
+        # has yet to start its workers in it.
         latency_ns = int(stats.get("end_to_end_creation_latency_us") or 0) * 1000
         created_ns = int(stats.get("creation_request_received_ns") or now_ns) + latency_ns
         if (
@@ -244,9 +240,8 @@ class OrphanReaper(Callback):
         worker_shapes: list[list[dict[str, float]]] | None = None,
         grace_s: float = GRACE_S,
         sweep_every_s: float = SWEEP_EVERY_S,
-        stream: TextIO | None = None,
         alive: Callable[[str, int], bool] = _actor_alive,
-        kill: Callable[[str, int], None] = _kill_on_node,
+        kill: Callable[[str, int, float | None], None] = _kill_on_node,
         live_state: Callable[[], tuple[list[dict[str, Any]], list[dict[str, Any]], str]] = _live_state,
         remove_group: Callable[[str], None] = _remove_group,
         clock: Callable[[], float] = time.monotonic,
@@ -256,7 +251,6 @@ class OrphanReaper(Callback):
         self.shapes = [*([worker_bundles] if worker_bundles else []), *(worker_shapes or [])]
         self.grace_s = grace_s
         self.sweep_every_s = sweep_every_s
-        self.stream = stream
         self._alive, self._kill, self._clock = alive, kill, clock
         self._live_state, self._remove_group = live_state, remove_group
         self._due: dict[str, float] = {}  # trial id -> when to check its controller
@@ -311,8 +305,8 @@ class OrphanReaper(Callback):
             except Exception:  # noqa: BLE001 - removed meanwhile, or Ray refused: not worth stopping for
                 continue
             self.removed.append(group_id)
-            self._say(
-                f"hpsearch: removed placement group {group_id}: a trial's worker group that no process uses "
+            messages.say(
+                f"removed placement group {group_id}: a trial's worker group that no process uses "
                 "(its Ray Train controller ended before registering it for clean-up)"
             )
 
@@ -331,15 +325,12 @@ class OrphanReaper(Callback):
         if record is None or not self._is_alive(record):
             return
         try:
-            self._kill(record["node_id"], record["pid"])
+            self._kill(record["node_id"], record["pid"], record.get("create_time"))
         except Exception as err:  # noqa: BLE001 - a failed clean-up must not stop the search
-            self._say(f"hpsearch: trial {trial_id}: its Ray Train controller outlived it and could not be ended: {err}")
+            messages.say(f"trial {trial_id}: its Ray Train controller outlived it and could not be ended: {err}")
             return
         self.ended.append(trial_id)
-        self._say(
-            f"hpsearch: trial {trial_id}: its Ray Train controller was still running {self.grace_s:g} s after "
+        messages.say(
+            f"trial {trial_id}: its Ray Train controller was still running {self.grace_s:g} s after "
             "the trial ended (a Ray hang on exit); ended it so its workers' resources are freed"
         )
-
-    def _say(self, text: str) -> None:
-        print(text, file=self.stream or sys.stderr, flush=True)

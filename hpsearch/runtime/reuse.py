@@ -4,42 +4,44 @@ Why: Tune starts a fresh actor process for every trial, which imports torch and 
 before the driver can start its nested run: about 3 s per trial on a 2-CPU machine
 (``benchmarks/overhead.py``, "turnaround"). A reused actor skips that.
 
-Why Tune's reuse alone is unsafe for a nested trial: when Tune stops a trial (ASHA, a
-median stop), it caches the trial's actor without calling it, and the driver's thread is
-still blocked in ``ray.get(controller.run.remote())``: the nested run keeps its workers.
-When the actor is handed the next trial, Tune's ``FunctionTrainable.reset_config`` waits
-``TUNE_FUNCTION_THREAD_TIMEOUT_S`` (2 s) for that thread and, if it still runs, fails the
-*next* trial ("Trainable runner reuse requires reset_config() to be implemented and return
-True"). Read in ``ray/tune/trainable/function_trainable.py`` and
-``ray/tune/execution/tune_controller.py`` (``_maybe_cache_trial_actor``, ``_on_trial_reset``).
+Why Tune's reuse alone is unsafe for a nested trial. When Tune stops a trial (ASHA, a
+median stop), it caches the trial's actor without calling it. The driver's thread is still
+blocked in ``ray.get(controller.run.remote())``, so the nested run keeps its workers. When
+the actor is handed the next trial, Tune's ``FunctionTrainable.reset_config`` waits
+``TUNE_FUNCTION_THREAD_TIMEOUT_S`` (2 s) for that thread. If the thread still runs, Tune
+fails the *next* trial ("Trainable runner reuse requires reset_config() to be implemented
+and return True"). This was read in ``ray/tune/trainable/function_trainable.py`` and in
+``_maybe_cache_trial_actor`` and ``_on_trial_reset`` of ``ray/tune/execution/tune_controller.py``.
 
-What :class:`ReusableDriver` (mixed into Tune's function trainable through its
-``__mixins__`` hook) does when the actor is handed the next trial, before Tune's own reset:
+:class:`ReusableDriver` is mixed into Tune's function trainable through its ``__mixins__``
+hook. When the actor is handed the next trial, it does the following before Tune's own reset:
 
-1. :func:`end_nested_run`: the previous trial's nested run is ended the way Ray ends it when
-   a driver's actor is killed, its controller first: the controller (recorded when it first
-   reported; Ray Train pins it to the driver's node) gets SIGKILL, which ends its workers
-   (Ray ends the actors a dead process owned). The driver's thread then leaves ``fit()``
-   (the session's queues are drained so that no put blocks it). Last, it waits until the
-   run's worker placement group is removed (Ray Train's cleaner does that within about a
-   second), and removes it itself if not, which ends any worker still in it. All within
-   ``timeout_s`` (:data:`END_TIMEOUT_S`).
-2. State a trial could leave behind is put back: ``os.environ`` as the actor started, the
-   levels of the loggers that existed then and the root logger's handlers; a user module
-   (the loop's, a dataset factory's) whose source file changed since it was loaded is
-   reloaded, and the trial uses the reloaded function, as a fresh actor would.
-3. Tune's own reset (the session, the trial folder, the working directory).
+1. :func:`end_nested_run` ends the previous trial's nested run. It does so the way Ray does
+   when a driver's actor is killed: the controller goes first. The controller was recorded
+   when it first reported, and Ray Train pins it to the driver's node. It gets SIGKILL. That
+   ends its workers, because Ray ends the actors that a dead process owned. The driver's
+   thread then leaves ``fit()``; the session's queues are drained so that no put blocks it.
+   Last, it waits until the run's worker placement group is removed. Ray Train's cleaner
+   does that within about a second. If it does not, the function removes the group itself,
+   which ends any worker still in it. All this happens within ``timeout_s``
+   (:data:`END_TIMEOUT_S`).
+2. State that a trial could leave behind is put back: ``os.environ`` as it was when the
+   actor started, the levels of the loggers that existed then, and the root logger's
+   handlers. A user module (the loop's, or a dataset factory's) whose source file changed
+   since it was loaded is reloaded. The trial then uses the reloaded function, as a fresh
+   actor would.
+3. Tune's own reset follows: the session, the trial folder and the working directory.
 
-The fallback: if the thread has still not left after ``timeout_s`` (it runs user code in
-the driver, say a dataset factory), the reset still goes on, and the old thread is made
-harmless: every driver checks, before it starts its nested run and after it, that no newer
-trial has taken its actor (:func:`claim`), and leaves quietly if one has. Its run, if it
-ever starts one, is ended by :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`. One
-line says so.
+The fallback. The old thread may still not have left after ``timeout_s``, for example
+because it runs user code in the driver, such as a dataset factory. The reset then goes on
+anyway, and the old thread is made harmless. Every driver checks, before it starts its
+nested run and after it, that no newer trial has taken its actor (:func:`claim`). If one
+has, it leaves quietly. If it ever starts a run,
+:class:`~hpsearch.runtime.ray_workarounds.OrphanReaper` ends it. One line says so.
 
-Where reuse stays off (``runtime/tuner.py``): ``pbt``/``pb2`` (a paused trial's actor would be
-handed a trial restored from a checkpoint, a path not measured yet), and when the spec sets
-``resources.reuse_actors: false``.
+Reuse stays off in two cases (``runtime/tuner.py``). One is ``pbt``/``pb2``: there a paused
+trial's actor would be handed a trial restored from a checkpoint, a path not measured yet.
+The other is when the spec sets ``resources.reuse_actors: false``.
 """
 
 from __future__ import annotations
@@ -48,17 +50,24 @@ import functools
 import importlib
 import logging
 import os
-import queue
-import signal
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import ray
+from ray import train
+from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
+
+from hpsearch import messages
 from hpsearch.experiment import files
 from hpsearch.runtime.env import restore_environ
+from hpsearch.runtime.internals import DriverSession
+from hpsearch.runtime.session import CONTROLLER_PROCESS, kill_if_still
+from hpsearch.spec._imports import is_file_module
 
 __all__ = [
     "END_TIMEOUT_S",
@@ -127,8 +136,6 @@ def _source_mtime(module: Any) -> int | None:
 
 def _watchable(fn: Any) -> str | None:
     """The importable user module ``fn`` comes from, or ``None`` (a file module, hpsearch's, Ray's...)."""
-    from hpsearch.spec._imports import is_file_module
-
     name = getattr(fn, "__module__", None)
     module = sys.modules.get(name or "")
     if not name or module is None or is_file_module(name) or name == "__main__":
@@ -143,8 +150,6 @@ def _watchable(fn: Any) -> str | None:
 
 @functools.cache  # the same for the life of the process; asked for every watched function of every trial
 def _installed_roots() -> tuple[str, ...]:
-    import sysconfig
-
     paths = sysconfig.get_paths()
     return tuple({str(Path(paths[key]).resolve()) for key in ("stdlib", "platstdlib", "purelib", "platlib")})
 
@@ -159,7 +164,7 @@ def _reload_changed(say: Callable[[str], None]) -> None:
         try:
             importlib.reload(module)
         except Exception as err:  # noqa: BLE001 - the next trial then fails on the same code, with its own error
-            say(f"hpsearch: {name} changed since this trial actor loaded it, and reloading it failed: {err}")
+            say(f"{name} changed since this trial actor loaded it, and reloading it failed: {err}")
             continue
         _STATE.modules[name] = now
 
@@ -203,9 +208,6 @@ def claim(generation: int) -> None:
 def record_worker_group(run_folder: str) -> None:
     """In a Train worker: rank 0 records the run's worker placement group (for :func:`end_nested_run`)."""
     try:
-        import ray
-        from ray import train
-
         context = train.get_context()
         if context.get_world_rank() != 0:
             return
@@ -216,44 +218,22 @@ def record_worker_group(run_folder: str) -> None:
         pass
 
 
-def _drain(session: Any) -> None:
-    """Empty the session's queues: reports of a stopped trial that nobody will read."""
-    for name in ("result_queue", "error_queue"):
-        q = getattr(session, name, None)
-        while q is not None:
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                break
-    reports = getattr(session, "_inter_actor_queue", None)
-    if reports is not None:
-        try:
-            while not reports.empty():
-                reports.get_nowait()
-        except Exception:  # noqa: BLE001 - the queue actor is gone with the run
-            pass
-
-
 def _kill_controller(run_folder: str | None) -> None:
-    """SIGKILL the nested run's controller, if it runs on this node (Ray Train pins it to the driver's)."""
+    """SIGKILL the nested run's controller, if it runs on this node (Ray Train pins it to the driver's)
+    and its recorded PID is still that controller (never a process that took the PID since)."""
     record = files.read_controller(run_folder) if run_folder else None
     if not record:
         return
-    import ray
-
     if record.get("node_id") != ray.get_runtime_context().get_node_id():
         return
     try:
-        os.kill(int(record["pid"]), signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, ValueError, TypeError):
+        kill_if_still(int(record["pid"]), record.get("create_time"), named=CONTROLLER_PROCESS)
+    except (ValueError, TypeError):  # a damaged record: nothing provably ours to end
         pass
 
 
 def _group_gone(group_id: str, deadline: float) -> bool:
     """Wait until the placement group is removed (Ray Train's cleaner); remove it at the deadline."""
-    import ray
-    from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
-
     group = PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group_id)))
 
     def removed() -> bool:
@@ -273,24 +253,21 @@ def _group_gone(group_id: str, deadline: float) -> bool:
     return removed()
 
 
-def end_nested_run(session: Any, *, timeout_s: float = END_TIMEOUT_S) -> bool:
+def end_nested_run(session: DriverSession, *, timeout_s: float = END_TIMEOUT_S) -> bool:
     """End the nested run this actor's previous trial left running; ``True`` once it is gone.
 
-    ``session``: the actor's ``ray.train._internal.session._TrainSession`` (Tune's function
-    trainable session). Gone means: the driver thread has returned, the controller was ended,
-    and the run's worker placement group is removed (so its workers are too). Returns
-    ``False`` if the thread still runs after ``timeout_s``.
+    ``session``: the actor's Tune session. Gone means: the driver thread has returned, the
+    controller was ended, and the run's worker placement group is removed (so its workers
+    are too). Returns ``False`` if the thread still runs after ``timeout_s``.
     """
     deadline = time.monotonic() + timeout_s
-    thread: threading.Thread | None = getattr(session, "training_thread", None)
+    thread = session.training_thread
     folder = _STATE.run_folder
-    alive = bool(getattr(session, "training_started", False)) and thread is not None and thread.is_alive()
+    alive = thread is not None and thread.is_alive()
     if alive and thread is not None:
         _kill_controller(folder)
-        session.stop_event.set()  # a thread that reports its last result leaves quietly (session._report_training_result)
         while thread.is_alive() and time.monotonic() < deadline:
-            _drain(session)
-            session.continue_lock.release()
+            session.stop_and_release()  # a thread reporting its last result leaves quietly
             threading.Thread.join(thread, _POLL_S)  # Thread's own join: Tune's raises nothing, but returns a value
     # A run that ended by itself shut its worker group down before fit() returned.
     record = files.read_worker_group(folder) if alive and folder else None
@@ -309,23 +286,17 @@ class ReusableDriver:
         super().setup(config)  # type: ignore[misc]  # FunctionTrainable.setup, after this mixin in the MRO
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
-        from ray.train._internal.session import get_session
-
-        session = get_session()
+        session = DriverSession.current()
         previous = Path(_STATE.run_folder).name if _STATE.run_folder else "?"
         with _STATE.lock:
             _STATE.generation += 1  # from here on the old driver thread leaves at its next claim()
-        gone = end_nested_run(session)
+        gone = end_nested_run(session) if session is not None else True
         if not gone:
-            _say(
-                f"hpsearch: the nested run of trial {previous} did not end within {END_TIMEOUT_S:g} s of its "
+            messages.say(
+                f"the nested run of trial {previous} did not end within {END_TIMEOUT_S:g} s of its "
                 "actor being reused; the next trial starts anyway and the old run is ended once it is seen"
             )
         _restore()
-        _reload_changed(_say)
+        _reload_changed(messages.say)
         _STATE.run_folder = None
         return bool(super().reset_config(new_config))  # type: ignore[misc]  # FunctionTrainable.reset_config
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)

@@ -14,12 +14,17 @@ A conditional space (parameters with ``when``) reaches each searcher in its own 
   records or runs it.
 
 Warm-start points and earlier trials (:mod:`hpsearch.runtime.warm_start`) are given to the same
-searchers: Optuna enqueues the points and adds the earlier trials, with their distributions
-and values, to its study (:class:`HpsearchOptunaSearch`); HyperOpt runs the points first and
-holds the earlier trials as completed ones (:class:`HpsearchHyperOptSearch`; Ray's
-``HyperOptSearch`` has no ``evaluated_rewards``); the random searcher runs the points first
-(``points_to_evaluate``). Seeds are added when a searcher's study is set up, which
-``Tuner.restore`` replaces with the saved one: ``hpsearch resume`` never seeds twice.
+searchers:
+
+- Optuna enqueues the points. It adds the earlier trials to its study, with their
+  distributions and values (:class:`HpsearchOptunaSearch`).
+- HyperOpt runs the points first, and holds the earlier trials as completed ones
+  (:class:`HpsearchHyperOptSearch`). This needs hpsearch's subclass, because Ray's
+  ``HyperOptSearch`` has no ``evaluated_rewards``.
+- The random searcher runs the points first (``points_to_evaluate``).
+
+The earlier trials are added when a searcher's study is set up. ``Tuner.restore`` replaces
+that study with the saved one, so ``hpsearch resume`` never adds them twice.
 """
 
 from __future__ import annotations
@@ -29,16 +34,22 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import hyperopt as hpo
+import optuna
+from hyperopt import hp
 from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.hyperopt import HyperOptSearch
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.search.variant_generator import format_vars
 
+from hpsearch.analysis._optuna import param_distribution
+from hpsearch.runtime.internals import HyperOptTrialsHook, OptunaStudyHook, VariantHook
 from hpsearch.spec.space import (
     JOINT_GRID_KEY,
     ChoiceParam,
     ConstParam,
     FloatParam,
+    GridParam,
     IntParam,
     Param,
     SearchSpace,
@@ -100,16 +111,17 @@ def _searched(tree: SearchSpace) -> dict[str, Param]:
 
 
 def optuna_distribution(param: Param) -> Any:
-    """The Optuna distribution of one parameter: the same as Ray's conversion of its Tune domain."""
-    from optuna import distributions as d
+    """The Optuna distribution of one parameter: the same as Ray's conversion of its Tune domain.
 
-    if isinstance(param, FloatParam):
-        return d.FloatDistribution(float(param.low), float(param.high), log=param.log, step=param.step)
-    if isinstance(param, IntParam):
-        return d.IntDistribution(param.low, param.high, log=param.log, step=param.step or 1)
-    if isinstance(param, ChoiceParam):
-        return d.CategoricalDistribution(list(param.values))
-    raise TypeError(f"no Optuna distribution for {param!r}")  # pragma: no cover  # grids are refused for Optuna
+    The conversion is :func:`hpsearch.analysis._optuna.param_distribution`, which the exported
+    study and the live study use too. One thing differs here: a choice's values are the choices
+    themselves, not their text. That is because the value Optuna suggests is the value the
+    trainable gets.
+    """
+    dist = param_distribution(param, text_choices=False)
+    if dist is None or isinstance(param, GridParam):  # pragma: no cover  # the spec refuses grids for Optuna
+        raise TypeError(f"no Optuna distribution for {param!r}")
+    return dist
 
 
 class OptunaSpace:
@@ -146,7 +158,7 @@ class OptunaSpace:
         return {label(name): optuna_distribution(p) for name, p in _searched(self.tree).items()}
 
 
-class HpsearchOptunaSearch(OptunaSearch):
+class HpsearchOptunaSearch(OptunaStudyHook, OptunaSearch):
     """``OptunaSearch`` that, once its study exists, enqueues warm-start points and adds earlier trials.
 
     ``hp_points``: flat configs, run first (a left-out active parameter is sampled by Optuna);
@@ -168,18 +180,14 @@ class HpsearchOptunaSearch(OptunaSearch):
         self._hp_seeds = list(hp_seeds)
         super().__init__(*args, **kwargs)  # builds the study at once when given a space
 
-    def _setup_study(self, mode: str | list[str]) -> None:
-        super()._setup_study(mode)
-        import optuna
-
-        study: Any = self._ot_study
+    def after_study_setup(self, study: Any, space: Any, metric: str | list[str] | None) -> None:
         searched = _searched(self._hp_tree)
-        space: Any = self._space  # Ray's converted dict of distributions, or an OptunaSpace
+        # space: Ray's converted dict of distributions, or an OptunaSpace
         known = space.distributions() if isinstance(space, OptunaSpace) else dict(space or {})
         for config, values in self._hp_seeds:
             params = {label(k): v for k, v in config.items() if k in searched}
             distributions = {k: known[k] for k in params}
-            if isinstance(self._metric, list):  # one value per objective
+            if isinstance(metric, list):  # one value per objective
                 trial = optuna.trial.create_trial(params=params, distributions=distributions, values=list(values))
             else:
                 trial = optuna.trial.create_trial(params=params, distributions=distributions, value=values[0])
@@ -198,8 +206,6 @@ def hyperopt_space(tree: SearchSpace) -> dict[str, Any]:
     (the same node in each, so HyperOpt sees one parameter); a condition on a constant is
     decided here; further conditions are applied by :class:`HpsearchHyperOptSearch`.
     """
-    from hyperopt import hp
-
     params = dict(iter_params(tree))
     constants = {n: p.value for n, p in params.items() if isinstance(p, ConstParam)}
     primary: dict[str, str] = {}
@@ -248,7 +254,7 @@ def _from_hyperopt(param: Param, stored: Any) -> Any:
     return float(stored)
 
 
-class HpsearchHyperOptSearch(HyperOptSearch):
+class HpsearchHyperOptSearch(HyperOptTrialsHook, HyperOptSearch):
     """``HyperOptSearch`` for conditional spaces and warm starts.
 
     With ``hp_conditional`` it takes :func:`hyperopt_space` and returns only the active
@@ -273,21 +279,18 @@ class HpsearchHyperOptSearch(HyperOptSearch):
         self._hp_seeds = list(hp_seeds)
         super().__init__(space=hyperopt_space(hp_tree) if hp_conditional else None, **kwargs)
 
-    def _setup_hyperopt(self) -> None:
-        super()._setup_hyperopt()
+    def after_hyperopt_setup(self) -> None:
         if not self._hp_seeds:
             return
-        import hyperopt as hpo
-
-        tids = self._hpopt_trials.new_trial_ids(len(self._hp_seeds))
+        tids = self.hyperopt_trials.new_trial_ids(len(self._hp_seeds))
         docs = []
         for tid, (config, values) in zip(tids, self._hp_seeds):
             doc = self._doc(tid, config)
             doc["state"] = hpo.base.JOB_STATE_DONE
             doc["result"] = {"loss": self.metric_op * values[0], "status": hpo.STATUS_OK}
             docs.append(doc)
-        self._hpopt_trials.insert_trial_docs(docs)
-        self._hpopt_trials.refresh()
+        self.hyperopt_trials.insert_trial_docs(docs)
+        self.hyperopt_trials.refresh()
 
     def _doc(self, tid: int, config: Mapping[str, Any]) -> dict[str, Any]:
         """A HyperOpt trial document holding ``config``'s searched values (the others: empty)."""
@@ -324,17 +327,17 @@ class HpsearchHyperOptSearch(HyperOptSearch):
         if self._hp_points and self.domain is not None:
             point = self._hp_points.pop(0)
             config = complete_point(self._hp_tree, point, self._sample)
-            tid = self._hpopt_trials.new_trial_ids(1)[0]
+            tid = self.hyperopt_trials.new_trial_ids(1)[0]
             doc = self._doc(tid, config)
-            self._hpopt_trials.insert_trial_docs([doc])
-            self._hpopt_trials.refresh()
-            doc = next(t for t in self._hpopt_trials.trials if t["tid"] == tid)
-            self._live_trial_mapping[trial_id] = (tid, doc)
+            self.hyperopt_trials.insert_trial_docs([doc])
+            self.hyperopt_trials.refresh()
+            doc = next(t for t in self.hyperopt_trials.trials if t["tid"] == tid)
+            self.live_trials[trial_id] = (tid, doc)
             return self._config(config)
         config = super().suggest(trial_id)
         if not self._hp_conditional or not isinstance(config, dict):
             return config
-        _, doc = self._live_trial_mapping[trial_id]
+        _, doc = self.live_trials[trial_id]
         vals, idxs = doc["misc"]["vals"], doc["misc"]["idxs"]
         searched = _searched(self._hp_tree)
         drawn = {n: _from_hyperopt(p, vals[label(n)][0]) for n, p in searched.items() if vals.get(label(n))}
@@ -342,7 +345,7 @@ class HpsearchHyperOptSearch(HyperOptSearch):
         for name in drawn:
             if name not in active:  # drawn in an active branch, but another condition is false
                 vals[label(name)], idxs[label(name)] = [], []
-        self._hpopt_trials.refresh()
+        self.hyperopt_trials.refresh()
         return self._config(active)
 
     def _config(self, flat: Mapping[str, Any]) -> dict[str, Any]:
@@ -357,7 +360,7 @@ class HpsearchHyperOptSearch(HyperOptSearch):
 # ----------------------------------------------------------------------------- random
 
 
-class ConditionalVariantGenerator(BasicVariantGenerator):
+class ConditionalVariantGenerator(VariantHook, BasicVariantGenerator):
     """Tune's variant generator, with each trial's inactive parameters dropped before Tune records it.
 
     Tune draws every parameter (and expands the one grid of :func:`hpsearch.spec.space.to_tune`
@@ -371,11 +374,8 @@ class ConditionalVariantGenerator(BasicVariantGenerator):
         super().__init__(**kwargs)
         self._hp_tree = tree
 
-    def next_trial(self) -> Any:
-        trial = super().next_trial()  # type: ignore[no-untyped-call]  # Ray's method has no annotations
-        if trial is not None:
-            keep_active(trial, self._hp_tree)
-        return trial
+    def on_new_trial(self, trial: Any) -> None:
+        keep_active(trial, self._hp_tree)
 
 
 def keep_active(trial: Any, tree: SearchSpace) -> None:

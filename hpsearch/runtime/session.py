@@ -1,28 +1,34 @@
 """The embedded Ray session's processes: which belong to it, recording them, ending what a killed run left.
 
 When ``hpsearch run`` (or ``resume``) is killed with SIGKILL, the processes its embedded Ray
-started die with it, all but two: Ray 2.60's ``ray::DashboardAgent`` and
-``ray::RuntimeEnvAgent``, which the raylet starts and nothing ever ends once the raylet is
-gone (measured: a search of 2 trials at once killed mid-trial left exactly those two, alive
-and re-parented to init, minutes later). Ray's own processes, its workers and the trials'
-actors end by themselves (the driver's children have a parent-death signal, the workers
-exit when their raylet does).
+started die with it, all but two. These are Ray 2.60's ``ray::DashboardAgent`` and
+``ray::RuntimeEnvAgent``. The raylet starts them, and once the raylet is gone nothing ever
+ends them. Measured: a search running 2 trials at once, killed mid-trial, left exactly those
+two, still alive minutes later and re-parented to init. Ray's other processes, its workers
+and the trials' actors end by themselves. The driver's children have a parent-death signal,
+and the workers exit when their raylet does.
 
 So hpsearch records the session it started in the experiment folder
-(:data:`~hpsearch.experiment.layout.RAY_SESSION_FILE`): the session's name and folder, the
-driver, and every process of the session as it is after ``ray.init`` returns: each process
-Ray's node started (``gcs_server``, ``raylet``, the dashboard, the monitors) and all their
-descendants, the agents among them (the raylet starts them before it registers its node,
-which ``ray.init`` waits for). Each PID is recorded with its start time.
+(:data:`~hpsearch.experiment.layout.RAY_SESSION_FILE`). The record holds the session's name
+and folder, the driver, and every process of the session as it is after ``ray.init``
+returns. Those are the processes Ray's node started (``gcs_server``, ``raylet``, the
+dashboard, the monitors) and all their descendants. The agents are among them, because the
+raylet starts them before it registers its node, and ``ray.init`` waits for that. Each PID
+is recorded with its start time.
 
-The next ``hpsearch run --overwrite`` of that folder or ``hpsearch resume`` of it ends what
-is left of them (:func:`end_leftovers`), and only what is provably that session's: the
-recorded driver is gone (a search still running is never touched), the PID is alive with
-the very start time recorded (so a reused PID is never taken for it), and the process still
-names the session's folder, in its command line or in the files it holds open (the agents
-rename themselves, ``ray::DashboardAgent``; they hold their log files in
-``<session>/logs/`` open). A search on ``--address`` runs in a cluster hpsearch did not
-start: nothing is recorded, and nothing is ended.
+The next ``hpsearch run --overwrite`` or ``hpsearch resume`` of that folder ends what is left
+of these processes (:func:`end_leftovers`). It ends only a process that is provably that
+session's, which takes three things:
+
+- The recorded driver is gone. So a search still running is never touched.
+- The PID is alive with exactly the start time recorded. So a reused PID is never mistaken
+  for it.
+- The process still names the session's folder, in its command line or in the files it
+  holds open. The agents rename themselves (``ray::DashboardAgent``), but they hold their
+  log files in ``<session>/logs/`` open.
+
+A search on ``--address`` runs in a cluster that hpsearch did not start. Then nothing is
+recorded, and nothing is ended.
 """
 
 from __future__ import annotations
@@ -31,23 +37,40 @@ import contextlib
 import json
 import os
 import socket
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any
 
+import ray  # noqa: F401 - imported before psutil so that Ray's bundled copy is the one found
+
+# isort: split
+import psutil
+
+from hpsearch import messages
 from hpsearch.experiment.files import read_json
 from hpsearch.experiment.layout import RAY_SESSION_FILE
+from hpsearch.runtime.internals import CONTROLLER_CLASS, current_node
 
-if TYPE_CHECKING:  # pragma: no cover
-    import psutil
-
-__all__ = ["SessionProcess", "RaySession", "current_session", "record", "read", "leftovers", "end_leftovers"]
+__all__ = [
+    "SessionProcess",
+    "RaySession",
+    "current_session",
+    "record",
+    "read",
+    "leftovers",
+    "end_leftovers",
+    "this_process",
+    "kill_if_still",
+    "CONTROLLER_PROCESS",
+]
 
 #: How far apart two readings of one process's start time may be (psutil derives it from
 #: clock ticks since boot: the same process always reads the same; a reused PID reads seconds later).
 _START_TIME_TOLERANCE_S = 0.05
+#: What a Ray Train controller's process name or command line holds (Ray names an actor's process
+#: ``ray::<class>``): a recorded controller PID is ended only while it still names it (:func:`kill_if_still`).
+CONTROLLER_PROCESS = CONTROLLER_CLASS
 #: How long the processes ended get to exit on SIGTERM before they are sent SIGKILL.
 _TERM_GRACE_S = 5.0
 
@@ -111,12 +134,7 @@ def _process(data: Any) -> SessionProcess:
 
 
 def _psutil() -> Any:
-    """psutil, as Ray uses it (Ray ships its own copy and puts it on the path when imported)."""
-    import ray  # noqa: F401 - imported first so that Ray's bundled psutil is the one found
-
-    # isort: split
-    import psutil
-
+    """psutil (imported after Ray at the top of this module, so Ray's bundled copy is the one found)."""
     return psutil
 
 
@@ -124,26 +142,23 @@ def current_session() -> RaySession | None:
     """The embedded Ray session this process started, with its processes as they are now.
 
     ``None`` when this process is not connected to Ray, or is connected to a cluster it did
-    not start (``--address``): Ray's node then started no process of its own.
+    not start (``--address``): Ray's node then started no process of its own; also when the
+    installed Ray does not say which processes it started (internal ``ray-node``, said at start).
     """
-    import ray
-
-    node = getattr(ray._private.worker, "_global_node", None)  # the Ray node this driver runs on
-    started = getattr(node, "all_processes", None)
-    if node is None or not started:
+    node = current_node()
+    if node is None or not node.started_pids or node.session_name is None or node.session_dir is None:
         return None
     psutil = _psutil()
     found: dict[int, SessionProcess] = {}
-    for infos in started.values():
-        for info in infos:
-            with contextlib.suppress(psutil.Error, AttributeError):
-                root = psutil.Process(info.process.pid)
-                for proc in (root, *root.children(recursive=True)):
-                    with contextlib.suppress(psutil.Error):
-                        found.setdefault(proc.pid, SessionProcess.of(proc))
+    for pid in node.started_pids:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(pid)
+            for proc in (root, *root.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    found.setdefault(proc.pid, SessionProcess.of(proc))
     return RaySession(
-        session_name=str(node.session_name),
-        session_dir=str(node.get_session_dir_path()),
+        session_name=node.session_name,
+        session_dir=node.session_dir,
         host=socket.gethostname(),
         driver=SessionProcess.of(psutil.Process(os.getpid())),
         processes=tuple(sorted(found.values(), key=lambda p: p.pid)),
@@ -189,6 +204,34 @@ def _alive(psutil: Any, recorded: SessionProcess) -> psutil.Process | None:
     return proc
 
 
+def this_process() -> SessionProcess:
+    """The calling process's record (its PID, start time and name), for :func:`kill_if_still` later."""
+    return SessionProcess.of(_psutil().Process(os.getpid()))
+
+
+def kill_if_still(pid: int, create_time: float | None, *, named: str) -> bool:
+    """SIGKILL ``pid`` only if it is still the process recorded; ``True`` if it was sent.
+
+    Still the same process means: alive (not a zombie) with the recorded start time, so a PID
+    the system has since given to another process is never ended, and ``named`` appears in its
+    name or command line (a Ray actor's, e.g. ``ray::TrainController``). A record without a
+    start time proves nothing: nothing is sent.
+    """
+    if create_time is None:
+        return False
+    psutil = _psutil()
+    proc = _alive(psutil, SessionProcess(pid=pid, create_time=create_time))
+    if proc is None:
+        return False
+    try:
+        if named not in proc.name() and named not in " ".join(proc.cmdline()):
+            return False
+        proc.kill()
+    except psutil.Error:
+        return False
+    return True
+
+
 def _names_session(psutil: Any, proc: psutil.Process, session: RaySession) -> bool:
     """Whether the process names the session's folder: in its command line, or in a file it holds open."""
     folder = session.session_dir.rstrip("/") + "/"
@@ -220,11 +263,11 @@ def leftovers(session: RaySession) -> list[psutil.Process]:
     return found
 
 
-def end_leftovers(experiment_dir: str | Path, *, stream: TextIO | None = None) -> list[SessionProcess]:
+def end_leftovers(experiment_dir: str | Path) -> list[SessionProcess]:
     """End what the embedded Ray recorded in the folder left running when its search was killed.
 
-    SIGTERM, then SIGKILL for any still there after a few seconds. Prints one line on
-    ``stream`` (stderr by default) when it ended any. Returns those it ended.
+    SIGTERM, then SIGKILL for any still there after a few seconds. Says one line
+    (:mod:`hpsearch.messages`) when it ended any. Returns those it ended.
     """
     session = read(experiment_dir)
     if session is None:
@@ -245,9 +288,5 @@ def end_leftovers(experiment_dir: str | Path, *, stream: TextIO | None = None) -
     psutil.wait_procs(still, timeout=_TERM_GRACE_S)
     if ended:
         named = ", ".join(f"{p.name or 'process'} {p.pid}" for p in ended)
-        print(
-            f"hpsearch: ended {len(ended)} process(es) left by the killed run of {session.session_name} ({named})",
-            file=stream or sys.stderr,
-            flush=True,
-        )
+        messages.say(f"ended {len(ended)} process(es) left by the killed run of {session.session_name} ({named})")
     return ended

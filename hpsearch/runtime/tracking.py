@@ -21,8 +21,8 @@ their ``trial_id`` user attribute.
 
 Failures: :func:`check_tracking` opens every tracker before the search starts and refuses
 one that cannot be set up (a :class:`~hpsearch.errors.SpecError` naming the spec's key, so
-exit 2). Once the search runs, a tracker that fails warns once (per tracker) on the progress
-stream and the search goes on: losing a tracker's records must not lose the search.
+exit 2). Once the search runs, a tracker that fails warns once (per tracker), through
+:mod:`hpsearch.messages`, and the search goes on: losing a tracker's records must not lose the search.
 """
 
 from __future__ import annotations
@@ -31,20 +31,37 @@ import contextlib
 import datetime as dt
 import json
 import math
+import netrc
 import os
-import sys
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
-from ray.tune.logger import LoggerCallback
+from ray.tune.logger import LoggerCallback, TBXLoggerCallback
 
+from hpsearch import messages
+from hpsearch.analysis._optuna import (
+    LIVE_ATTR,
+    intermediate_value,
+    space_distributions,
+    study_attrs,
+    study_direction,
+    study_owner,
+    trial_outcome,
+    trial_params,
+)
 from hpsearch.errors import Problem, SpecError
+from hpsearch.experiment import ranking
 from hpsearch.experiment.files import read_history
-from hpsearch.experiment.layout import EPOCH, ERRORED, TUNE_COLUMNS, TUNE_STATE_GLOB, flatten_config
+from hpsearch.experiment.layout import ERRORED, TUNE_COLUMNS, TUNE_STATE_GLOB, flatten_config
+from hpsearch.experiment.metrics import report_step, report_value
 from hpsearch.experiment.ranking import Mode, metric_value, rank_trials
+from hpsearch.runtime.env import allow_mlflow_file_store, mlflow_probe
+from hpsearch.runtime.internals import TBXWriters
+from hpsearch.spec.space import ConstParam, iter_params
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.runtime.outcomes import OutcomeRecorder
@@ -66,14 +83,14 @@ __all__ = [
 _NOT_METRICS = TUNE_COLUMNS | {"config", "iterations_since_restore"}
 
 
-def tracking_callbacks(spec: Spec, recorder: OutcomeRecorder | None, *, stream: TextIO | None = None) -> list[Callback]:
+def tracking_callbacks(spec: Spec, recorder: OutcomeRecorder | None) -> list[Callback]:
     """The tracker callbacks for ``spec.tracking``, in the spec reference's order (none when all are off).
 
     Place them after the recorder: at a trial's end they read the status it decided.
     """
     tracking = spec.tracking
     mode: Mode = "min" if spec.mode == "min" else "max"
-    facts = TrialFacts(spec.name, spec.experiment_dir, spec.metric, mode, recorder, stream=stream)
+    facts = TrialFacts(spec.name, spec.experiment_dir, spec.metric, mode, recorder)
     out: list[Callback] = []
     if tracking.mlflow is not None:
         out.append(MlflowTracker(tracking.mlflow, facts))
@@ -102,20 +119,17 @@ class TrialFacts:
         metric: str,
         mode: Mode,
         recorder: OutcomeRecorder | None,
-        *,
-        stream: TextIO | None = None,
     ) -> None:
         self.experiment = experiment
         self.experiment_dir = str(experiment_dir)
         self.metric = metric
         self.mode: Mode = mode
         self.recorder = recorder
-        self.stream = stream
         self._warned: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks into the experiment state; a stream is not picklable.
-        return {**self.__dict__, "stream": None, "_warned": set()}
+        # Tune pickles its callbacks into the experiment state; a restored search warns afresh.
+        return {**self.__dict__, "_warned": set()}
 
     @staticmethod
     def metrics(result: Mapping[str, Any]) -> dict[str, float]:
@@ -130,10 +144,7 @@ class TrialFacts:
     @staticmethod
     def step(result: Mapping[str, Any]) -> int:
         """The report's step: its whole ``epoch`` (hpsearch reports one always), else Tune's iteration."""
-        epoch = metric_value(result.get(EPOCH))
-        if epoch is not None and math.isfinite(epoch) and epoch == int(epoch):
-            return int(epoch)
-        return int(metric_value(result.get("training_iteration")) or 0)
+        return report_step(result) or 0
 
     @staticmethod
     def params(trial: Any) -> dict[str, Any]:
@@ -154,9 +165,13 @@ class TrialFacts:
         return str(decided or (ERRORED if failed else "finished"))
 
     def best(self, trial: Any) -> tuple[float | None, int | None, str | None, list[dict[str, Any]]]:
-        """``(best value, its epoch, best checkpoint, the history)`` of a trial, by the one ranking."""
+        """``(best value, its epoch, best checkpoint, the history)`` of a trial.
+
+        The best value is chosen by :func:`~hpsearch.experiment.ranking.rank_trials`, the same rule
+        every other view of the search uses.
+        """
         history = read_history(self.experiment_dir_of(trial), trial.trial_id)
-        score = rank_trials({trial.trial_id: [(_epoch(r), r.get(self.metric)) for r in history]}, self.mode)
+        score = rank_trials({trial.trial_id: [(report_step(r), report_value(r, self.metric)) for r in history]}, self.mode)
         top = score[trial.trial_id]
         return top.best, top.best_iteration, best_checkpoint(history, self.metric, self.mode), history
 
@@ -178,11 +193,9 @@ class TrialFacts:
         if tracker in self._warned:
             return
         self._warned.add(tracker)
-        print(
-            f"hpsearch: warning: tracking with {tracker} failed ({what}: {type(err).__name__}: {err}); "
-            "the search goes on, this tracker may miss records (warned once)",
-            file=self.stream or sys.stderr,
-            flush=True,
+        messages.say(
+            f"warning: tracking with {tracker} failed ({what}: {type(err).__name__}: {err}); "
+            "the search goes on, this tracker may miss records (warned once)"
         )
 
     @contextlib.contextmanager
@@ -199,22 +212,12 @@ def best_checkpoint(history: list[dict[str, Any]], metric: str, mode: Mode) -> s
 
     Ray Train keeps the last ``num_to_keep`` checkpoints: the best report's own may be gone.
     """
-    with_checkpoint = [r for r in history if isinstance(r.get("checkpoint_path"), str)]
-    kept = [r for r in with_checkpoint if os.path.isdir(r["checkpoint_path"])]
-    if not kept:
-        return None
-    score = rank_trials({"t": [(i, r.get(metric)) for i, r in enumerate(kept)]}, mode)["t"]
-    return None if score.best_iteration is None else str(kept[score.best_iteration]["checkpoint_path"])
-
-
-def _epoch(report: Mapping[str, Any]) -> int | None:
-    value = metric_value(report.get(EPOCH))
-    return int(value) if value is not None and math.isfinite(value) else None
+    reports = [(r.get("checkpoint_path"), report_value(r, metric)) for r in history]
+    return ranking.best_checkpoint(reports, mode, os.path.isdir)
 
 
 def _space(spec: Spec) -> tuple[dict[str, Any], list[str]]:
     """The spec's search space flat (dotted name -> param) and the searched (not constant) names."""
-    from hpsearch.spec.space import ConstParam, iter_params
 
     space = dict(iter_params(spec.trial_space()))  # searched scaling too, as load_results' space has it
     return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
@@ -234,7 +237,7 @@ def open_optuna_storage(url: str, *, attempts: int = 5) -> Any:
     seen in CI), "database is locked" while the other writes. The schema is then there (or
     about to be), so a later try succeeds.
     """
-    import optuna
+    import optuna  # lazy: optuna is heavy; only the optuna tracker needs it
 
     for attempt in range(attempts):
         try:
@@ -255,7 +258,6 @@ def _mlflow_env(uri: str | None, *, probe: bool = False) -> Iterator[None]:
     ``probe``: a first contact with a server gives up after one try of 10 s, not MLflow's
     default retries with backoff (minutes), so an unreachable URI is refused promptly.
     """
-    from hpsearch.runtime.env import allow_mlflow_file_store, mlflow_probe
 
     if uri is not None and (uri.startswith("file:") or "://" not in uri):
         allow_mlflow_file_store()
@@ -267,6 +269,7 @@ def _mlflow_env(uri: str | None, *, probe: bool = False) -> Iterator[None]:
 
 
 def _mlflow_base() -> type:
+    # lazy: it imports mlflow (the mlflow extra, 1 s): only the mlflow tracker needs it
     from ray.air.integrations.mlflow import MLflowLoggerCallback
 
     return MLflowLoggerCallback
@@ -275,11 +278,15 @@ def _mlflow_base() -> type:
 class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resolved at import (mlflow is optional)
     """Ray's ``MLflowLoggerCallback`` (its experiment set-up and run bookkeeping), corrected.
 
-    What Ray's gets wrong for hpsearch, overridden here: it logs at ``training_iteration``
-    (restarts at 1 on a retry: the curves would fold back), logs every number of Tune's result
-    as a metric (pid, timestamps, ``config/*``, ``done``), one request per metric; names runs
-    ``str(trial)`` and tags nothing else; a resumed search starts a second run for a trial;
-    the run ends without how the trial ended or its best checkpoint.
+    This class overrides what Ray's callback gets wrong for hpsearch:
+
+    - It logs at ``training_iteration``, which restarts at 1 on a retry, so the curves would
+      fold back.
+    - It logs every number in Tune's result as a metric (pid, timestamps, ``config/*``,
+      ``done``), with one request per metric.
+    - It names runs ``str(trial)`` and sets no other tags.
+    - A resumed search starts a second run for a trial.
+    - The run ends without saying how the trial ended, or where its best checkpoint is.
     """
 
     def __init__(self, settings: MlflowSettings, facts: TrialFacts) -> None:
@@ -294,14 +301,16 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         # Ray's setup sets both as well, after opening the URI: set here so a failed open leaves them usable
-        self._trial_runs: dict[str, str] = {}  # trial id -> run id (Ray's keys it by trial object)
+        self._hp_trial_runs: dict[str, str] = {}  # trial id -> run id (Ray's keys its own by trial object)
         self.tags: dict[str, str] = dict(getattr(self, "tags", None) or {})
         with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "opening the tracking URI"):
             super().setup(*args, **kwargs)
-            self._client = self.mlflow_util._get_client()
+            from mlflow.tracking import MlflowClient  # lazy: mlflow is an optional extra
+
+            self._client = MlflowClient(tracking_uri=self.tracking_uri)
 
     def _run_for(self, trial: Any) -> str:
-        run_id = self._trial_runs.get(trial.trial_id)
+        run_id = self._hp_trial_runs.get(trial.trial_id)
         if run_id is not None:
             return str(run_id)
         found = self._client.search_runs(
@@ -315,12 +324,12 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
             run_id = self._client.create_run(
                 self.mlflow_util.experiment_id, run_name=trial.trial_id, tags=tags
             ).info.run_id
-            from mlflow.entities import Param
+            from mlflow.entities import Param  # lazy: mlflow is the optional mlflow extra
 
             params = [Param(k, _param_text(v)) for k, v in self.facts.params(trial).items()]
             for at in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
                 self._client.log_batch(run_id, params=params[at : at + 100])
-        self._trial_runs[trial.trial_id] = run_id
+        self._hp_trial_runs[trial.trial_id] = run_id
         return str(run_id)
 
     def log_trial_start(self, trial: Any) -> None:
@@ -328,7 +337,7 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
             self._run_for(trial)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # lazy: mlflow is the optional mlflow extra
 
         with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "logging a report"):
             run_id = self._run_for(trial)
@@ -338,13 +347,22 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
                 self._client.log_batch(run_id, metrics=metrics[at : at + 1000])
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        from mlflow.entities import RunTag
+        from mlflow.entities import RunTag  # lazy: mlflow is the optional mlflow extra
 
         with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "ending a run"):
             run_id = self._run_for(trial)
             tags = self.facts.end_tags(trial, failed)
             self._client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
             self._client.set_terminated(run_id, status="FAILED" if tags["hpsearch.status"] == ERRORED else "FINISHED")
+
+
+def _open_mlflow_experiment(uri: str | None, name: str) -> None:
+    """Open the MLflow tracking URI and find or create the experiment, as Ray's MLflow callback does at set-up."""
+    from mlflow.tracking import MlflowClient  # lazy: mlflow is an optional extra
+
+    client = MlflowClient(tracking_uri=uri)
+    if client.get_experiment_by_name(name) is None:
+        client.create_experiment(name)
 
 
 def _param_text(value: Any) -> str:
@@ -382,8 +400,6 @@ class WandbTracker(LoggerCallback):
     def _later(self, call: Any, *args: Any) -> None:
         """Run ``call(*args)`` on the W&B thread (calls run in the order queued)."""
         if self._worker is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpsearch-wandb")
         self._worker.submit(call, *args)
 
@@ -395,7 +411,7 @@ class WandbTracker(LoggerCallback):
 
     def _start(self, trial_id: str, folder: str, config: dict[str, Any]) -> None:
         with self.facts.guarded("wandb", "starting a run"):
-            import wandb
+            import wandb  # lazy: wandb is the optional wandb extra
 
             Path(folder).mkdir(parents=True, exist_ok=True)
             self._runs[trial_id] = wandb.init(
@@ -460,12 +476,10 @@ class WandbTracker(LoggerCallback):
 
 
 def _tbx_base() -> type:
-    from ray.tune.logger import TBXLoggerCallback
-
     return TBXLoggerCallback
 
 
-class TensorboardTracker(_tbx_base()):  # type: ignore[misc]  # Ray's class
+class TensorboardTracker(TBXWriters, _tbx_base()):  # type: ignore[misc]  # Ray's class
     """Ray's ``TBXLoggerCallback`` (event files in each Tune trial folder: ``tensorboard --logdir <experiment>``).
 
     Being one, it also replaces the TBX logger Tune adds by itself. What Ray's gets wrong,
@@ -480,29 +494,26 @@ class TensorboardTracker(_tbx_base()):  # type: ignore[misc]  # Ray's class
         super().__init__()
         self.facts = facts
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_trial_writer": {}, "_trial_result": {}}
-
     def log_trial_start(self, trial: Any) -> None:
         with self.facts.guarded("tensorboard", "opening the event file"):
             super().log_trial_start(trial)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        if trial not in self._trial_writer:
+        if trial not in self.trial_writers:
             self.log_trial_start(trial)
         with self.facts.guarded("tensorboard", "logging a report"):
-            writer, step = self._trial_writer[trial], self.facts.step(result)
+            writer, step = self.trial_writers[trial], self.facts.step(result)
             metrics = self.facts.metrics(result)
             for key, value in metrics.items():
                 writer.add_scalar(key, value, global_step=step)
-            self._trial_result[trial] = {k: v for k, v in metrics.items() if math.isfinite(v)}
+            self.trial_results[trial] = {k: v for k, v in metrics.items() if math.isfinite(v)}
             writer.flush()
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        if trial not in self._trial_writer:
+        if trial not in self.trial_writers:
             return
         with self.facts.guarded("tensorboard", "ending a run"):
-            writer = self._trial_writer[trial]
+            writer = self.trial_writers[trial]
             texts = {**self.facts.start_tags(trial), **self.facts.end_tags(trial, failed)}
             for key, value in texts.items():
                 writer.add_text(key.replace("hpsearch.", "hpsearch/"), value)
@@ -548,9 +559,7 @@ class OptunaTracker(Callback):
             self._open(resumed=any(Path(self.facts.experiment_dir).glob(TUNE_STATE_GLOB)))
 
     def _open(self, *, resumed: bool) -> None:
-        import optuna
-
-        from hpsearch.analysis._optuna import LIVE_ATTR, space_distributions, study_attrs, study_direction
+        import optuna  # lazy: optuna is heavy; only the optuna tracker needs it
 
         self._distributions = space_distributions(self.space, self.params)
         storage = open_optuna_storage(self.storage_url)
@@ -578,16 +587,14 @@ class OptunaTracker(Callback):
         for frozen in storage.get_all_trials(study_id, deepcopy=False):
             trial_id = frozen.user_attrs.get("trial_id")
             if isinstance(trial_id, str):
-                self._trials[trial_id] = frozen._trial_id
+                self._trials[trial_id] = storage.get_trial_id_from_study_id_trial_number(study_id, frozen.number)
                 if frozen.state.is_finished():  # e.g. an errored trial run again (resume --retry-errored):
                     self._ended.add(trial_id)  # left as it ended; `hpsearch export` writes its new end
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         if self._storage is None or trial.trial_id in self._trials:
             return  # a trial retried or resumed: its Optuna trial is still RUNNING
-        from optuna.trial import FrozenTrial, TrialState
-
-        from hpsearch.analysis._optuna import trial_params
+        from optuna.trial import FrozenTrial, TrialState  # lazy: optuna is heavy; only the optuna tracker needs it
 
         with self.facts.guarded("optuna", "creating a trial"):
             params, dists = trial_params(self._distributions, self.facts.params(trial))
@@ -609,11 +616,10 @@ class OptunaTracker(Callback):
     def on_trial_result(
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
     ) -> None:
-        from hpsearch.analysis._optuna import intermediate_value
 
         if self._storage is None or trial.trial_id not in self._trials or trial.trial_id in self._ended:
             return
-        value = intermediate_value(result.get(self.facts.metric))
+        value = intermediate_value(report_value(result, self.facts.metric))
         if value is None:
             return
         with self.facts.guarded("optuna", "reporting an intermediate value"):
@@ -626,9 +632,7 @@ class OptunaTracker(Callback):
         self._end(trial, failed=True)
 
     def _end(self, trial: Any, *, failed: bool) -> None:
-        from optuna.trial import TrialState
-
-        from hpsearch.analysis._optuna import intermediate_value, trial_outcome
+        from optuna.trial import TrialState  # lazy: optuna is heavy; only the optuna tracker needs it
 
         if self._storage is None or trial.trial_id not in self._trials or trial.trial_id in self._ended:
             return
@@ -638,7 +642,7 @@ class OptunaTracker(Callback):
             status = self.facts.status(trial, failed)
             best, best_epoch, checkpoint, history = self.facts.best(trial)
             for report in history:  # every report, also those Tune did not deliver after a stop (as the export)
-                value, epoch = intermediate_value(report.get(self.facts.metric)), _epoch(report)
+                value, epoch = intermediate_value(report_value(report, self.facts.metric)), report_step(report)
                 if value is not None and epoch is not None:
                     self._storage.set_trial_intermediate_value(storage_id, epoch, value)
             state, value, reason = trial_outcome(status, best, self.facts.metric)
@@ -654,7 +658,7 @@ def _study_owner(storage: Any, name: str) -> str | None:
     """The experiment folder a study of ``storage`` was written by, ``""`` for another tool's, ``None`` if none."""
     for study in storage.get_all_studies():
         if study.study_name == name:
-            return str(study.user_attrs.get("hpsearch_experiment_dir") or "")
+            return study_owner(study.user_attrs)
     return None
 
 
@@ -679,12 +683,8 @@ def check_tracking(spec: Spec) -> None:
     if tracking.mlflow is not None:
         uri = tracking.mlflow.tracking_uri
         try:
-            from ray.air._internal.mlflow import _MLflowLoggerUtil
-
             with _mlflow_env(uri, probe=True):
-                _MLflowLoggerUtil().setup_mlflow(  # type: ignore[no-untyped-call]  # Ray's, untyped
-                    tracking_uri=uri, experiment_name=tracking.mlflow.experiment_name or spec.name
-                )
+                _open_mlflow_experiment(uri, tracking.mlflow.experiment_name or spec.name)
         except Exception as err:  # noqa: BLE001 - whatever MLflow raises, the user must read why
             problems.append(Problem("tracking.mlflow.tracking_uri", f"cannot open MLflow at {uri!r}: {_one_line(err)}"))
     if tracking.wandb is not None and tracking.wandb.mode == "online" and not _wandb_key_known():
@@ -725,7 +725,6 @@ _CHECKED: set[str] = set()
 def _wandb_key_known() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
-    import netrc
 
     try:
         hosts = netrc.netrc(os.environ.get("NETRC")).hosts

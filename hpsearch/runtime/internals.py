@@ -1,0 +1,1014 @@
+"""The one door to other libraries' internals: every private name hpsearch relies on, named and checked.
+
+Ray has no public API for a few things a nested search needs: a trial driver's Tune session
+(its queues, its stop event, its ``report``), the switch that keeps an embedded Ray on the
+loopback, the hook Tune gives a function trainable's class, a Tune scheduler's exploit step,
+the study an Optuna searcher builds. Each such reliance lives here, and only here:
+
+- Each one is an :class:`Internal` in :data:`INTERNALS`: what it relies on, the versions it
+  was checked on, what stops working without it, the public alternative where Ray has one
+  (and why it is not used, where it is not), and what a missing one means for a search
+  (``warn``: the feature named goes off with one line; ``refuse``: the search is refused
+  before anything starts, with exit code 2).
+- Each accessor below (a function or a small base class) uses only the internals it names.
+  No other module of hpsearch imports ``ray._private``, a ``ray.*._internal`` module or
+  ``ray.experimental.internal_kv``, or reads or writes an underscore attribute of another
+  library's object: ``tests/test_internals_door.py`` walks the package and enforces it.
+- :func:`broken` checks every contract against the installed libraries (names, signatures,
+  the attributes read, the module constants written), without a cluster, in well under a
+  second. ``tests/test_ray_contract.py`` runs it in CI, and :func:`preflight` runs it at the
+  start of every ``run`` and ``resume``, before anything is written.
+
+A process that finds an internal missing treats its feature as off (:func:`available`); the
+search process has said so once, at :func:`preflight`, so the trial drivers and Train
+processes that check again stay quiet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import logging
+import queue
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Literal
+
+from hpsearch import messages
+from hpsearch.errors import IncompatibleLibraryError
+from hpsearch.planning.planner import HEAD_RESOURCE
+from hpsearch.spec.space import is_conditional
+
+if TYPE_CHECKING:
+    from hpsearch.spec import Spec
+
+__all__ = [
+    "INTERNALS",
+    "Internal",
+    "available",
+    "broken",
+    "preflight",
+    "DriverSession",
+    "add_trainable_mixin",
+    "wrap_worker_reports",
+    "controller_failure",
+    "loopback_flag",
+    "set_driver_error_printing",
+    "current_node",
+    "tune_interrupt_installed",
+    "data_object_store_fraction",
+    "ray_data_console_handlers",
+    "NodeInfo",
+    "Exploit",
+    "ExploitHook",
+    "OptunaStudyHook",
+    "HyperOptTrialsHook",
+    "VariantHook",
+    "TBXWriters",
+]
+
+#: The Ray versions every contract below was checked on (the versions CI runs).
+CHECKED_ON = "Ray 2.58.0 and 2.60.0"
+
+
+class ContractBroken(Exception):
+    """An internal is not as hpsearch expects it (the message says what differs)."""
+
+
+@dataclass(frozen=True)
+class Internal:
+    """One internal of another library hpsearch relies on.
+
+    ``key``: a short name, used in messages and by :func:`available`. ``relies_on``: the
+    module, names and attributes. ``feature``: what depends on it, as a user knows it.
+    ``without_it``: what happens when it is missing. ``public``: the public alternative
+    where one exists, and why it is or is not used. ``on_missing``: ``warn`` (the feature
+    goes off with one line) or ``refuse`` (exit 2). ``used_by``: for a feature only some
+    specs use, which; ``None`` means every search. ``embedded_only``: needed only by an
+    embedded Ray (not with ``--address``). ``check``: raises :class:`ContractBroken` when the
+    installed library differs.
+    """
+
+    key: str
+    relies_on: str
+    feature: str
+    without_it: str
+    public: str
+    on_missing: Literal["warn", "refuse"]
+    check: Callable[[], None]
+    used_by: Callable[[Spec], bool] | None = None
+    embedded_only: bool = False
+    checked_on: str = CHECKED_ON
+
+
+# ----------------------------------------------------------------------------- checking helpers
+
+
+def _resolve(dotted: str) -> Any:
+    """``package.module:attr.attr`` -> the object; :class:`ContractBroken` naming what is missing."""
+    module_name, _, attrs = dotted.partition(":")
+    try:
+        found: Any = import_module(module_name)
+    except ImportError as err:
+        raise ContractBroken(f"cannot import {module_name} ({err})") from None
+    path = module_name
+    for attr in filter(None, attrs.split(".")):
+        if not hasattr(found, attr):
+            raise ContractBroken(f"{path} has no attribute {attr}")
+        found = getattr(found, attr)
+        path = f"{path}.{attr}"
+    return found
+
+
+def _parameters(dotted: str, *names: str) -> None:
+    """The callable at ``dotted`` takes each of ``names`` (by that name)."""
+    fn = _resolve(dotted)
+    params = inspect.signature(fn).parameters
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise ContractBroken(f"{dotted.replace(':', '.')} takes no parameter {', '.join(missing)} ({list(params)})")
+
+
+def _source(obj: Any) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError) as err:
+        raise ContractBroken(f"cannot read the source of {obj!r} ({err})") from None
+
+
+def _assigns(dotted: str, *attrs: str) -> None:
+    """The class at ``dotted`` sets each of ``attrs`` on its instances (``self.<attr> =`` or ``: T`` in its source).
+
+    The class's own source when Python finds it, else its module's (a class re-exported under
+    another module's name, as ``ray.train.ControllerError``, hides its definition).
+    """
+    found = _resolve(dotted)
+    try:
+        source = inspect.getsource(found)
+    except (OSError, TypeError):
+        source = _source(_resolve(dotted.partition(":")[0]))
+    missing = [a for a in attrs if not re.search(rf"self\.{re.escape(a)}\s*(:|=(?!=))", source)]
+    if missing:
+        raise ContractBroken(f"{dotted.replace(':', '.')} no longer sets {', '.join(missing)}")
+
+
+def _mentions(dotted: str, *texts: str) -> None:
+    """The source of the object at ``dotted`` still contains each of ``texts``."""
+    source = _source(_resolve(dotted))
+    missing = [t for t in texts if t not in source]
+    if missing:
+        raise ContractBroken(f"{dotted.replace(':', '.')} no longer refers to {', '.join(missing)}")
+
+
+def _all(*checks: Callable[[], None]) -> Callable[[], None]:
+    def check() -> None:
+        for one in checks:
+            one()
+
+    return check
+
+
+# ----------------------------------------------------------------------------- the contracts
+
+_SESSION = "ray.train._internal.session"
+_SESSION_QUEUE_ATTRS = ("result_queue", "error_queue", "stop_event", "training_thread", "continue_lock")
+
+
+def _check_session_queues() -> None:
+    _resolve(f"{_SESSION}:get_session")
+    _assigns(f"{_SESSION}:_TrainSession", "_inter_actor_queue", "training_started", *_SESSION_QUEUE_ATTRS)
+    # The driver's main thread moves each forwarded report from the queue actor to the result queue.
+    _mentions(f"{_SESSION}:_TrainSession._get_result_from_queues", "self._inter_actor_queue", "self.report(")
+
+
+def _check_session_report() -> None:
+    _check_session_queues()
+    _parameters(f"{_SESSION}:_TrainSession.report", "metrics", "checkpoint")
+    _resolve("ray.tune.integration.ray_train:CHECKPOINT_PATH_KEY")
+
+
+def _check_mixins() -> None:
+    _mentions("ray.tune.trainable.function_trainable:wrap_function", "__mixins__")
+    _mentions("ray.tune.trainable.util:with_parameters", "__mixins__")
+
+
+def _check_worker_report() -> None:
+    module = "ray.train.v2._internal.execution.train_fn_utils"
+    _resolve(f"{module}:get_train_fn_utils")
+    _parameters(f"{module}:TrainFnUtils.report", "metrics")
+
+
+def _check_controller_class() -> None:
+    _resolve(f"ray.train.v2._internal.execution.controller.controller:{CONTROLLER_CLASS}")
+    _mentions("ray.train.v2.api.data_parallel_trainer", f")({CONTROLLER_CLASS})")  # made an actor by that name
+
+
+def _check_controller_failure() -> None:
+    _assigns("ray.train.v2.api.exceptions:ControllerError", "controller_failure")
+
+
+def _check_loopback() -> None:
+    constants = _resolve("ray._private.ray_constants")
+    if not isinstance(getattr(constants, "ENABLE_RAY_CLUSTER", None), bool):
+        raise ContractBroken("ray._private.ray_constants.ENABLE_RAY_CLUSTER is no longer a bool")
+    if getattr(constants, "ENABLE_RAY_CLUSTERS_ENV_VAR", None) != LOOPBACK_ENV_VAR:
+        raise ContractBroken(f"ray._private.ray_constants no longer reads {LOOPBACK_ENV_VAR}")
+    _mentions("ray._private.services:get_node_ip_address", "ray_constants.ENABLE_RAY_CLUSTER")
+
+
+def _check_worker_logs() -> None:
+    worker = _resolve("ray._private.worker")
+    if not isinstance(getattr(worker, "_worker_logs_enabled", None), bool):
+        raise ContractBroken("ray._private.worker._worker_logs_enabled is no longer a bool")
+    _mentions("ray._private.worker:print_worker_logs", "_worker_logs_enabled")
+
+
+def _check_node() -> None:
+    _resolve("ray._private.worker:global_worker")
+    _resolve("ray._private.worker:_global_node")
+    node = _resolve("ray._private.node:Node")
+    for name in ("get_logs_dir_path", "get_session_dir_path", "session_name"):
+        if not hasattr(node, name):
+            raise ContractBroken(f"ray._private.node.Node has no {name}")
+    _assigns("ray._private.node:Node", "all_processes")
+
+
+def _check_env_names() -> None:
+    constants = _resolve("ray.train.v2._internal.constants")
+    for attr, name in TRAIN_ENV_VARS.items():
+        if getattr(constants, attr, None) != name:
+            raise ContractBroken(f"ray.train.v2._internal.constants.{attr} is no longer {name!r}")
+
+
+def _check_tune_interrupt() -> None:
+    _mentions("ray.tune.tune:_setup_signal_catching", f"def {TUNE_INTERRUPT_HANDLER}(", "SIGUSR1")
+
+
+def _check_data_fraction() -> None:
+    manager = _resolve("ray.data._internal.execution.resource_manager:ResourceManager")
+    value = getattr(manager, "DEFAULT_OBJECT_STORE_MEMORY_LIMIT_FRACTION", None)
+    if value != DATA_OBJECT_STORE_FRACTION:
+        raise ContractBroken(
+            "Ray Data's ResourceManager.DEFAULT_OBJECT_STORE_MEMORY_LIMIT_FRACTION is "
+            f"{value!r}, hpsearch assumes {DATA_OBJECT_STORE_FRACTION}"
+        )
+    _resolve("ray.data:DataContext")
+
+
+def _check_head_resource() -> None:
+    value = getattr(_resolve("ray._common.constants"), "HEAD_NODE_RESOURCE_NAME", None)
+    if value != HEAD_NODE_RESOURCE:
+        raise ContractBroken(
+            f"Ray's head-node resource is {value!r}, hpsearch places drivers on {HEAD_NODE_RESOURCE!r}"
+        )
+
+
+def _check_ray_data_handler() -> None:
+    _resolve(f"ray.data._internal.logging:{RAY_DATA_FILE_HANDLER}")
+
+
+def _check_exploit() -> None:
+    scheduler = "ray.tune.schedulers.pbt:PopulationBasedTraining"
+    _parameters(f"{scheduler}._exploit", "tune_controller", "trial", "trial_to_clone")
+    _assigns(scheduler, "_trial_state", "_time_attr", "_metric")
+    _assigns("ray.tune.schedulers.pbt:_PBTTrialState", "last_result", "last_checkpoint")
+
+
+def _check_optuna() -> None:
+    searcher = "ray.tune.search.optuna.optuna_search:OptunaSearch"
+    _parameters(f"{searcher}._setup_study", "mode")
+    _assigns(searcher, "_ot_study", "_space", "_metric")
+
+
+def _check_hyperopt() -> None:
+    searcher = "ray.tune.search.hyperopt.hyperopt_search:HyperOptSearch"
+    _resolve(f"{searcher}._setup_hyperopt")
+    _assigns(searcher, "_hpopt_trials", "_live_trial_mapping", "domain", "rstate", "metric_op")
+
+
+def _check_variants() -> None:
+    _resolve("ray.tune.search.basic_variant:BasicVariantGenerator.next_trial")
+    _assigns("ray.tune.experiment.trial:Trial", "evaluated_params", "experiment_tag", "config")
+
+
+def _check_tbx() -> None:
+    _assigns("ray.tune.logger.tensorboardx:TBXLoggerCallback", "_trial_writer", "_trial_result")
+
+
+def _uses_pbt(spec: Spec) -> bool:
+    return spec.scheduler.type in ("pbt", "pb2")
+
+
+def _conditional(spec: Spec) -> bool:
+    return is_conditional(spec.trial_space())
+
+
+def _uses_warm_start(searcher: str) -> Callable[[Spec], bool]:
+    def used(spec: Spec) -> bool:
+        if spec.searcher.type != searcher:
+            return False
+        return spec.warm_start.enabled() or (searcher == "hyperopt" and _conditional(spec))
+
+    return used
+
+
+def _uses_conditional_random(spec: Spec) -> bool:
+    return spec.searcher.type == "random" and _conditional(spec)
+
+
+def _drivers_on_head(spec: Spec) -> bool:
+    return spec.resources.driver_node == "head" or _uses_pbt(spec)
+
+
+def _uses_tensorboard(spec: Spec) -> bool:
+    return spec.tracking.tensorboard
+
+
+#: Ray Train's environment variables hpsearch sets, by the name of the constant Ray reads them through.
+TRAIN_ENV_VARS = {
+    "HEALTH_CHECK_INTERVAL_S_ENV_VAR": "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S",
+    "WORKER_GROUP_START_TIMEOUT_S_ENV_VAR": "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S",
+}
+#: The class of Ray Train's controller actor; Ray names an actor's process ``ray::<class>``.
+CONTROLLER_CLASS = "TrainController"
+#: The variable that makes Ray treat a Linux machine as it treats macOS and Windows (loopback only).
+LOOPBACK_ENV_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: The name of the SIGUSR1 handler ``tune.run`` installs (a budget ends a search through it).
+TUNE_INTERRUPT_HANDLER = "signal_interrupt_tune_run"
+#: Ray Data's default share of the object store for one executor (its ResourceManager's constant).
+DATA_OBJECT_STORE_FRACTION = 0.5
+#: The resource every Ray head node has, 1.0 of it (the planner places trial drivers with it).
+HEAD_NODE_RESOURCE = HEAD_RESOURCE
+#: The class name of Ray Data's handler that writes ``ray-data.log`` (kept when its console lines are muted).
+RAY_DATA_FILE_HANDLER = "SessionFileHandler"
+
+INTERNALS: tuple[Internal, ...] = (
+    Internal(
+        key="tune-session-queues",
+        relies_on=(
+            "ray.train._internal.session: get_session() and _TrainSession's _inter_actor_queue, result_queue, "
+            "error_queue, stop_event, training_thread, training_started, continue_lock"
+        ),
+        feature="the trial-driver hang work-around (Ray bug 3) and reused trial actors",
+        without_it=(
+            "a driver may block forever behind its last report (about one trial in a hundred under load), and "
+            "every trial gets a fresh actor (about 3-6 s more per trial)"
+        ),
+        public="none: Tune exposes no way to see or drain a function trainable's queues",
+        on_missing="warn",
+        check=_check_session_queues,
+    ),
+    Internal(
+        key="tune-session-report",
+        relies_on="ray.train._internal.session._TrainSession.report(metrics, checkpoint), called by _get_result_from_queues",
+        feature="pbt/pb2: each report reaches Tune with a pointer checkpoint",
+        without_it="PBT never exploits a nested trial (Tune has no checkpoint to hand over)",
+        public="none: Ray Train's TuneReportCallback forwards a checkpoint path, never a Tune checkpoint",
+        on_missing="refuse",
+        check=_check_session_report,
+        used_by=_uses_pbt,
+    ),
+    Internal(
+        key="trainable-mixins",
+        relies_on="ray.tune.trainable.function_trainable.wrap_function reading fn.__mixins__ (kept by with_parameters)",
+        feature="reused trial actors (resources.reuse_actors)",
+        without_it="every trial gets a fresh actor (about 3-6 s more per trial); Tune's own reuse would be unsafe",
+        public="none: Tune's reuse_actors has no hook for a function trainable's reset",
+        on_missing="warn",
+        check=_check_mixins,
+    ),
+    Internal(
+        key="train-worker-report",
+        relies_on="ray.train.v2._internal.execution.train_fn_utils: get_train_fn_utils().report(metrics, ...)",
+        feature="reports made plain Python on the workers (tensors and NumPy scalars)",
+        without_it="a loop that reports a tensor fails its trial (the controller still converts NumPy values)",
+        public="none: ray.train.report validates before any user hook",
+        on_missing="warn",
+        check=_check_worker_report,
+    ),
+    Internal(
+        key="controller-process",
+        relies_on=(
+            f"ray.train.v2._internal.execution.controller.controller.{CONTROLLER_CLASS}, the actor class whose "
+            f"process Ray names ray::{CONTROLLER_CLASS}"
+        ),
+        feature="a Train controller that outlived its trial ended (orphan reaper, reused actors)",
+        without_it="a recorded controller PID never names a controller, so none is ended: a stuck one keeps its workers",
+        public="ray.util.state lists the controller actor (used to see it alive), not a safe way to end its process",
+        on_missing="warn",
+        check=_check_controller_class,
+    ),
+    Internal(
+        key="controller-failure",
+        relies_on="ray.train.ControllerError.controller_failure (the exception a Train callback raised)",
+        feature="the one-line error of a trial that missed its metric or its checkpoint",
+        without_it="such a trial fails with Ray's wrapped error, and Tune retries it",
+        public="ray.train.ControllerError is public; its attribute is not documented",
+        on_missing="warn",
+        check=_check_controller_failure,
+    ),
+    Internal(
+        key="loopback-switch",
+        relies_on=(
+            f"ray._private.ray_constants.ENABLE_RAY_CLUSTER (read from {LOOPBACK_ENV_VAR}) and "
+            "ray._private.services.get_node_ip_address returning the loopback when it is false"
+        ),
+        feature="an embedded Ray that listens on 127.0.0.1 only",
+        without_it="an embedded Ray's servers listen on every interface of the machine",
+        public=(
+            f"{LOOPBACK_ENV_VAR} is the switch, but Ray reads it once at import, usually before hpsearch can set "
+            "it; ray.init(_node_ip_address=...) does not change where the servers bind"
+        ),
+        on_missing="refuse",
+        check=_check_loopback,
+        embedded_only=True,
+    ),
+    Internal(
+        key="driver-error-printing",
+        relies_on="ray._private.worker._worker_logs_enabled (read by print_worker_logs)",
+        feature="a quiet terminal: Ray's error messages to the driver kept off it unless --verbose",
+        without_it="the raylet's warnings and Ray's error messages reach the terminal while trials run",
+        public=(
+            "RAY_DEDUP_LOGS_SKIP_REGEX drops lines too, but Ray reads it at import (before hpsearch runs) and only "
+            "for deduplicated lines"
+        ),
+        on_missing="warn",
+        check=_check_worker_logs,
+    ),
+    Internal(
+        key="ray-node",
+        relies_on=(
+            "ray._private.worker.global_worker.node and _global_node: Node.get_logs_dir_path(), "
+            "get_session_dir_path(), session_name, all_processes"
+        ),
+        feature="Ray's log folder named in the experiment; a killed run's leftover Ray processes ended by the next run",
+        without_it="the experiment folder does not say where Ray's logs are, and leftover processes stay",
+        public="none: ray.get_runtime_context() gives no session folder or process list",
+        on_missing="warn",
+        check=_check_node,
+    ),
+    Internal(
+        key="train-env-names",
+        relies_on="ray.train.v2._internal.constants: " + ", ".join(TRAIN_ENV_VARS.values()),
+        feature="fast reports (0.1 s controller polls) and the spec's failure.worker_start_timeout_s",
+        without_it="a loop reports at most once per 2 s, and a worker group waits Ray's 60 s to start",
+        public="none: Ray Train reads these variables but does not document them",
+        on_missing="warn",
+        check=_check_env_names,
+    ),
+    Internal(
+        key="tune-interrupt",
+        relies_on=f"ray.tune.tune._setup_signal_catching installing its SIGUSR1 handler {TUNE_INTERRUPT_HANDLER}",
+        feature="a budget that ends a search resumably (as Ctrl-C does)",
+        without_it="a spent budget ends the search for good: hpsearch resume cannot continue it",
+        public="none: a Stopper's stop_all() marks the search finished, so it cannot be resumed",
+        on_missing="warn",
+        check=_check_tune_interrupt,
+    ),
+    Internal(
+        key="data-object-store-fraction",
+        relies_on="ray.data._internal.execution.resource_manager.ResourceManager.DEFAULT_OBJECT_STORE_MEMORY_LIMIT_FRACTION",
+        feature="per-trial object-store caps for Ray Data at Ray's default share",
+        without_it=f"each trial's cap is still {DATA_OBJECT_STORE_FRACTION} of the object store split among the trials, which Ray Data no longer takes by default",
+        public=(
+            "DataContext.override_object_store_memory_limit_fraction, read first when set; hpsearch keeps Ray's "
+            f"default ({DATA_OBJECT_STORE_FRACTION}) as its own constant and only checks it here"
+        ),
+        on_missing="warn",
+        check=_check_data_fraction,
+    ),
+    Internal(
+        key="head-node-resource",
+        relies_on=f"ray._common.constants.HEAD_NODE_RESOURCE_NAME == {HEAD_NODE_RESOURCE!r}",
+        feature="trial drivers placed on the head node (resources.driver_node: head)",
+        without_it="no trial driver can be placed: the search would wait forever",
+        public="none: Ray documents the node:<ip> resources, not the head's",
+        on_missing="refuse",
+        check=_check_head_resource,
+        used_by=_drivers_on_head,
+    ),
+    Internal(
+        key="ray-data-file-handler",
+        relies_on=f"ray.data._internal.logging.{RAY_DATA_FILE_HANDLER} (the handler of Ray Data's ray-data.log)",
+        feature="Ray Data's console lines kept off the terminal, its log file kept",
+        without_it="Ray Data's warnings reach the terminal while trials run",
+        public="none: Ray Data's logging configuration has no console-only switch",
+        on_missing="warn",
+        check=_check_ray_data_handler,
+    ),
+    Internal(
+        key="pbt-exploit",
+        relies_on=(
+            "ray.tune.schedulers.pbt.PopulationBasedTraining._exploit(tune_controller, trial, trial_to_clone), "
+            "its _trial_state (last_result, last_checkpoint), _time_attr and _metric"
+        ),
+        feature="pbt/pb2 lineage: each exploit recorded and printed",
+        without_it="exploits still happen, but Results.lineage, the lineage plot and the exploit lines stay empty",
+        public="none: Tune's schedulers have no exploit callback",
+        on_missing="warn",
+        check=_check_exploit,
+        used_by=_uses_pbt,
+    ),
+    Internal(
+        key="optuna-study-setup",
+        relies_on="ray.tune.search.optuna.OptunaSearch._setup_study(mode), its _ot_study, _space and _metric",
+        feature="warm starts with the optuna searcher (points enqueued, earlier trials added to the study)",
+        without_it="the warm-start points and seeds would be silently ignored",
+        public="OptunaSearch's points_to_evaluate/evaluated_rewards refuse a define-by-run space and partial points",
+        on_missing="refuse",
+        check=_check_optuna,
+        used_by=_uses_warm_start("optuna"),
+    ),
+    Internal(
+        key="hyperopt-trials",
+        relies_on=(
+            "ray.tune.search.hyperopt.HyperOptSearch._setup_hyperopt(), its _hpopt_trials, _live_trial_mapping, "
+            "domain, rstate and metric_op"
+        ),
+        feature="warm starts and conditional spaces with the hyperopt searcher",
+        without_it="seeds and points would be ignored, and inactive parameters would reach the loop",
+        public="HyperOptSearch has no evaluated_rewards, and its points cannot leave a parameter out",
+        on_missing="refuse",
+        check=_check_hyperopt,
+        used_by=_uses_warm_start("hyperopt"),
+    ),
+    Internal(
+        key="variant-generator",
+        relies_on="ray.tune.search.BasicVariantGenerator.next_trial() and Trial.evaluated_params/experiment_tag",
+        feature="conditional spaces (when:) with the random searcher",
+        without_it="inactive parameters would reach the loop and the trial's recorded config",
+        public="none: Tune's variant generator has no per-trial hook",
+        on_missing="refuse",
+        check=_check_variants,
+        used_by=_uses_conditional_random,
+    ),
+    Internal(
+        key="tensorboard-writers",
+        relies_on="ray.tune.logger.TBXLoggerCallback._trial_writer and _trial_result",
+        feature="tracking.tensorboard (scalars at each epoch, the trial's end as text)",
+        without_it="the TensorBoard tracker cannot write",
+        public="none: TBXLoggerCallback keeps its writers to itself",
+        on_missing="refuse",
+        check=_check_tbx,
+        used_by=_uses_tensorboard,
+    ),
+)
+
+_BY_KEY = {internal.key: internal for internal in INTERNALS}
+
+
+# ----------------------------------------------------------------------------- checking, at start and in tests
+
+
+@functools.cache
+def _broken() -> dict[str, str]:
+    found = {}
+    for internal in INTERNALS:
+        try:
+            internal.check()
+        except ContractBroken as err:
+            found[internal.key] = str(err)
+        except Exception as err:  # noqa: BLE001 - any surprise while checking means the contract is broken
+            found[internal.key] = f"{type(err).__name__}: {err}"
+    return found
+
+
+def broken() -> dict[str, str]:
+    """Every internal whose contract the installed libraries break, by key, with what differs.
+
+    Checked once per process (importing the modules named, reading signatures and sources),
+    and remembered.
+    """
+    return dict(_broken())
+
+
+def available(key: str) -> bool:
+    """Whether the internal ``key`` is as hpsearch expects it in this process (its feature is on)."""
+    if key not in _BY_KEY:
+        raise KeyError(f"no internal named {key!r}; known: {', '.join(_BY_KEY)}")
+    return key not in _broken()
+
+
+def library_versions() -> str:
+    """``Ray 2.60.0, optuna 4.6.0, ...`` for the libraries whose internals are used."""
+    found = []
+    for name in ("ray", "optuna", "hyperopt"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(found)
+
+
+def preflight(spec: Spec, *, embedded: bool = True) -> None:
+    """Before a ``run`` or ``resume`` writes anything: check every internal this search relies on.
+
+    A missing internal whose feature hpsearch can do without is said in one line (its
+    feature is off for the whole search); one the search cannot do without raises.
+    ``embedded``: whether hpsearch starts the Ray it runs on (no ``--address``).
+
+    Raises:
+        IncompatibleLibraryError: naming each internal, what differs, the installed versions
+            and what to do.
+    """
+    refused = []
+    for key, detail in broken().items():
+        internal = _BY_KEY[key]
+        if (internal.used_by is not None and not internal.used_by(spec)) or (internal.embedded_only and not embedded):
+            continue
+        if internal.on_missing == "refuse":
+            refused.append(f"  {internal.key} ({internal.feature}): {detail}")
+        else:
+            messages.say(f"off for this search: {internal.feature} (Ray internal {internal.key}: {detail})")
+    if refused:
+        raise IncompatibleLibraryError(
+            f"this search needs Ray internals that the installed libraries ({library_versions()}) do not have:\n"
+            + "\n".join(refused)
+            + f"\nhpsearch was checked on {CHECKED_ON}: install one of those (pip install 'ray[default,train,tune]"
+            "==2.60.0'), or an hpsearch release that supports your Ray"
+        )
+
+
+# ----------------------------------------------------------------------------- a trial driver's Tune session
+
+
+class DriverSession:
+    """A trial driver's Tune session (Ray Train's ``_TrainSession``): its queues, stop event and ``report``.
+
+    Internals ``tune-session-queues`` and ``tune-session-report``. Tune runs the driver's
+    function in a thread of the trial actor; Ray Train's ``TuneReportCallback`` puts each
+    report on a one-item queue actor, and the actor's main thread moves it to the session's
+    result queue through ``report``.
+    """
+
+    _originals: dict[int, Callable[..., None]] = {}
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    @classmethod
+    def current(cls) -> DriverSession | None:
+        """This process's Tune session; ``None`` outside a Tune trial or when the internal is missing."""
+        if not available("tune-session-queues"):
+            return None
+        # lazy: a missing internal turns its feature off; it never fails the import
+        from ray.train._internal.session import get_session
+
+        session = get_session()
+        return None if session is None else cls(session)
+
+    @property
+    def training_thread(self) -> threading.Thread | None:
+        """The thread running the driver's function (``None`` before it started)."""
+        thread: threading.Thread | None = self.session.training_thread
+        return thread if self.session.training_started else None
+
+    def forwarded_any(self) -> bool:
+        """Whether Ray Train has forwarded a report to this session (its queue actor exists)."""
+        return self.session._inter_actor_queue is not None
+
+    def queues_empty(self) -> bool:
+        """Whether no report is waiting, on the queue actor or in the result queue."""
+        reports = self.session._inter_actor_queue
+        try:
+            return (reports is None or bool(reports.empty())) and bool(self.session.result_queue.empty())
+        except Exception:  # noqa: BLE001 - the queue actor is gone: nothing is left to forward
+            return True
+
+    def stop_requested(self) -> bool:
+        """Whether Tune is done with this trial (its stop event is set)."""
+        return bool(self.session.stop_event.is_set())
+
+    def stop_and_release(self) -> None:
+        """Tell the driver's thread to stop, empty the queues and let a thread blocked on them go on."""
+        self.session.stop_event.set()  # a thread reporting its last result leaves quietly
+        self.drain()
+        self.session.continue_lock.release()
+
+    def drain(self) -> None:
+        """Empty the session's queues: reports of a stopped trial that nobody will read."""
+        for q in (self.session.result_queue, self.session.error_queue):
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+        reports = self.session._inter_actor_queue
+        if reports is not None:
+            try:
+                while not reports.empty():
+                    reports.get_nowait()
+            except Exception:  # noqa: BLE001 - the queue actor is gone with the run
+                pass
+
+    def wrap_report(self, wrap: Callable[[Callable[..., None]], Callable[..., None]]) -> None:
+        """Replace this session's ``report`` by ``wrap(original)``; again on the same session, the first is kept."""
+        if not available("tune-session-report"):
+            raise IncompatibleLibraryError("Ray's Tune session has no report hpsearch can wrap (tune-session-report)")
+        original = self._originals.setdefault(id(self.session), self.session.report)
+        self.session.report = wrap(original)
+
+
+def add_trainable_mixin(fn: Callable[..., Any], mixin: type) -> bool:
+    """Have Tune build ``fn``'s trainable class with ``mixin`` first (internal ``trainable-mixins``).
+
+    Returns ``False`` (and changes nothing) when the installed Tune no longer reads the hook.
+    """
+    if not available("trainable-mixins"):
+        return False
+    fn.__mixins__ = (mixin,)  # type: ignore[attr-defined]  # the attribute Tune's wrap_function reads
+    return True
+
+
+def wrap_worker_reports(transform: Callable[[Any], dict[str, Any]]) -> bool:
+    """In a Train worker: pass every ``ray.train.report``'s metrics through ``transform`` (once per process).
+
+    Internal ``train-worker-report``: every ``ray.train`` call on a V2 worker goes through the
+    process's ``TrainFnUtils`` ("can be patched if new user APIs behaviors is wanted", Ray's
+    comment). Returns ``False`` when the internal is missing or this is not a Train worker.
+    """
+    if not available("train-worker-report"):
+        return False
+    # lazy: a missing internal turns its feature off; it never fails the import
+    from ray.train.v2._internal.execution.train_fn_utils import get_train_fn_utils
+
+    try:
+        utils = get_train_fn_utils()
+    except RuntimeError:  # not a Train V2 worker
+        return False
+    if id(utils) in _WRAPPED_WORKER_UTILS:
+        return True
+    report = utils.report
+
+    def plain_report(metrics: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
+        report(transform(metrics), *args, **kwargs)
+
+    utils.report = plain_report  # type: ignore[method-assign]  # on this process's instance only
+    _WRAPPED_WORKER_UTILS.add(id(utils))
+    return True
+
+
+_WRAPPED_WORKER_UTILS: set[int] = set()
+
+
+def controller_failure(err: BaseException) -> BaseException | None:
+    """The exception a Train callback raised, when ``err`` is Ray Train's ``ControllerError`` wrapping it."""
+    if not available("controller-failure"):
+        return None
+    # lazy: a missing internal turns its feature off; it never fails the import
+    from ray.train import ControllerError
+
+    if isinstance(err, ControllerError):
+        cause: BaseException | None = err.controller_failure
+        return cause
+    return None
+
+
+# ----------------------------------------------------------------------------- Ray's process-wide switches
+
+
+@contextlib.contextmanager
+def loopback_flag() -> Iterator[None]:
+    """For the span of an embedded ``ray.init``: Ray's node address is the loopback (internal ``loopback-switch``).
+
+    Ray reads :data:`LOOPBACK_ENV_VAR` into ``ray_constants.ENABLE_RAY_CLUSTER`` once, when it
+    is first imported (usually long before ``ray.init``); the constant is set to what Ray
+    would have read with the variable at 0, and restored after.
+
+    Raises:
+        IncompatibleLibraryError: when the internal is missing (an embedded Ray would listen
+            on every interface).
+    """
+    if not available("loopback-switch"):
+        raise IncompatibleLibraryError(
+            f"the installed Ray ({library_versions()}) has no loopback switch hpsearch knows "
+            f"({_broken()['loopback-switch']}); an embedded Ray would listen on every interface. "
+            "Install a checked Ray, or start a cluster yourself and pass --address"
+        )
+    # lazy: a missing internal turns its feature off; it never fails the import
+    from ray._private import ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def set_driver_error_printing(enabled: bool) -> bool:
+    """Whether Ray prints the error messages its services publish to this driver (internal ``driver-error-printing``)."""
+    if not available("driver-error-printing"):
+        return False
+    # lazy: a missing internal turns its feature off; it never fails the import
+    import ray._private.worker as ray_worker
+
+    ray_worker._worker_logs_enabled = enabled
+    return True
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """The Ray node this driver runs on, as far as hpsearch needs it."""
+
+    logs_dir: str | None
+    session_dir: str | None
+    session_name: str | None
+    #: The PIDs of the processes Ray started for this node (only for a node this process started).
+    started_pids: tuple[int, ...]
+
+
+def current_node() -> NodeInfo | None:
+    """The node this driver is connected through (internal ``ray-node``); ``None`` when not connected or unknown."""
+    if not available("ray-node"):
+        return None
+    # lazy: a missing internal turns its feature off; it never fails the import
+    import ray._private.worker as ray_worker
+
+    node = ray_worker.global_worker.node if ray_worker.global_worker.connected else None
+    if node is None:
+        return None
+    started = ray_worker._global_node  # set only for a node this process started (an embedded Ray)
+    pids: list[int] = []
+    if started is not None:
+        for infos in started.all_processes.values():
+            pids.extend(info.process.pid for info in infos)
+
+    def ask(method: str) -> str | None:
+        try:
+            return str(getattr(node, method)())
+        except Exception:  # noqa: BLE001 - where the logs are is a courtesy; never fail the search over it
+            return None
+
+    return NodeInfo(
+        logs_dir=ask("get_logs_dir_path"),
+        session_dir=ask("get_session_dir_path"),
+        session_name=str(node.session_name),
+        started_pids=tuple(pids),
+    )
+
+
+def tune_interrupt_installed(handler: Any) -> bool:
+    """Whether ``handler`` (the process's SIGUSR1 handler) is Tune's own (internal ``tune-interrupt``)."""
+    return available("tune-interrupt") and getattr(handler, "__name__", "") == TUNE_INTERRUPT_HANDLER
+
+
+def data_object_store_fraction() -> float:
+    """The share of the object store one Ray Data executor takes by default (internal ``data-object-store-fraction``)."""
+    # lazy: a missing internal turns its feature off; it never fails the import
+    from ray.data import DataContext
+
+    override = DataContext.get_current().override_object_store_memory_limit_fraction
+    return DATA_OBJECT_STORE_FRACTION if override is None else float(override)
+
+
+def ray_data_console_handlers(handlers: Sequence[logging.Handler]) -> list[logging.Handler]:
+    """Of Ray Data's logging handlers, those writing to the console: all but the one writing ``ray-data.log``.
+
+    Internal ``ray-data-file-handler``; without it none is returned (nothing is muted, so the
+    log file never loses a line).
+    """
+    if not available("ray-data-file-handler"):
+        return []
+    return [h for h in handlers if type(h).__name__ != RAY_DATA_FILE_HANDLER]
+
+
+# ----------------------------------------------------------------------------- hooks in Tune's classes
+#
+# Each base class below overrides one private method of a Ray class and calls a hook with a
+# public name, and reads the private attributes it names through properties. hpsearch's
+# subclasses (runtime/pbt.py, runtime/searchers.py, runtime/tracking.py) use only these.
+
+
+@dataclass(frozen=True)
+class Exploit:
+    """One exploit of PBT (or PB2), as :meth:`ExploitHook.on_exploit` is given it.
+
+    ``trial`` continues from ``donor``'s checkpoint with a mutated config once :meth:`run`
+    (Ray's own exploit step) returns; the results are each trial's last, before the exploit.
+    """
+
+    trial: Any
+    donor: Any
+    own_result: dict[str, Any]
+    donor_result: dict[str, Any]
+    donor_checkpoint: Any
+    run: Callable[[], None]
+
+
+class ExploitHook:
+    """Mixed before Ray's ``PopulationBasedTraining`` (or ``PB2``): :meth:`on_exploit` around each exploit.
+
+    Internal ``pbt-exploit``. Without it, the exploit goes on without the hook.
+    """
+
+    def _exploit(self, tune_controller: Any, trial: Any, trial_to_clone: Any) -> None:
+        ray_exploit = functools.partial(super()._exploit, tune_controller, trial, trial_to_clone)  # type: ignore[misc]  # Ray's, next in the MRO
+        if not available("pbt-exploit"):  # the exploit goes on, unrecorded (said at the search's start)
+            ray_exploit()
+            return
+        state: Any = self._trial_state  # type: ignore[attr-defined]  # Ray's, set in its __init__
+        own, donor = state[trial], state[trial_to_clone]
+        self.on_exploit(
+            Exploit(
+                trial=trial,
+                donor=trial_to_clone,
+                own_result=dict(own.last_result or {}),
+                donor_result=dict(donor.last_result or {}),
+                donor_checkpoint=donor.last_checkpoint,
+                run=ray_exploit,
+            )
+        )
+
+    def on_exploit(self, exploit: Exploit) -> None:
+        """Called for each exploit; must call ``exploit.run()`` (Ray's step) once."""
+        exploit.run()
+
+    @property
+    def time_attr(self) -> str:
+        """The result key PBT counts time in."""
+        return str(self._time_attr)  # type: ignore[attr-defined]  # Ray's
+
+    @property
+    def scheduler_metric(self) -> str | None:
+        """The metric PBT ranks trials by."""
+        metric: str | None = self._metric  # type: ignore[attr-defined]  # Ray's
+        return metric
+
+
+class OptunaStudyHook:
+    """Mixed before Ray's ``OptunaSearch``: :meth:`after_study_setup` once its study exists (internal ``optuna-study-setup``)."""
+
+    def _setup_study(self, mode: str | list[str]) -> None:
+        super()._setup_study(mode)  # type: ignore[misc]  # Ray's, next in the MRO
+        if not available("optuna-study-setup"):  # a spec that needs the hook was refused at start
+            return
+        self.after_study_setup(
+            self._ot_study,  # type: ignore[attr-defined]  # Ray's
+            self._space,  # type: ignore[attr-defined]  # Ray's
+            self._metric,  # type: ignore[attr-defined]  # Ray's
+        )
+
+    def after_study_setup(self, study: Any, space: Any, metric: str | list[str] | None) -> None:
+        """Called with the new study, the searcher's space and its metric (a list with several objectives)."""
+
+
+class HyperOptTrialsHook:
+    """Mixed before Ray's ``HyperOptSearch``: its HyperOpt ``Trials`` and live trials (internal ``hyperopt-trials``)."""
+
+    def _setup_hyperopt(self) -> None:
+        super()._setup_hyperopt()  # type: ignore[misc]  # Ray's, next in the MRO
+        if available("hyperopt-trials"):  # a spec that needs the hook was refused at start
+            self.after_hyperopt_setup()
+
+    def after_hyperopt_setup(self) -> None:
+        """Called once HyperOpt's domain and trials exist."""
+
+    @property
+    def hyperopt_trials(self) -> Any:
+        """HyperOpt's ``Trials`` of this searcher."""
+        return self._hpopt_trials  # type: ignore[attr-defined]  # Ray's
+
+    @property
+    def live_trials(self) -> dict[str, Any]:
+        """Tune trial id -> (HyperOpt trial id, trial document) of the trials suggested and not completed."""
+        live: dict[str, Any] = self._live_trial_mapping  # type: ignore[attr-defined]  # Ray's
+        return live
+
+
+class VariantHook:
+    """Mixed before Tune's ``BasicVariantGenerator``: :meth:`on_new_trial` before Tune records a trial (internal ``variant-generator``)."""
+
+    def next_trial(self) -> Any:
+        trial = super().next_trial()  # type: ignore[misc]  # Ray's, next in the MRO
+        if trial is not None and available("variant-generator"):  # a spec that needs it was refused at start
+            self.on_new_trial(trial)
+        return trial
+
+    def on_new_trial(self, trial: Any) -> None:
+        """Called with each trial the generator makes, before Tune adds it."""
+
+
+class TBXWriters:
+    """Mixed before Ray's ``TBXLoggerCallback``: its per-trial writers and hparams results (internal ``tensorboard-writers``)."""
+
+    @property
+    def trial_writers(self) -> dict[Any, Any]:
+        """Trial -> its open ``SummaryWriter``."""
+        writers: dict[Any, Any] = self._trial_writer  # type: ignore[attr-defined]  # Ray's
+        return writers
+
+    @property
+    def trial_results(self) -> dict[Any, Any]:
+        """Trial -> the metrics Ray writes as the trial's hparams entry when it ends."""
+        results: dict[Any, Any] = self._trial_result  # type: ignore[attr-defined]  # Ray's
+        return results
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks into the experiment state; open writers are not picklable.
+        return {**self.__dict__, "_trial_writer": {}, "_trial_result": {}}

@@ -1,0 +1,238 @@
+"""Which of an embedded Ray session's processes listen beyond the loopback: the README's promise, checked.
+
+hpsearch starts its embedded Ray with every server on 127.0.0.1
+(:func:`hpsearch.runtime.env.loopback_only`). That rests on a Ray switch meant for macOS and
+Windows, so a Ray release that reads it differently would open the search's ports to the
+network without a sound. :func:`check_loopback_only` measures instead: right after the
+embedded ``ray.init`` it reads the listening sockets of the session's processes and refuses
+the search (a :class:`~hpsearch.errors.ClusterError`) if any is bound beyond the loopback.
+
+Which processes are checked: the ones that :func:`hpsearch.runtime.session.current_session`
+records, so that a killed run can be cleaned up after. These are every process Ray's node
+started (``gcs_server``, ``raylet``, the dashboard, the monitors) and all their descendants,
+which include the agents and the workers. The check also covers the sockets the driver
+itself opened during ``ray.init``, such as its core worker's gRPC server. A socket the
+process held before, for example a notebook kernel's, is not Ray's. Both uses share one
+source, so what is checked is exactly what would be cleaned up.
+
+"Listening" is a TCP socket in ``LISTEN`` and a UDP socket bound with no peer (none of Ray
+2.60's servers uses UDP; one would still be reachable). Beyond the loopback is anything but
+``127.0.0.0/8``, ``::1`` and ``::ffff:127.x.x.x``: ``0.0.0.0``, ``::`` and every interface
+address.
+
+There is one documented exception, and it is not Ray's: PyTorch's rendezvous store
+(``TCPStore``). Rank 0 of each trial's training run serves it on its ``MASTER_PORT``, and
+binds it to every interface, with no option to change that. The store exists only while a
+trial's training run is up, so it cannot be there at the check, which runs before the first
+trial. :func:`beyond_loopback` accepts it only for a given worker PID on its ``MASTER_PORT``
+(``tcp_stores``). That is how ``tests/test_listening.py`` checks a running search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import ipaddress
+import os
+import socket
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ray  # noqa: F401 - imported before psutil so that Ray's bundled copy is the one found
+
+# isort: split
+import psutil
+
+from hpsearch.errors import ClusterError
+from hpsearch.runtime import session
+
+__all__ = [
+    "Listener",
+    "is_loopback",
+    "beyond_loopback",
+    "listeners_of",
+    "driver_listeners",
+    "session_listeners",
+    "settled",
+    "refusal",
+    "check_loopback_only",
+]
+
+#: How long :func:`settled` waits at most for the session's sockets to stop changing, and how often it looks.
+SETTLE_TIMEOUT_S = 2.0
+SETTLE_INTERVAL_S = 0.25
+#: As in :mod:`hpsearch.runtime.session`: one process's start time reads the same each time, a reused PID's later.
+_START_TIME_TOLERANCE_S = 0.05
+#: At most this many sockets are named in the error (the rest are counted).
+_MAX_NAMED = 20
+
+
+@dataclass(frozen=True, order=True)
+class Listener:
+    """One listening socket: the process (name, PID), the local address and port, ``tcp`` or ``udp``."""
+
+    process: str
+    pid: int
+    address: str
+    port: int
+    protocol: str = "tcp"
+
+    def __str__(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{self.process} (PID {self.pid}) on {self.protocol} {host}:{self.port}"
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a socket bound to ``address`` is reachable from this machine only.
+
+    ``127.0.0.0/8``, ``::1`` and the IPv4-mapped ``::ffff:127.x.x.x`` (a dual-stack socket on
+    127.0.0.1, as gRPC binds it) are; ``0.0.0.0``, ``::``, every interface address and
+    anything that does not parse are not.
+    """
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])  # a link-local address may carry "%eth0"
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def beyond_loopback(listeners: Iterable[Listener], *, tcp_stores: Collection[tuple[int, int]] = ()) -> list[Listener]:
+    """The sockets bound beyond the loopback, sorted, but for PyTorch's rendezvous stores.
+
+    Args:
+        listeners: The sockets to judge.
+        tcp_stores: ``(PID, MASTER_PORT)`` of each rank-0 training worker whose ``TCPStore``
+            is running: that process's socket on that port is accepted (PyTorch binds it to
+            every interface). Nothing else is; before the first trial there are none.
+    """
+    accepted = set(tcp_stores)
+    return sorted(s for s in listeners if not is_loopback(s.address) and (s.pid, s.port) not in accepted)
+
+
+def _psutil() -> Any:
+    """psutil, imported after Ray at the top of this module (so Ray's bundled copy is the one found)."""
+    return psutil
+
+
+def listeners_of(processes: Iterable[psutil.Process]) -> list[Listener]:
+    """Every listening socket (TCP ``LISTEN``, UDP bound with no peer) of these processes, sorted.
+
+    A process that has ended, or cannot be read, is skipped.
+    """
+    ps = _psutil()
+    found: set[Listener] = set()
+    for proc in processes:
+        with contextlib.suppress(ps.Error):
+            name = _label(proc)
+            for conn in proc.net_connections(kind="inet"):
+                if conn.type == socket.SOCK_STREAM and conn.status == ps.CONN_LISTEN:
+                    found.add(Listener(name, proc.pid, conn.laddr.ip, conn.laddr.port, "tcp"))
+                elif conn.type == socket.SOCK_DGRAM and conn.laddr and conn.laddr.port and not conn.raddr:
+                    found.add(Listener(name, proc.pid, conn.laddr.ip, conn.laddr.port, "udp"))
+    return sorted(found)
+
+
+def _label(proc: psutil.Process) -> str:
+    """The process's name, and for a Python process the script or module it runs (Ray's monitors and dashboard)."""
+    name: str = proc.name()
+    if not name.startswith("python"):
+        return name
+    with contextlib.suppress(Exception):  # a command line that cannot be read leaves the plain name
+        args = proc.cmdline()[1:]
+        script = next((a for a in args if a.endswith(".py")), None)
+        if script:
+            return f"{name} {os.path.basename(script)}"
+        if "-m" in args[:-1]:
+            return f"{name} -m {args[args.index('-m') + 1]}"
+    return name
+
+
+def driver_listeners() -> frozenset[Listener]:
+    """This process's listening sockets now: taken before ``ray.init``, so that only Ray's count after."""
+    return frozenset(listeners_of([_psutil().Process(os.getpid())]))
+
+
+def session_listeners(before: Collection[Listener] = ()) -> list[Listener] | None:
+    """The listening sockets of the embedded Ray session this process started, sorted.
+
+    Its processes as :func:`hpsearch.runtime.session.current_session` finds them, and this
+    driver's sockets that are not in ``before`` (:func:`driver_listeners` before ``ray.init``).
+    ``None`` when this process started no Ray session (not connected, or on ``--address``).
+    """
+    current = session.current_session()
+    if current is None:
+        return None
+    ps = _psutil()
+    processes = []
+    for recorded in current.processes:
+        with contextlib.suppress(ps.Error):
+            proc = ps.Process(recorded.pid)
+            if abs(proc.create_time() - recorded.create_time) <= _START_TIME_TOLERANCE_S:  # not a PID reused since
+                processes.append(proc)
+    driver = [
+        dataclasses.replace(s, process=f"the driver ({s.process})")
+        for s in listeners_of([ps.Process(os.getpid())])
+        if s not in before
+    ]
+    return sorted({*listeners_of(processes), *driver})
+
+
+def settled(
+    read: Callable[[], list[Listener] | None],
+    *,
+    timeout_s: float = SETTLE_TIMEOUT_S,
+    interval_s: float = SETTLE_INTERVAL_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Listener] | None:
+    """``read()`` again every ``interval_s`` until two readings agree, or ``timeout_s`` has passed; the last one.
+
+    ``ray.init`` returns once the GCS and the raylet serve, but the raylet starts its agents
+    and its first idle workers around then, and each opens its ports a moment after it starts.
+    Reading until nothing changes catches those too, bounded so that a start is never held up
+    for long (measured with Ray 2.60.0: every port is open at the first reading, ~0.3 s to agree).
+    """
+    deadline = clock() + timeout_s
+    last = read()
+    while clock() < deadline:
+        sleep(interval_s)
+        now = read()
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def refusal(found: Collection[Listener], ray_version: str = "") -> str:
+    """The error for an embedded Ray whose processes listen beyond the loopback: what, why it stops, what to do."""
+    shown = sorted(found)[:_MAX_NAMED]
+    more = len(found) - len(shown)
+    lines = [f"  {s}" for s in shown] + ([f"  ... and {more} more"] if more > 0 else [])
+    version = f" {ray_version}" if ray_version else ""
+    return (
+        f"hpsearch's embedded Ray{version} listens beyond the loopback, where hpsearch expected every server of "
+        "an embedded Ray on 127.0.0.1 only:\n"
+        + "\n".join(lines)
+        + "\nThe search did not start and the embedded Ray was shut down: those ports would let other machines "
+        "reach it. This Ray no longer keeps to the loopback as hpsearch sets it up; please report this message. "
+        "To run meanwhile, start a Ray cluster yourself (`ray start --head`), restrict who can reach its ports "
+        "(a firewall), and pass its address with --address."
+    )
+
+
+def check_loopback_only(before: Collection[Listener] = ()) -> None:
+    """Right after an embedded ``ray.init``: refuse the search if a process of the session listens beyond the loopback.
+
+    ``before``: this process's sockets before ``ray.init`` (:func:`driver_listeners`). Does
+    nothing when this process started no Ray session. The caller shuts Ray down on the error.
+
+    Raises:
+        ClusterError: Naming each process, address and port found beyond the loopback.
+    """
+    found = beyond_loopback(settled(lambda: session_listeners(before)) or [])
+    if found:
+        raise ClusterError(refusal(found, ray.__version__))
