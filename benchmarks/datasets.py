@@ -142,7 +142,7 @@ def run_way(way: str, rows: int, features: int, epochs: int, storage: str) -> di
 
     from hpsearch.experiment.layout import HISTORY_FILE, TRAIN_RUNS_DIR
     from hpsearch.runtime.cluster import connect
-    from hpsearch.runtime.tuner import run_with_summary
+    from hpsearch.runtime.tuner import run
     from hpsearch.spec import load_spec
 
     Path(storage).mkdir(parents=True, exist_ok=True)
@@ -170,10 +170,10 @@ def run_way(way: str, rows: int, features: int, epochs: int, storage: str) -> di
             "storage_path": storage,
         }
     )
-    connect()  # run_with_summary connects to this Ray; the baseline is read before the datasets exist
+    connect()  # run connects to this Ray; the baseline is read before the datasets exist
     started = time.perf_counter()
     with StorePeak() as store:
-        _, summary = run_with_summary(spec, stream=sys.stderr)
+        summary = run(spec, stream=sys.stderr).summary
     wall = time.perf_counter() - started
     histories = [
         [json.loads(line) for line in path.read_text().splitlines()]

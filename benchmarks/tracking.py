@@ -94,12 +94,12 @@ def run_way(way: str, storage: str, trials: int, epochs: int) -> dict:
     import ray
 
     from hpsearch import load_results
-    from hpsearch.runtime.tuner import run_with_summary
+    from hpsearch.runtime.tuner import run
 
     spent = timed_trackers() if way == "on" else {}
     spec = spec_for(way, Path(storage), trials, epochs)
     began = time.perf_counter()
-    _, summary = run_with_summary(spec, stream=sys.stderr)
+    summary = run(spec, stream=sys.stderr).summary
     whole_s = time.perf_counter() - began
     results = load_results(Path(storage) / spec["name"])
     ray.shutdown()

@@ -5,7 +5,7 @@ line; :func:`load_spec` / :func:`build_tuner` / :func:`run` from Python; and
 :func:`make_trainable` for people who write their own ``ray.tune.Tuner``.
 
 ``import hpsearch`` is fast: Ray, torch, Optuna and matplotlib load only when used
-(and ``__version__`` is read from the installed package's metadata on first use).
+(``__version__`` comes from the installed package's metadata, read by :mod:`hpsearch._version`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hpsearch._version import __version__
 from hpsearch.errors import (
     CheckpointNotReportedError,
     ClusterError,
@@ -20,6 +21,7 @@ from hpsearch.errors import (
     ExperimentNotFoundError,
     ExportError,
     HpsearchError,
+    IncompatibleLibraryError,
     MetricNotReportedError,
     PlanError,
     ResultsError,
@@ -31,6 +33,7 @@ __all__ = [
     "build_tuner",
     "run",
     "resume",
+    "SearchResult",
     "make_trainable",
     "load_results",
     "to_optuna_study",
@@ -45,6 +48,7 @@ __all__ = [
     "ExperimentNotFoundError",
     "ResultsError",
     "ExportError",
+    "IncompatibleLibraryError",
     "MetricNotReportedError",
     "CheckpointNotReportedError",
     "__version__",
@@ -56,6 +60,7 @@ _LAZY = {
     "build_tuner": "hpsearch.runtime.tuner",
     "run": "hpsearch.runtime.tuner",
     "resume": "hpsearch.runtime.tuner",
+    "SearchResult": "hpsearch.runtime.search_result",
     "make_trainable": "hpsearch.runtime.trainable",
     "load_results": "hpsearch.analysis",
     "to_optuna_study": "hpsearch.results.optuna_export",
@@ -68,27 +73,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis import load_results
     from hpsearch.results import plots
     from hpsearch.results.optuna_export import to_optuna_study
+    from hpsearch.runtime.search_result import SearchResult
     from hpsearch.runtime.trainable import make_trainable
     from hpsearch.runtime.tuner import build_tuner, resume, run
     from hpsearch.spec import Spec, load_spec
 
-    __version__: str
-
-
-def _version() -> str:
-    """The installed distribution's version, or ``0+unknown`` when hpsearch runs from a source tree."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("hpsearch")
-    except PackageNotFoundError:
-        return "0+unknown"
-
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":  # read on first use: importlib.metadata costs ~50 ms
-        value = globals()["__version__"] = _version()
-        return value
     if name in _LAZY_MODULES:
         return importlib.import_module(_LAZY_MODULES[name])
     module = _LAZY.get(name)

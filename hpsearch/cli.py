@@ -11,11 +11,28 @@ and no traceback (``--debug`` shows it).
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Protocol
 
-from hpsearch.errors import HpsearchError
+from hpsearch import messages
+from hpsearch.analysis import best_trials_table, load_results, pareto_front_table
+from hpsearch.analysis._missing_metric import missing_metric_message
+from hpsearch.errors import HpsearchError, PlanError
+from hpsearch.experiment.files import experiment_spec, read_ray_logs
+from hpsearch.experiment.layout import ENDED, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, flatten_config
+from hpsearch.formatting import cell, plural, text_table
+from hpsearch.planning.autoscale import plan_autoscaling
+from hpsearch.planning.cluster_shape import cluster_text, nodes_at, parse_node_groups
+from hpsearch.planning.for_spec import plan_for
+from hpsearch.planning.rayjob import job_name, rayjob_manifest
+from hpsearch.planning.render import describe_groups, render_autoscaling, render_plan
+from hpsearch.results.optuna_export import to_optuna_study
+from hpsearch.results.report import write_report
+from hpsearch.spec import check_storage, load_spec, total_trials, varying_params
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis import SearchSummary, TrialOutcome
@@ -32,20 +49,16 @@ VERBOSE_HELP = (
 
 
 def _load(args: argparse.Namespace) -> Spec:
-    from hpsearch.spec import load_spec
-
     return load_spec(args.spec, overrides=args.set or ())
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check a spec (that its trainable imports, that storage_path can be written) without starting Ray."""
-    from hpsearch.spec import check_storage, total_trials
-
     spec = _load(args)
     check_storage(spec)
     n = total_trials(spec)
     print(
-        f"{args.spec}: valid. {n} trial{'s' if n != 1 else ''} of {'up to ' if spec.scaling.searched() else ''}"
+        f"{args.spec}: valid. {plural(n, 'trial')} of {'up to ' if spec.scaling.searched() else ''}"
         f"{spec.scaling.workers} worker(s) each; "
         f"searcher {spec.searcher.type}, scheduler {spec.scheduler.type}; "
         f"results in {spec.experiment_dir}"
@@ -55,42 +68,35 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a search; print the best trials, the experiment folder and the wall time."""
-    from hpsearch.runtime.tuner import run_with_summary
+    # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
+    from hpsearch.runtime.tuner import run
 
     spec = _load(args)
-    _, summary = run_with_summary(
-        spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose, cluster=args.cluster
-    )
-    return _report_search(spec, summary)
+    result = run(spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose, cluster=args.cluster)
+    return _report_search(spec, result.summary)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted search from its experiment folder: finished trials are kept."""
-    from hpsearch.experiment.files import experiment_spec
-    from hpsearch.runtime.tuner import resume_with_summary
+    # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
+    from hpsearch.runtime.tuner import resume
 
-    _, summary = resume_with_summary(
+    result = resume(
         args.experiment,
         address=args.address,
         retry_errored=args.retry_errored,
         verbose=args.verbose,
         overrides=args.set or (),
     )
-    return _report_search(experiment_spec(args.experiment), summary)  # the spec as run now: its raised budget
+    return _report_search(experiment_spec(args.experiment), result.summary)  # the spec as run now: its raised budget
 
 
 def _report_search(spec: Spec, summary: SearchSummary) -> int:
     """Print how a search ended; return the exit code."""
-    from hpsearch.analysis._missing_metric import missing_metric_message
-
     missing = missing_metric_message(summary)
     if missing is not None:  # every trial made the same mistake: one Error block, no table of tracebacks
         print(f"Error: {missing}\nExperiment folder: {spec.experiment_dir}", file=sys.stderr)
         return EXIT_FAILED
-    from hpsearch.analysis import best_trials_table, pareto_front_table
-    from hpsearch.experiment.files import read_ray_logs
-    from hpsearch.experiment.layout import ENDED, ERRORED, FINISHED, STOPPED
-    from hpsearch.spec import varying_params
 
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ENDED)
     varying = varying_params(spec)
@@ -112,7 +118,7 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
     if summary.interrupted:
         print(f"Interrupted before every trial ended; continue with: hpsearch resume {spec.experiment_dir}")
     n = len(summary.trials)
-    print(f"Wall time: {summary.wall_time_s:.1f} s ({n} trial{'s' if n != 1 else ''}: {counts})")
+    print(f"Wall time: {summary.wall_time_s:.1f} s ({plural(n, 'trial')}: {counts})")
     hours = summary.resource_hours
     if hours:
         held = ", ".join(f"{h:.4g} {r}-hours" for r, h in hours.items())
@@ -128,9 +134,6 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
 
 def _errors_table(errored: Sequence[TrialOutcome], varying: Sequence[str]) -> str:
     """One row per errored trial: its id, its parameters, its error line and its ``error.txt``."""
-    from hpsearch.experiment.layout import TUNE_ERROR_FILE, flatten_config
-    from hpsearch.formatting import cell, text_table
-
     rows = [["trial_id", *varying, "error", "traceback"]]
     for trial in errored:
         flat = flatten_config(trial.config)
@@ -143,24 +146,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Show how many trials of a spec run at once, where, and what stays idle, without starting any trial."""
     if args.emit or args.image or args.namespace or args.storage_pvc:
         return _emit_rayjob(args)
-    import json
-
-    from hpsearch.planning.for_spec import plan_for
-    from hpsearch.planning.render import render_plan
-    from hpsearch.spec import total_trials
 
     spec = _load(args)
     if args.cluster:
-        from hpsearch.planning.cluster_shape import nodes_at, parse_node_groups
-
         groups = parse_node_groups(args.cluster)
         if any(g.autoscaling for g in groups):  # min..max counts: the plan at both sizes, and per extra node
             return _plan_autoscaling(spec, groups, args.format)
         nodes = nodes_at(groups)
         where = "the described cluster"
     else:
-        import ray
+        import ray  # lazy: Ray takes seconds to import; only plan without --cluster needs it
 
+        # lazy: Ray takes seconds to import; only plan without --cluster needs it
         from hpsearch.runtime.cluster import cluster_nodes, connect
 
         started = connect(args.address)
@@ -174,22 +171,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({"name": spec.name, "total_trials": total_trials(spec), **plan.as_dict()}, indent=2))
     else:
-        title = f"Plan for {spec.name} on {where} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})"
+        title = f"Plan for {spec.name} on {where} ({plural(len(nodes), 'node')})"
         print(render_plan(plan, title=title, total_trials=total_trials(spec)))
     return EXIT_OK
 
 
 def _plan_autoscaling(spec: Spec, groups: Sequence[NodeGroup], fmt: str) -> int:
     """``plan --cluster`` with ``min..max`` counts: the plan at the minimum and maximum sizes, and per extra node."""
-    import json
-
-    from hpsearch.planning.autoscale import plan_autoscaling
-    from hpsearch.planning.render import describe_groups, render_autoscaling
-    from hpsearch.spec import total_trials
 
     plan = plan_autoscaling(spec, groups)
     if fmt == "json":
-        shape = describe_groups(plan)
+        shape = cluster_text(plan.groups)  # as --cluster reads it back
         print(
             json.dumps(
                 {
@@ -212,13 +204,6 @@ def _plan_autoscaling(spec: Spec, groups: Sequence[NodeGroup], fmt: str) -> int:
 
 def _emit_rayjob(args: argparse.Namespace) -> int:
     """``plan --emit rayjob``: the KubeRay RayJob (and the spec's ConfigMap) on stdout, notes on stderr."""
-    import shlex
-    from importlib.metadata import PackageNotFoundError, version
-
-    from hpsearch.errors import PlanError
-    from hpsearch.planning.cluster_shape import nodes_at, parse_node_groups
-    from hpsearch.planning.for_spec import plan_for
-    from hpsearch.planning.rayjob import job_name, rayjob_manifest
 
     if not args.emit:
         raise PlanError("--image, --storage-pvc and --namespace are options of --emit rayjob")
@@ -263,21 +248,17 @@ def _emit_rayjob(args: argparse.Namespace) -> int:
         f"with every node the autoscaler can add ({high} nodes; the cluster starts at its minimum, {low}, "
         "and grows as trials wait)"
         if any(g.autoscaling for g in groups)
-        else f"on the cluster ({high} node{'s' if high != 1 else ''})"
+        else f"on the cluster ({plural(high, 'node')})"
     )
-    print(
-        f"hpsearch: RayJob {job_name(spec.name)}: {plan.max_concurrent_trials} trial(s) at once {where}; "
-        "apply it with kubectl apply -f (README: Running on Kubernetes)",
-        file=sys.stderr,
+    messages.say(
+        f"RayJob {job_name(spec.name)}: {plan.max_concurrent_trials} trial(s) at once {where}; "
+        "apply it with kubectl apply -f (README: Running on Kubernetes)"
     )
     return EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write a report of a search: one self-contained HTML page (plots embedded), or Markdown with PNGs beside it."""
-    from hpsearch.analysis import load_results
-    from hpsearch.results.report import write_report
-
     results = load_results(args.experiment, metric=args.metric, mode=args.mode)
     try:
         path = write_report(results, args.output, fmt=args.format)
@@ -290,9 +271,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a search's trials, with their intermediate values, into an Optuna study (for optuna-dashboard)."""
-    from hpsearch.analysis import load_results
-    from hpsearch.results.optuna_export import to_optuna_study
-
     results = load_results(args.experiment, metric=args.metric, mode=args.mode)
     study = to_optuna_study(results, storage=args.optuna, study_name=args.study_name, overwrite=args.overwrite)
     states = [t.state.name for t in study.trials]
@@ -303,7 +281,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _results_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+class _Subcommands(Protocol):
+    """What ``ArgumentParser.add_subparsers`` returns, as used here (argparse keeps its class private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+
+
+def _results_commands(sub: _Subcommands) -> None:
     """``report`` and ``export``: commands that read an experiment folder (no Ray)."""
 
     def results_command(name: str, func: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hpsearch import messages
 from hpsearch.errors import ClusterError, PlanError, SpecError
 from hpsearch.planning.autoscale import addable_nodes, group_counts, plan_run, waiting_for_workers
 from hpsearch.planning.cluster_shape import parse_node_groups
@@ -208,17 +209,17 @@ def test_the_printer_says_why_trials_wait_when_it_changes_and_with_each_status(t
     printer = ProgressPrinter(
         "loss",
         "min",
-        OutcomeRecorder(tmp_path, stream=out),
-        stream=out,
+        OutcomeRecorder(tmp_path),
         clock=clock,
         status_every_s=30,
         placement_status=lambda: next(said),
         placement_every_s=5,
     )
     trials = [FakeTrial("t1"), FakeTrial("t2")]
-    for t in (1, 4, 6, 11, 16, 21, 31):  # checks at 6, 11, 16, 21 s; the status line at 31 s
-        clock.now = t
-        printer.on_step_end(0, trials)
+    with messages.to(out):
+        for t in (1, 4, 6, 11, 16, 21, 31):  # checks at 6, 11, 16, 21 s; the status line at 31 s
+            clock.now = t
+            printer.on_step_end(0, trials)
     assert out.getvalue().splitlines() == [
         "[00:06] waiting  2 trials waiting for a node to start: …",
         "[00:21] waiting  1 trial cannot be placed: …",

@@ -339,12 +339,12 @@ def _log_lines(path: Path) -> list[dict]:
 @pytest.mark.timeout(300)
 def test_once_builds_the_datasets_once_and_every_trial_reads_its_shards(ray_cluster, tmp_path, monkeypatch):
     from hpsearch.experiment.files import read_outcomes
-    from hpsearch.runtime.tuner import run_with_summary
+    from hpsearch.runtime.tuner import run
 
     log = tmp_path / "factory.log"
     monkeypatch.setenv("HPSEARCH_TEST_DATA_LOG", str(log))
     spec = load_spec(_spec(tmp_path, name="once", search_space={"epochs": 1}, data={"cpus": 1}))
-    run_with_summary(spec, stream=None)
+    run(spec, stream=None)
     exp_dir = spec.experiment_dir
     assert set(read_outcomes(exp_dir).values()) == {"finished"}
     assert sorted(e["dataset"] for e in _log_lines(log)) == ["train", "val"]  # once per search, not per trial
@@ -361,7 +361,7 @@ def test_once_builds_the_datasets_once_and_every_trial_reads_its_shards(ray_clus
 def test_per_trial_data_tasks_in_two_trials_at_once_on_two_cpus_finish(ray_cluster, tmp_path):
     """Ray Data's map tasks run inside both trials (1 CPU each), on the 1 CPU kept free: no starvation hang."""
     from hpsearch.experiment.files import read_outcomes
-    from hpsearch.runtime.tuner import run_with_summary
+    from hpsearch.runtime.tuner import run
 
     log = tmp_path / "factory.log"
     spec = load_spec(
@@ -375,7 +375,7 @@ def test_per_trial_data_tasks_in_two_trials_at_once_on_two_cpus_finish(ray_clust
             scaling={"num_workers": 1, "resources_per_worker": {"CPU": 0.4}},
         )
     )
-    _, summary = run_with_summary(spec, stream=None)
+    run(spec, stream=None)
     exp_dir = spec.experiment_dir
     plan = json.loads((exp_dir / "hpsearch_plan.json").read_text())
     assert plan["max_concurrent_trials"] == 2 and plan["reserved"] == {"CPU": 1.0}

@@ -50,6 +50,7 @@ def _wait_for_no_leftovers(ray, timeout_s: float = 20.0) -> tuple[list, list]:
         time.sleep(0.5)
 
 
+@pytest.mark.tier
 def test_quick_search_end_to_end(ray_cluster, tmp_path, capsys):
     """The shipped default search, shrunk: every trial a 2-worker TorchTrainer on digits."""
     code = main(

@@ -130,13 +130,13 @@ def test_no_message_for_an_interrupted_search() -> None:
     ],
 )
 def test_has_metric_as_tune_looks_for_it(result: dict, metric: str, found: bool) -> None:
-    from hpsearch.runtime.trainable import _has_metric
+    from hpsearch.runtime.controller import has_metric
 
-    assert _has_metric(result, metric) is found
+    assert has_metric(result, metric) is found
 
 
 def test_the_worker_loop_keeps_the_arity_and_drops_the_return_value() -> None:
-    from hpsearch.runtime.trainable import _worker_loop
+    from hpsearch.runtime.worker import worker_loop
 
     calls: list[tuple] = []
 
@@ -148,14 +148,14 @@ def test_the_worker_loop_keeps_the_arity_and_drops_the_return_value() -> None:
         calls.append(("none",))
         return 1
 
-    assert _worker_loop(with_config)({"x": 1}) is None
-    assert _worker_loop(without_config)({"x": 1}) is None  # Ray Train calls a 0-argument loop with nothing
+    assert worker_loop(with_config)({"x": 1}) is None
+    assert worker_loop(without_config)({"x": 1}) is None  # Ray Train calls a 0-argument loop with nothing
     assert calls == [("config", {"x": 1}), ("none",)]
 
     def two_args(a, b):  # Ray Train refuses it with its own message: handed over as it is
         pass
 
-    assert _worker_loop(two_args) is two_args
+    assert worker_loop(two_args) is two_args
 
 
 def test_reports_on_a_worker_are_made_plain_before_ray_sees_them() -> None:
@@ -164,7 +164,7 @@ def test_reports_on_a_worker_are_made_plain_before_ray_sees_them() -> None:
     np = pytest.importorskip("numpy")
     from ray.train.v2._internal.execution import train_fn_utils
 
-    from hpsearch.runtime.trainable import _plain_reports
+    from hpsearch.runtime.worker import plain_reports
 
     seen: list[tuple] = []
 
@@ -175,8 +175,8 @@ def test_reports_on_a_worker_are_made_plain_before_ray_sees_them() -> None:
     utils = FakeUtils()
     train_fn_utils.set_train_fn_utils(utils)
     try:
-        _plain_reports()
-        _plain_reports()  # once per process: not wrapped twice
+        plain_reports()
+        plain_reports()  # once per process: not wrapped twice
         utils.report({"loss": torch.tensor(0.5), "n": np.int64(2)}, checkpoint="ckpt")
     finally:
         train_fn_utils.set_train_fn_utils(None)
@@ -185,6 +185,6 @@ def test_reports_on_a_worker_are_made_plain_before_ray_sees_them() -> None:
 
 
 def test_outside_a_train_worker_nothing_is_wrapped() -> None:
-    from hpsearch.runtime.trainable import _plain_reports
+    from hpsearch.runtime.worker import plain_reports
 
-    _plain_reports()  # no TrainFnUtils in this process: returns without touching anything
+    plain_reports()  # no TrainFnUtils in this process: returns without touching anything

@@ -26,8 +26,8 @@ from hpsearch.cli import main
 from hpsearch.errors import ResultsError, SpecError
 from hpsearch.experiment.ranking import dominates, hypervolume
 from hpsearch.experiment.ranking import pareto_front as front_of_reports
+from hpsearch.runtime.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
 from hpsearch.spec import load_spec
-from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
 
 matplotlib.use("Agg")
 
@@ -227,7 +227,7 @@ def test_the_optuna_searcher_gets_every_objective(sampler: str) -> None:
         ),
         check_trainable=False,
     )
-    limiter = SEARCHERS.build(spec.searcher, SearcherContext(["val_loss", "n_params"], ["min", "min"], 2))
+    limiter = build_searcher(spec.searcher, SearcherContext(["val_loss", "n_params"], ["min", "min"], 2))
     searcher = limiter.searcher
     _drive(
         limiter,
@@ -243,18 +243,18 @@ def test_the_random_searcher_needs_no_metric() -> None:
     from ray import tune
 
     spec = load_spec(_spec(searcher={"type": "random", "seed": 0}), check_trainable=False)
-    generator = SEARCHERS.build(spec.searcher, SearcherContext(["val_loss", "n_params"], ["min", "min"], 2))
+    generator = build_searcher(spec.searcher, SearcherContext(["val_loss", "n_params"], ["min", "min"], 2))
     assert generator.set_search_properties(None, None, {"lr": tune.loguniform(1e-4, 1e-1)})
 
 
 @pytest.mark.parametrize("scheduler", ["asha", "median", "hyperband"])
 def test_a_multi_objective_scheduler_is_built_with_its_own_metric(scheduler: str) -> None:
     spec = load_spec(_spec(scheduler={"type": scheduler, "metric": "val_loss"}), check_trainable=False)
-    built = SCHEDULERS.build(spec.scheduler, SchedulerContext(*spec.scheduler_metric, own=spec.multi_objective))
+    built = build_scheduler(spec.scheduler, SchedulerContext(*spec.scheduler_metric, own=spec.multi_objective))
     assert (built.metric, built._mode) == ("val_loss", "min")
     assert built.set_search_properties(None, None)  # TuneConfig(metric=None): Ray accepts it as built
     single = load_spec(_spec(metric="val_loss", mode="min", scheduler={"type": scheduler}), check_trainable=False)
-    plain = SCHEDULERS.build(single.scheduler, SchedulerContext(*single.scheduler_metric))
+    plain = build_scheduler(single.scheduler, SchedulerContext(*single.scheduler_metric))
     assert plain.metric is None and plain.set_search_properties("val_loss", "min")  # Tune hands it the metric
 
 

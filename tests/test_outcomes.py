@@ -33,15 +33,26 @@ class Clock:
         return self.now
 
 
+#: Every line hpsearch prints during the current test (set by the autouse fixture below).
+SAID = io.StringIO()
+
+
+@pytest.fixture(autouse=True)
+def _capture(said):
+    global SAID
+    SAID = said
+    yield
+
+
 class Search(TuneEvents):
     """A recorder and a printer in Tune's order, and the events Tune sends them."""
 
     def __init__(self, exp_dir: Path, budget: tuple[str, float] | None = ("epoch", 4), total: int = 5) -> None:
         self.clock = Clock()
-        self.out = io.StringIO()
-        self.recorder = OutcomeRecorder(exp_dir, budget=budget, stream=self.out)
+        self.said_from = len(SAID.getvalue())  # what hpsearch printed before this search is not its own
+        self.recorder = OutcomeRecorder(exp_dir, budget=budget)
         self.printer = ProgressPrinter(
-            "val_loss", "min", self.recorder, total=total, varying=["lr", "layers"], stream=self.out, clock=self.clock
+            "val_loss", "min", self.recorder, total=total, varying=["lr", "layers"], clock=self.clock
         )
         self.callbacks = [self.recorder, self.printer]
 
@@ -51,7 +62,7 @@ class Search(TuneEvents):
         restored.recorder, restored.printer = pickle.loads(self.pickled)
         restored.callbacks = [restored.recorder, restored.printer]
         restored.clock = restored.printer._clock
-        restored.out = restored.recorder.stream = restored.printer.stream = io.StringIO()
+        restored.said_from = len(SAID.getvalue())
         return restored
 
     def pickle_as_tune_does(self) -> None:
@@ -65,7 +76,8 @@ class Search(TuneEvents):
             callback.on_trial_result(0, [], trial, result)
 
     def lines(self) -> list[str]:
-        return self.out.getvalue().splitlines()
+        """What hpsearch printed since this search started (or was restored)."""
+        return SAID.getvalue()[self.said_from :].splitlines()
 
 
 def test_a_loop_numbering_its_epochs_from_0_is_at_epoch_3_after_4_reports(tmp_path) -> None:
@@ -175,7 +187,7 @@ def test_the_recorder_and_the_printer_pickle_together_without_their_stream(tmp_p
     search.complete(trial)
     recorder, printer = pickle.loads(pickle.dumps(search.callbacks))  # as Tune saves its experiment state
     assert printer.recorder is recorder  # one recorder after a restore too
-    assert recorder.stream is None and printer.stream is None
+    assert "stream" not in vars(recorder) and "stream" not in vars(printer)  # they print through hpsearch.messages
     assert recorder.outcomes == {"t9": FINISHED} and recorder.reports == {}  # reports count afresh in a new run
 
 
@@ -205,7 +217,7 @@ def test_the_status_lines_best_never_is_nan_and_follows_mode(tmp_path) -> None:
     search.report(worse, val_loss=float("-inf"), epoch=2)  # diverged: not a best value
     search.clock.now += 31
     search.printer.on_step_end(0, [nan_first, good, worse])
-    assert search.out.getvalue().splitlines()[-1].endswith("| best val_loss=0.5 (t2)")
+    assert search.lines()[-1].endswith("| best val_loss=0.5 (t2)")
 
 
 def _run_until_killed(tmp_path: Path) -> Search:
@@ -274,8 +286,8 @@ def test_a_printer_pickled_by_an_older_hpsearch_resumes_too(tmp_path) -> None:
     state["_counts"] = {FINISHED: 0, STOPPED: 0, ERRORED: 0}  # what the printer kept before it counted by trial
     printer = ProgressPrinter.__new__(ProgressPrinter)
     printer.__setstate__(state)
-    printer.stream = io.StringIO()
+    before = len(SAID.getvalue())
     printer.on_step_begin(0, [FakeTrial("t1", {}, status="TERMINATED"), FakeTrial("t2", {}, status="PENDING")])
-    assert printer.stream.getvalue() == (
+    assert SAID.getvalue()[before:] == (
         "[00:00] status   1/5 done (0 stopped early, 0 errored; 1 ended before the resume), 0 running, 1 pending\n"
     )

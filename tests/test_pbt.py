@@ -181,16 +181,16 @@ def test_the_schedulers_are_built_with_their_options(tmp_path: Path) -> None:
     from ray.tune.search.sample import Float
 
     from hpsearch.runtime.pbt import HpsearchPB2, HpsearchPBT
-    from hpsearch.spec.plugins import SCHEDULERS, SchedulerContext
+    from hpsearch.runtime.plugins import SchedulerContext, build_scheduler
 
     spec = load_spec(SHIPPED)
-    pbt = SCHEDULERS.build(spec.scheduler, SchedulerContext("val_loss", "min", experiment_dir=tmp_path))
+    pbt = build_scheduler(spec.scheduler, SchedulerContext("val_loss", "min", experiment_dir=tmp_path))
     assert isinstance(pbt, HpsearchPBT) and pbt._time_attr == "epoch" and pbt._perturbation_interval == 2
     assert isinstance(pbt._hyperparam_mutations["lr"], Float) and pbt._quantile_fraction == 0.25
     pb2_spec = load_spec(
         _spec(scheduler={"type": "pb2", "hyperparam_bounds": {"lr": [1.0e-4, 0.1]}}), check_trainable=False
     )
-    pb2 = SCHEDULERS.build(pb2_spec.scheduler, SchedulerContext("val_loss", "min"))
+    pb2 = build_scheduler(pb2_spec.scheduler, SchedulerContext("val_loss", "min"))
     assert isinstance(pb2, HpsearchPB2) and pb2._hyperparam_bounds == {"lr": [1.0e-4, 0.1]}
     import pickle
 
@@ -222,7 +222,7 @@ class _Checkpoint:
 
 
 def test_a_driver_continues_its_own_run_or_starts_a_new_one_from_the_donors_checkpoint(tmp_path: Path) -> None:
-    from hpsearch.runtime.pbt import resolve_start
+    from hpsearch.runtime.pbt_driver import resolve_start
 
     runs = tmp_path / "train"
     donor_ckpt = runs / "t1" / "checkpoint_a"
@@ -251,18 +251,18 @@ def test_a_driver_continues_its_own_run_or_starts_a_new_one_from_the_donors_chec
 
 
 def test_reports_under_pbt_need_a_checkpoint_and_a_continued_run_its_donors_epoch() -> None:
-    from hpsearch.runtime.trainable import _checkpoint_problem, _Checkpoints
+    from hpsearch.runtime.controller import CheckpointRules, checkpoint_problem
 
-    checks = _Checkpoints(True)
-    assert _checkpoint_problem(checks, {"epoch": 1}, object(), first=True) is None
-    problem = _checkpoint_problem(checks, {"epoch": 3}, None, first=False)
+    checks = CheckpointRules(True)
+    assert checkpoint_problem(checks, {"epoch": 1}, object(), first=True) is None
+    problem = checkpoint_problem(checks, {"epoch": 3}, None, first=False)
     assert problem == (
         "pbt/pb2 need a checkpoint with every report; epoch 3 had none: report with "
         "hpsearch.train.report(..., model=...) or ray.train.report(..., checkpoint=...)"
     )
-    donor = _Checkpoints(True, donor_epoch=4)
-    assert _checkpoint_problem(donor, {"epoch": 5}, object(), first=True) is None
-    restarted = _checkpoint_problem(donor, {"epoch": 1}, object(), first=True)
+    donor = CheckpointRules(True, donor_epoch=4)
+    assert checkpoint_problem(donor, {"epoch": 5}, object(), first=True) is None
+    restarted = checkpoint_problem(donor, {"epoch": 1}, object(), first=True)
     assert restarted == (
         "this run continues another trial's checkpoint of epoch 4, but the loop reported epoch 1: "
         "load it with hpsearch.train.restore(model=..., optimizer=...)"

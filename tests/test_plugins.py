@@ -1,4 +1,4 @@
-"""Searcher and scheduler registries: parsing by name and building the Ray objects (no Ray start)."""
+"""Searcher and scheduler registries: parsing by name (spec/) and building the Ray objects (runtime/; no Ray start)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ import numpy as np
 import pytest
 
 from hpsearch.errors import SpecError
-from hpsearch.spec import load_spec
-from hpsearch.spec.plugins import (
-    SCHEDULERS,
-    SEARCHERS,
-    Plugin,
-    PluginChoice,
-    Registry,
+from hpsearch.runtime.plugins import (
+    SCHEDULER_BUILDERS,
+    SEARCHER_BUILDERS,
     SchedulerContext,
     SearcherContext,
+    _check_builders,
+    build_scheduler,
+    build_searcher,
 )
+from hpsearch.spec import load_spec
+from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, Plugin, PluginChoice, Registry
 
 SEARCHER_CTX = SearcherContext(metric="loss", mode="min", max_concurrent=3)
 SCHEDULER_CTX = SchedulerContext(metric="loss", mode="min")
@@ -43,9 +44,7 @@ def test_registry_names() -> None:
 def test_spec_errors_list_names_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """A plug-in added to the registry shows up in every message; nothing keeps its own list."""
     random = SEARCHERS["random"]
-    monkeypatch.setitem(
-        SEARCHERS.plugins, "gridder", Plugin("gridder", random.options, random.build, "test", accepts_grid=True)
-    )
+    monkeypatch.setitem(SEARCHERS.plugins, "gridder", Plugin("gridder", random.options, "test", accepts_grid=True))
     spec = {
         "name": "x",
         "trainable": "m:f",
@@ -68,8 +67,16 @@ def test_spec_errors_list_names_from_the_registry(monkeypatch: pytest.MonkeyPatc
     assert load_spec({**spec, "searcher": "gridder"}, check_trainable=False).searcher.type == "gridder"
 
 
+def test_every_registry_name_has_one_builder_and_no_builder_is_unnamed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names are kept once, in spec/'s registries; runtime/plugins refuses to load out of step with them."""
+    assert list(SEARCHER_BUILDERS) == SEARCHERS.names() and list(SCHEDULER_BUILDERS) == SCHEDULERS.names()
+    monkeypatch.setitem(SEARCHERS.plugins, "gridder", Plugin("gridder", SEARCHERS["random"].options, "test"))
+    with pytest.raises(RuntimeError, match=r"builds searchers \['hyperopt', 'optuna', 'random'\].*'gridder'"):
+        _check_builders(SEARCHERS, SEARCHER_BUILDERS)
+
+
 def test_a_new_registry_words_its_own_errors() -> None:
-    registry = Registry("widget", [Plugin("alpha", SCHEDULERS["fifo"].options, lambda o, c: None, "a")], "alpha")
+    registry = Registry("widget", [Plugin("alpha", SCHEDULERS["fifo"].options, "a")], "alpha")
     choice, problems = registry.parse("alpah", "widgets.main")
     assert choice is None
     assert [str(p) for p in problems] == [
@@ -142,7 +149,7 @@ SEARCHER_CLASSES = {
 def test_every_searcher_builds_with_the_concurrency_limit(name: str) -> None:
     assert set(SEARCHER_CLASSES) == set(SEARCHERS.names()), "a new searcher needs a row here"
     outer, inner = SEARCHER_CLASSES[name]
-    built = SEARCHERS.build(choose(SEARCHERS, name), SEARCHER_CTX)
+    built = build_searcher(choose(SEARCHERS, name), SEARCHER_CTX)
     assert type(built).__name__ == outer
     assert built.max_concurrent == SEARCHER_CTX.max_concurrent
     if inner is not None:
@@ -153,7 +160,7 @@ def test_every_searcher_builds_with_the_concurrency_limit(name: str) -> None:
 def test_random_searcher_uses_the_seed() -> None:
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    built = SEARCHERS.build(choose(SEARCHERS, {"type": "random", "seed": 7}), SearcherContext("acc", "max", 5))
+    built = build_searcher(choose(SEARCHERS, {"type": "random", "seed": 7}), SearcherContext("acc", "max", 5))
     assert isinstance(built, BasicVariantGenerator)
     assert built.max_concurrent == 5
     assert built._random_state.integers(0, 10**9) == np.random.default_rng(7).integers(0, 10**9)
@@ -175,7 +182,7 @@ def test_optuna_sampler_and_seed(options: dict, sampler_name: str, startup: int 
     from ray.tune.search import ConcurrencyLimiter
     from ray.tune.search.optuna import OptunaSearch
 
-    built = SEARCHERS.build(choose(SEARCHERS, {"type": "optuna", **options}), SEARCHER_CTX)
+    built = build_searcher(choose(SEARCHERS, {"type": "optuna", **options}), SEARCHER_CTX)
     assert isinstance(built, ConcurrencyLimiter) and isinstance(built.searcher, OptunaSearch)
     sampler = built.searcher._sampler
     assert type(sampler) is getattr(optuna.samplers, sampler_name)
@@ -187,7 +194,7 @@ def test_optuna_sampler_and_seed(options: dict, sampler_name: str, startup: int 
 
 
 def test_hyperopt_options_are_passed_through() -> None:
-    built = SEARCHERS.build(choose(SEARCHERS, {"type": "hyperopt", "seed": 4, "n_initial_points": 5}), SEARCHER_CTX)
+    built = build_searcher(choose(SEARCHERS, {"type": "hyperopt", "seed": 4, "n_initial_points": 5}), SEARCHER_CTX)
     searcher = built.searcher
     assert searcher.algo.keywords["n_startup_jobs"] == 5
     if isinstance(searcher.rstate, np.random.Generator):
@@ -246,13 +253,13 @@ SCHEDULER_BUILDS = [
 @pytest.mark.parametrize(("raw", "class_name", "attrs"), SCHEDULER_BUILDS)
 def test_every_scheduler_builds_with_its_options(raw: Any, class_name: str, attrs: dict) -> None:
     assert {p.id for p in SCHEDULER_BUILDS} == set(SCHEDULERS.names()), "a new scheduler needs a row here"
-    built = SCHEDULERS.build(choose(SCHEDULERS, raw), SCHEDULER_CTX)
+    built = build_scheduler(choose(SCHEDULERS, raw), SCHEDULER_CTX)
     assert type(built).__name__ == class_name
     assert {k: getattr(built, k) for k in attrs} == attrs
 
 
 def test_asha_grace_period_is_its_first_rung() -> None:
-    built = SCHEDULERS.build(choose(SCHEDULERS, {"type": "asha", "max_t": 20, "grace_period": 2}), SCHEDULER_CTX)
+    built = build_scheduler(choose(SCHEDULERS, {"type": "asha", "max_t": 20, "grace_period": 2}), SCHEDULER_CTX)
     (bracket,) = built._brackets
     milestones = sorted(m for m, _ in bracket._rungs)
     assert milestones[0] == 2

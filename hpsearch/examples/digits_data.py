@@ -33,6 +33,8 @@ import ray.data
 import ray.train
 import ray.train.torch
 import torch
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
 from torch import nn
 
 from hpsearch import train as hp
@@ -44,9 +46,6 @@ _N_CLASSES = 10
 
 def _rows(which: str) -> ray.data.Dataset:
     """One side of the example's fixed split, as raw pixel rows (0-16), scaled by a Ray Data step."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
     digits = load_digits()
     x_tr, x_va, y_tr, y_va = train_test_split(
         digits.data.astype(np.float32),

@@ -1,23 +1,26 @@
 """A search on an autoscaling Ray cluster: what hpsearch is told, what it gives Tune, what it says.
 
-Ray 2.60 gives a driver no way to learn what its cluster's autoscaler may add: the autoscaler
-keeps its node types to itself (``ray._private.state.state.get_cluster_config()``, which Ray
-Train and Ray Data read for this, returns ``None``: nothing in Ray 2.60 reports that config to
-the GCS), and ``ray.nodes()`` lists the nodes up now. So the user says it, as for ``plan``:
+Ray 2.60 gives a driver no way to learn which nodes its cluster's autoscaler may add. The
+autoscaler keeps its node types to itself. Ray Train and Ray Data read them with
+``ray._private.state.state.get_cluster_config()``, but that returns ``None``, because nothing
+in Ray 2.60 reports that config to the GCS. And ``ray.nodes()`` lists only the nodes that are
+up now. So the user describes the cluster, as for ``plan``:
 ``hpsearch run --address ... --cluster '1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}'``.
 
-With it, the search is planned on the nodes up now plus every node the autoscaler may still add
-(:func:`hpsearch.planning.autoscale.plan_run`), and Tune gets that concurrency. Trials beyond what
-fits now start their drivers (on the head, as planned) and their worker groups wait, as pending
-placement groups, which is the demand Ray's autoscaler starts nodes for; as nodes join, Ray places
-them and the trials at once grow. No trial is started that the full cluster could not hold.
-Meanwhile:
+With that description, the search is planned on the nodes up now plus every node the
+autoscaler may still add (:func:`hpsearch.planning.autoscale.plan_run`). Tune gets the
+concurrency of that plan. Trials beyond what fits now still start their drivers, on the head
+as planned. Their worker groups wait as pending placement groups. That pending demand is what
+makes Ray's autoscaler start nodes. As nodes join, Ray places the groups and the trials grow at
+once. No trial is started that the full cluster could not hold. Meanwhile:
 
-- each trial's worker-group start timeout is ``failure.node_start_timeout_s`` (900 s, as long as
-  Ray's autoscaler waits for a node to start) instead of ``failure.worker_start_timeout_s``;
-- the progress printer says, when it changes and with every status line, whether the waiting
-  trials are ``waiting for a node to start`` (nodes the autoscaler may add would hold them) or
-  ``cannot be placed`` (the cluster is at its maximum size, or its other nodes would not hold them).
+- Each trial's worker-group start timeout is ``failure.node_start_timeout_s`` instead of
+  ``failure.worker_start_timeout_s``. Its default of 900 s is as long as Ray's autoscaler
+  waits for a node to start.
+- The progress printer says whether the waiting trials are ``waiting for a node to start``
+  or ``cannot be placed``. The first means nodes the autoscaler may add would hold them. The
+  second means the cluster is at its maximum size, or its other nodes would not hold them.
+  This is printed when it changes and with every status line.
 
 The described groups are recorded in the experiment's plan file, so ``resume`` knows them too.
 """
@@ -29,7 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpsearch.errors import ClusterError
+from hpsearch.planning.autoscale import waiting_for_workers
 from hpsearch.planning.cluster_shape import NodeGroup, parse_node_groups
+from hpsearch.runtime.cluster import cluster_nodes, waiting_worker_groups
 from hpsearch.spec import Failure, Spec
 
 __all__ = ["Autoscaling", "autoscaling_for", "from_plan", "failure_for", "worker_shapes", "placement_status"]
@@ -90,9 +95,6 @@ def worker_shapes(spec: Spec) -> list[list[dict[str, float]]]:
 
 def placement_status(spec: Spec, groups: tuple[NodeGroup, ...]) -> str | None:
     """Why trials of this search wait for their workers, or ``None`` when none waits (asks Ray)."""
-    from hpsearch.planning.autoscale import waiting_for_workers
-    from hpsearch.runtime.cluster import cluster_nodes, waiting_worker_groups
-
     waiting = waiting_worker_groups(worker_shapes(spec))
     if not waiting:
         return None

@@ -1,54 +1,44 @@
 """How each trial ended, decided once and written to the experiment folder as it happens.
 
-:class:`OutcomeRecorder` is the Tune callback that owns the decision. Tune says only that
-a trial completed or errored; whether a completed trial *finished* or was *stopped* early
-by the scheduler is told apart here: Tune marks the result the scheduler (or a stopper)
-stopped the trial on with ``done=True``, while a trial whose function returns ends with a
-duplicate result that callbacks never see. A ``done`` result at or past the scheduler's
-budget (``max_t`` of its ``time_attr``) is a trial that finished its budget, not a stop.
+:class:`OutcomeRecorder` is the Tune callback that makes this decision, and the only place
+that does. Tune says only that a trial completed or errored. Whether a completed trial
+*finished* or was *stopped* early by the scheduler is told apart here. When the scheduler
+(or a stopper) stops a trial, Tune marks the result it stopped on with ``done=True``. A
+trial whose function returns instead ends with a duplicate result that callbacks never see.
+A ``done`` result at or past the scheduler's budget (``max_t`` of its ``time_attr``) means
+the trial finished its budget; it was not stopped.
 
-Each end is appended to ``hpsearch_trials.jsonl`` with
-:func:`hpsearch.experiment.files.append_outcome` at once, so it survives an interrupted
-search. The recorder also writes, to ``hpsearch_usage.jsonl``
-(:func:`hpsearch.experiment.files.record_trial_run`), when each run of a trial's driver
-started (Tune's ``on_trial_start``: the driver's actor is up) and ended (Tune's end of the
-trial, or of that attempt when Tune retries it), with the resources the trial holds: its
+Each end is appended at once to ``hpsearch_trials.jsonl``
+(:func:`hpsearch.experiment.files.append_outcome`), so it survives an interrupted search.
+
+The recorder also writes to ``hpsearch_usage.jsonl``
+(:func:`hpsearch.experiment.files.record_trial_run`). For each run of a trial's driver it
+records when the run started and when it ended, with the resources the trial holds. The
+start is Tune's ``on_trial_start``, when the driver's actor is up. The end is Tune's end of
+the trial, or of that attempt when Tune retries it. These records give the trial's
 resource-hours and the budget's (:mod:`hpsearch.runtime.budget`). A trial whose function
-returns ends after its nested run's teardown, which is therefore counted. :class:`~hpsearch.runtime.progress.ProgressPrinter` reads the statuses from here;
-place the recorder before the printer in the Tuner's callbacks (Tune calls them in order).
+returns ends after its nested run's teardown, so the teardown is counted too.
+
+:class:`~hpsearch.runtime.progress.ProgressPrinter` reads the statuses from here. So place
+the recorder before the printer in the Tuner's callbacks: Tune calls them in order.
 """
 
 from __future__ import annotations
 
-import math
-import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ray.tune import Callback
 
+from hpsearch import messages
 from hpsearch.experiment.files import Outcome, append_outcome, record_trial_run
-from hpsearch.experiment.layout import EPOCH, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, TrialStatus
-from hpsearch.experiment.ranking import metric_value
+from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, TrialStatus
+from hpsearch.experiment.metrics import report_epoch as last_epoch  # the shared epoch rule, by the name callers use
 from hpsearch.experiment.tracebacks import short_error
+from hpsearch.runtime.budget import resources_from_folder
 
 __all__ = ["OutcomeRecorder", "last_epoch"]
-
-
-def last_epoch(result: dict[str, Any] | None) -> int | float | None:
-    """A result's ``epoch``, else Tune's ``training_iteration``; ``None`` when it has neither.
-
-    A whole number is an ``int`` (``3.0`` -> ``3``); a fractional epoch stays as reported.
-    """
-    result = result or {}
-    value = result.get(EPOCH)
-    if value is None:
-        value = result.get("training_iteration")
-    number = metric_value(value)
-    if number is None or not math.isfinite(number):
-        return None
-    return int(number) if number.is_integer() else number
 
 
 class OutcomeRecorder(Callback):
@@ -58,7 +48,6 @@ class OutcomeRecorder(Callback):
         experiment_dir: The experiment folder; ``None`` to keep the outcomes in memory only.
         budget: The scheduler's budget, ``(time_attr, max_t)``: a trial stopped on a
             result at or past it finished. ``None`` when the scheduler has no budget.
-        stream: Where a warning goes when the outcome cannot be written (stderr by default).
 
     Attributes:
         outcomes: Trial id -> how it ended (``finished``, ``stopped``, ``errored``); a
@@ -72,11 +61,9 @@ class OutcomeRecorder(Callback):
         experiment_dir: str | Path | None,
         *,
         budget: tuple[str, float] | None = None,
-        stream: TextIO | None = None,
     ) -> None:
         self.experiment_dir = None if experiment_dir is None else str(experiment_dir)
         self.budget = budget
-        self.stream = stream  # None: sys.stderr at the time of writing
         self.reports: dict[str, int] = {}
         self._stopped: set[str] = set()
         self.outcomes: dict[str, TrialStatus] = {}
@@ -84,10 +71,6 @@ class OutcomeRecorder(Callback):
         self._started: dict[str, float] = {}  # trial id -> when its driver's current run started
         self._resources: dict[str, float] | None = None  # one trial's resources, read once from the spec as run
         self._held: dict[str, dict[str, float]] = {}  # trial id -> what its current run holds (its own scaling)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks into the experiment state; a stream is not picklable.
-        return {**self.__dict__, "stream": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Restored by Tuner.restore in a new run of the search: its reports and runs are counted afresh.
@@ -140,8 +123,6 @@ class OutcomeRecorder(Callback):
     def trial_resources(self, config: dict[str, Any] | None = None) -> dict[str, float]:
         """One trial's resources (driver + worker bundles), from the spec as run in the experiment folder;
         ``config`` (the trial's) sizes a trial whose scaling is searched (its ``scaling.*`` values)."""
-        from hpsearch.runtime.budget import resources_from_folder
-
         if isinstance(config, dict) and isinstance(config.get("scaling"), dict) and self.experiment_dir:
             return resources_from_folder(self.experiment_dir, config)  # read per trial: trials differ in size
         if self._resources is None:
@@ -162,11 +143,7 @@ class OutcomeRecorder(Callback):
                 self.experiment_dir, trial_id, started_at=started, ended_at=ended, resources=resources, end=end
             )
         except Exception as err:  # noqa: BLE001 - the search matters more than this record
-            print(
-                f"hpsearch: warning: could not record the run of {trial_id}: {err}",
-                file=self.stream or sys.stderr,
-                flush=True,
-            )
+            messages.say(f"warning: could not record the run of {trial_id}: {err}")
 
     def _record(self, trial: Any, status: TrialStatus, error: str = "") -> None:
         """Remember how a trial ended, here and in the experiment folder (one JSON line per trial end)."""
@@ -186,11 +163,7 @@ class OutcomeRecorder(Callback):
         try:
             append_outcome(self.experiment_dir, outcome)
         except OSError as err:  # the search matters more than this record
-            print(
-                f"hpsearch: warning: could not record the end of {trial.trial_id}: {err}",
-                file=self.stream or sys.stderr,
-                flush=True,
-            )
+            messages.say(f"warning: could not record the end of {trial.trial_id}: {err}")
 
 
 #: Tune's status of a paused trial (``ray.tune.experiment.Trial.PAUSED``).

@@ -1,15 +1,15 @@
 """Progress lines while a search runs, in place of Ray's console tables and log flood.
 
-One line when a trial starts, one when it ends (finished, stopped early by the
-scheduler, with the metric, the last epoch and how many reports it made; or errored,
-with its error and the path of its full traceback), and a status line at most every
-``status_every_s`` seconds. Everything goes to one stream (stderr by default).
+The printer writes one line when a trial starts and one when it ends. A trial that
+finished, or was stopped early by the scheduler, shows the metric, the last epoch and how
+many reports it made. An errored trial shows its error and the path of its full
+traceback. A status line comes at most every ``status_every_s`` seconds. Every line goes
+through :mod:`hpsearch.messages` (stderr by default).
 
-After ``resume`` (``Tuner.restore`` unpickles the printer as it was when the search
-started), the counts and the best value are rebuilt from the experiment folder at the
-first step of the resumed run, and a status line says at once how many trials had ended
-before the resume: a resumed search counts the whole search, each trial once, by its
-latest end.
+On ``resume``, ``Tuner.restore`` unpickles the printer as it was when the search started.
+So at the first step of the resumed run, the counts and the best value are rebuilt from
+the experiment folder. A status line then says at once how many trials had ended before
+the resume. A resumed search counts the whole search, each trial once, by its latest end.
 
 The printer only prints: how a trial ended is decided by
 :class:`~hpsearch.runtime.outcomes.OutcomeRecorder`, which it is given and reads.
@@ -18,14 +18,14 @@ The printer only prints: how a trial ended is decided by
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ray.tune import Callback
 
+from hpsearch import messages
 from hpsearch.experiment.files import Outcome, read_history, read_outcome_records
 from hpsearch.experiment.layout import (
     EPOCH,
@@ -36,9 +36,10 @@ from hpsearch.experiment.layout import (
     TrialStatus,
     flatten_config,
 )
+from hpsearch.experiment.metrics import report_epoch, report_value
 from hpsearch.experiment.ranking import is_better, metric_value
 from hpsearch.formatting import number, plural
-from hpsearch.runtime.outcomes import OutcomeRecorder, last_epoch
+from hpsearch.runtime.outcomes import OutcomeRecorder
 
 __all__ = ["ProgressPrinter"]
 
@@ -53,7 +54,6 @@ class ProgressPrinter(Callback):
             printer in the Tuner's callbacks: it says how each trial ended.
         total: Trials the search will run, for the status line.
         varying: The parameters shown on a start line (default: every one).
-        stream: Where the lines go (default: stderr at the time of printing).
         status_every_s: Seconds between status lines.
         concurrency: Trials meant to run at once: with fewer running and some pending,
             ``waiting_reason`` is asked why.
@@ -74,7 +74,6 @@ class ProgressPrinter(Callback):
         *,
         total: int | None = None,
         varying: list[str] | None = None,
-        stream: TextIO | None = None,
         status_every_s: float = 30.0,
         concurrency: int | None = None,
         waiting_reason: Callable[[], str | None] | None = None,
@@ -86,7 +85,6 @@ class ProgressPrinter(Callback):
         self.recorder = recorder
         self.total = total
         self.varying = varying
-        self.stream = stream  # None: sys.stderr at the time of printing
         self.status_every_s = status_every_s
         self._clock = clock
         self._start = clock()
@@ -105,11 +103,7 @@ class ProgressPrinter(Callback):
     # -- helpers
     def _print(self, text: str) -> None:
         elapsed = int(self._clock() - self._start)
-        print(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {text}", file=self.stream or sys.stderr, flush=True)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks into the experiment state; a stream is not picklable.
-        return {**self.__dict__, "stream": None}
+        messages.line(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {text}")
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Restored by Tuner.restore in a new process: its clocks start now, and its counts are those
@@ -133,12 +127,12 @@ class ProgressPrinter(Callback):
         """The recorder's record of how the trial ended (one from the trial itself if it has none)."""
         outcome = self.recorder.records.get(trial.trial_id)
         if outcome is None:  # the recorder was not placed before the printer
-            outcome = Outcome(trial.trial_id, default, last_epoch=last_epoch(trial.last_result))
+            outcome = Outcome(trial.trial_id, default, last_epoch=report_epoch(trial.last_result))
         return outcome
 
     def _end(self, result: dict[str, Any], outcome: Outcome) -> str:
         """``val_loss=0.1234 at epoch 3 (4 reports)``: the last value, the last epoch, the count of reports."""
-        value = result.get(self.metric)
+        value = report_value(result, self.metric)
         shown = f"{self.metric}={number(value) if value is not None else '?'}"
         if outcome.last_epoch is not None:
             unit = "epoch" if result.get(EPOCH) is not None else "iteration"
@@ -147,25 +141,29 @@ class ProgressPrinter(Callback):
 
     def _track_best(self, trial_id: str, result: dict[str, Any]) -> None:
         """The best value so far, by the ranking's rules: only finite numbers count (NaN never wins)."""
-        value = metric_value(result.get(self.metric))
+        value = metric_value(report_value(result, self.metric))
         if value is None or not math.isfinite(value):
             return
         if self._best is None or is_better(value, self._best[0], "min" if self.mode == "min" else "max"):
             self._best = (value, trial_id)
 
     def _traceback_path(self, trial: Any) -> str:
-        """The trial's ``error.txt`` in the experiment folder (Tune's ``trial.path``; ``local_path`` is
-        the driver's staging copy, in Ray's session folder, from which Tune syncs it there)."""
+        """The trial's ``error.txt`` in the experiment folder.
+
+        That folder is Tune's ``trial.path``. ``local_path`` is only a fallback: it is the driver's
+        staging copy in Ray's session folder, which Tune syncs to the experiment folder.
+        """
         folder = getattr(trial, "path", None) or getattr(trial, "local_path", None)
         return str(Path(folder) / TUNE_ERROR_FILE) if folder else f"{TUNE_ERROR_FILE} in the trial's folder"
 
     def _seed(self, trials: list[Any]) -> None:
         """After a restore: the trials that had ended count as done, and their reports for the best value.
 
-        Tune's restored statuses say which trials stay ended (a trial that was running, or an
-        errored one retried with ``--retry-errored``, runs again and counts when it ends);
-        the outcomes file says which of them were stopped early; every report kept in the
-        trials' histories (``train/<id>/hpsearch_history.jsonl``) counts for the best value.
+        Tune's restored statuses say which trials stay ended. A trial that was running runs
+        again, and so does an errored one retried with ``--retry-errored``; each counts when it
+        ends. The outcomes file says which of the ended trials were stopped early. Every report
+        kept in the trials' histories (``train/<id>/hpsearch_history.jsonl``) counts for the
+        best value.
         """
         folder = self.recorder.experiment_dir
         records = read_outcome_records(folder) if folder is not None else {}

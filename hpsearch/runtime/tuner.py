@@ -1,9 +1,12 @@
-"""Spec + plan -> a plain ``ray.tune.Tuner``; run it; write the experiment folder.
+"""Build a plain ``ray.tune.Tuner`` from a spec and a plan, run it, and write the experiment folder.
 
-One search is one folder, ``<storage_path>/<name>/``: Tune's experiment files, every
-trial's nested Train run under ``train/<trial_id>/``, and hpsearch's own files (the
-spec as run, the resource plan, the trials' outcomes, the summary). Their names are in
-:mod:`hpsearch.experiment.layout`; they are written and read with
+The checks made before anything is written live in :mod:`hpsearch.runtime.preflight`.
+``run`` and ``resume`` return a :class:`~hpsearch.runtime.search_result.SearchResult`.
+
+One search is one folder, ``<storage_path>/<name>/``. It holds Tune's experiment files and
+every trial's nested Train run under ``train/<trial_id>/``. It also holds hpsearch's own
+files: the spec as run, the resource plan, the trials' outcomes and the summary. Their names
+are in :mod:`hpsearch.experiment.layout`. They are written and read with
 :mod:`hpsearch.experiment.files`.
 """
 
@@ -11,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import shutil
-import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -19,17 +21,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from ray import tune
+
+from hpsearch import messages
+from hpsearch.analysis import summarize_experiment
 from hpsearch.errors import ExperimentExistsError, PlanError
 from hpsearch.experiment import files
-from hpsearch.experiment.files import experiment_spec, is_experiment, read_outcomes
-from hpsearch.experiment.layout import EPOCH, SPEC_FILE, TRAIN_RUNS_DIR
+from hpsearch.experiment.files import experiment_spec, read_outcomes
+from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR
 from hpsearch.formatting import plural
 from hpsearch.planning.autoscale import addable_nodes, plan_run
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
+from hpsearch.runtime import budget, internals, ray_logs, ray_workarounds, session
+from hpsearch.runtime import cluster as ray_cluster
 from hpsearch.runtime.autoscaling import (
     Autoscaling,
-    autoscaling_for,
     failure_for,
     from_plan,
     placement_status,
@@ -37,17 +44,20 @@ from hpsearch.runtime.autoscaling import (
 )
 from hpsearch.runtime.datasets import datasets_for_spec
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
+from hpsearch.runtime.outcomes import OutcomeRecorder
+from hpsearch.runtime.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
+from hpsearch.runtime.preflight import check_resume_overrides, preflight
+from hpsearch.runtime.progress import ProgressPrinter
+from hpsearch.runtime.search_result import SearchResult
 from hpsearch.runtime.trainable import make_trainable
 from hpsearch.runtime.warm_start import with_space
-from hpsearch.spec import Spec, check_storage, load_spec, total_trials, varying_params
-from hpsearch.spec.plugins import SCHEDULERS, SEARCHERS, SchedulerContext, SearcherContext
+from hpsearch.spec import Spec, load_spec, total_trials, varying_params
 from hpsearch.spec.space import to_tune
 
 if TYPE_CHECKING:  # pragma: no cover
     from ray.tune import Callback, ResultGrid, Tuner
 
     from hpsearch.analysis import SearchSummary
-    from hpsearch.runtime.outcomes import OutcomeRecorder
     from hpsearch.spec.budget import Reached
 
 __all__ = [
@@ -70,23 +80,17 @@ class _Built:
 def _build(
     spec: Spec,
     nodes: Sequence[Node] | None,
-    stream: TextIO | None,
     plan: Plan | None = None,
     datasets: Mapping[str, Any] | None = None,
     autoscaling: Autoscaling | None = None,
 ) -> _Built:
-    from ray import tune
-
-    from hpsearch.runtime.cluster import cluster_nodes, connect
-    from hpsearch.runtime.ray_workarounds import workarounds_enabled
-
     if plan is None:
         if nodes is None:
-            connect()
-            nodes = cluster_nodes()
+            ray_cluster.connect()
+            nodes = ray_cluster.cluster_nodes()
         plan = plan_for(spec, nodes)
-    workarounds = workarounds_enabled()  # read once, for the callbacks and the trainable alike
-    if datasets is None:  # build_tuner: the spec's datasets, built now that Ray is connected
+    workarounds = ray_workarounds.workarounds_enabled()  # read once, for the callbacks and the trainable alike
+    if datasets is None:  # build_tuner passes none: build the spec's datasets now that Ray is connected
         datasets = datasets_for_spec(spec)
     trainable = _trainable(
         spec,
@@ -95,36 +99,40 @@ def _build(
         concurrency=plan.max_concurrent_trials,
         autoscaling=autoscaling,
     )
-    # Population-based training: the whole population is created at once (the searcher's limit is
-    # the population), and the drivers take turns within the plan's concurrency (runtime/pbt.py).
+    # Under population-based training, the whole population is created at once, so the searcher's
+    # limit is the population. The drivers then take turns within the plan's concurrency (runtime/pbt.py).
     searcher_limit = total_trials(spec) if spec.population_based else plan.max_concurrent_trials
-    if spec.population_based:  # reuse_actors stays off: a paused trial's actor handed a restored trial is unmeasured
+    # reuse_actors stays off under it. Handing a paused trial's actor to a restored trial has not been measured.
+    if spec.population_based:
         warnings.filterwarnings("ignore", message="Consider boosting PBT performance", category=UserWarning)
-    searcher = SEARCHERS.build(spec.searcher, with_space(spec, _searcher_context(spec, searcher_limit), stream))
-    scheduler = SCHEDULERS.build(
+    searcher = build_searcher(spec.searcher, with_space(spec, _searcher_context(spec, searcher_limit)))
+    scheduler = build_scheduler(
         spec.scheduler,
-        SchedulerContext(
-            *spec.scheduler_metric, own=spec.multi_objective, experiment_dir=spec.experiment_dir, stream=stream
-        ),
+        SchedulerContext(*spec.scheduler_metric, own=spec.multi_objective, experiment_dir=spec.experiment_dir),
     )
     callbacks = callbacks_for(
-        spec, concurrency=plan.max_concurrent_trials, stream=stream, workarounds=workarounds, autoscaling=autoscaling
+        spec, concurrency=plan.max_concurrent_trials, workarounds=workarounds, autoscaling=autoscaling
     )
     apply_tuner_defaults()
     tuner = tune.Tuner(
         trainable,
         param_space=to_tune(spec.trial_space(), searcher=spec.searcher.type),
         tune_config=tune.TuneConfig(
-            # several objectives: Tune has no one metric (it would overwrite the searcher's lists); the
-            # searcher and the scheduler were each built with theirs
+            # With several objectives, Tune gets no single metric, because it would overwrite the
+            # searcher's lists. The searcher and the scheduler were each built with their own.
             metric=None if spec.multi_objective else spec.metric,
             mode=None if spec.multi_objective else spec.mode,
             num_samples=spec.num_samples,
             search_alg=searcher,  # carries the plan's concurrency limit
             scheduler=scheduler,
-            # a reused actor ends the previous trial's nested run first (runtime/reuse.py); it finds the run's
-            # controller by the record the work-arounds switch also governs
-            reuse_actors=spec.resources.reuse_actors and workarounds and not spec.population_based,
+            # A reused actor first ends the previous trial's nested run (runtime/reuse.py). It finds that
+            # run's controller through the controller record, which the work-arounds switch also turns
+            # on and off. It also needs two Ray internals.
+            reuse_actors=spec.resources.reuse_actors
+            and workarounds
+            and not spec.population_based
+            and internals.available("trainable-mixins")
+            and internals.available("tune-session-queues"),
         ),
         run_config=tune.RunConfig(
             name=spec.name,
@@ -132,7 +140,7 @@ def _build(
             verbose=0,
             callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
-            stop=_budget_stopper(spec, stream),
+            stop=_budget_stopper(spec),
         ),
     )
     recorder = cast("OutcomeRecorder", callbacks[0])  # callbacks_for puts it first, before the printer
@@ -151,43 +159,39 @@ def callbacks_for(
     spec: Spec,
     *,
     concurrency: int,
-    stream: TextIO | None = None,
     workarounds: bool = True,
     autoscaling: Autoscaling | None = None,
 ) -> list[Callback]:
     """The Tune callbacks of a search, in the order Tune must call them.
 
-    The :class:`~hpsearch.runtime.outcomes.OutcomeRecorder` first (it decides how each
-    trial ended), then the :class:`~hpsearch.runtime.progress.ProgressPrinter` (it prints
-    what the recorder decided), then, with ``workarounds``, the
-    :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`, then the trackers of
-    ``spec.tracking`` (:mod:`hpsearch.runtime.tracking`, each checked first). Builds them
-    without starting Ray. With ``autoscaling``, the printer says why trials wait for their
-    workers (:mod:`hpsearch.runtime.autoscaling`).
-    """
-    from hpsearch.runtime.outcomes import OutcomeRecorder
-    from hpsearch.runtime.progress import ProgressPrinter
+    1. The :class:`~hpsearch.runtime.outcomes.OutcomeRecorder`. It decides how each trial ended.
+    2. The :class:`~hpsearch.runtime.progress.ProgressPrinter`. It prints what the recorder decided.
+    3. With ``workarounds``, the :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`.
+    4. The trackers of ``spec.tracking`` (:mod:`hpsearch.runtime.tracking`). Each is checked first.
 
-    recorder = OutcomeRecorder(spec.experiment_dir, budget=_budget(spec), stream=stream)
+    They are built without starting Ray. With ``autoscaling``, the printer says why trials wait
+    for their workers (:mod:`hpsearch.runtime.autoscaling`).
+    """
+    recorder = OutcomeRecorder(spec.experiment_dir, budget=_budget(spec))
     printer = ProgressPrinter(
         spec.metric,
         spec.mode,
         recorder,
         total=total_trials(spec),
         varying=varying_params(spec),
-        stream=stream,
         concurrency=concurrency,
         waiting_reason=functools.partial(_waiting_reason, spec, concurrency, autoscaling),
         placement_status=functools.partial(placement_status, spec, autoscaling.groups) if autoscaling else None,
     )
     callbacks: list[Callback] = [recorder, printer]
     if workarounds:
-        callbacks.append(_reaper(spec, stream))
-    if spec.tracking.enabled():  # after the recorder: each tracker tags a run with the status it decided
+        callbacks.append(_reaper(spec))
+    if spec.tracking.enabled():  # after the recorder, because each tracker tags a run with the status it decided
+        # lazy: the trackers' module loads Ray's logger callbacks; a search without tracking never needs it
         from hpsearch.runtime.tracking import check_tracking, tracking_callbacks
 
-        check_tracking(spec)  # a tracker that cannot be set up: refused here (SpecError), not mid-search
-        callbacks += tracking_callbacks(spec, recorder, stream=stream)
+        check_tracking(spec)  # a tracker that cannot be set up is refused here (SpecError), not mid-search
+        callbacks += tracking_callbacks(spec, recorder)
     return callbacks
 
 
@@ -198,15 +202,13 @@ def _budget(spec: Spec) -> tuple[str, float] | None:
     return (time_attr, max_t) if max_t is not None else None
 
 
-def _reaper(spec: Spec, stream: TextIO | None) -> Callback:
+def _reaper(spec: Spec) -> Callback:
     """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.runtime.ray_workarounds)."""
-    from hpsearch.runtime.ray_workarounds import OrphanReaper
-
     shapes = worker_shapes(spec)
     if spec.resources.driver_node == "any":
-        # a worker group shaped like a trial driver's group: never sweep those
+        # Never sweep a worker group shaped like a trial driver's group.
         shapes = [shape for shape in shapes if shape != [{"CPU": spec.resources.driver_cpus}]]
-    return OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, worker_shapes=shapes, stream=stream)
+    return ray_workarounds.OrphanReaper(spec.experiment_dir / TRAIN_RUNS_DIR, worker_shapes=shapes)
 
 
 def _trainable(
@@ -217,9 +219,13 @@ def _trainable(
     concurrency: int = 1,
     autoscaling: Autoscaling | None = None,
 ) -> Any:
-    """The spec's trial driver; ``datasets`` from :func:`~hpsearch.runtime.datasets.datasets_for_spec`
-    (materialized with ``once``), ``concurrency`` the plan's trials at once (their share of ``data.cpus``);
-    with ``autoscaling``, a worker group may wait ``failure.node_start_timeout_s`` for a node."""
+    """The spec's trial driver, as the trainable Tune is given.
+
+    ``datasets`` come from :func:`~hpsearch.runtime.datasets.datasets_for_spec`. With
+    ``materialize: once`` they are already materialized. ``concurrency`` is the plan's number
+    of trials at once. It sets each trial's share of ``data.cpus``. With ``autoscaling``, a
+    worker group may wait ``failure.node_start_timeout_s`` for a node.
+    """
     return make_trainable(
         spec.load_trainable(),
         scaling=spec.scaling,
@@ -249,11 +255,13 @@ def _required_metrics(spec: Spec) -> tuple[str, ...]:
 
 
 def _waiting_reason(spec: Spec, planned: int, autoscaling: Autoscaling | None = None) -> str | None:
-    """Why trials wait: re-plan on the cluster as it is now (a node may have left); on an autoscaling
-    cluster, with every node the autoscaler can still add."""
-    from hpsearch.runtime.cluster import cluster_nodes
+    """Why trials wait, or ``None``.
 
-    nodes = cluster_nodes()
+    Re-plans on the cluster as it is now, because a node may have left. On an autoscaling
+    cluster, the plan also counts every node the autoscaler can still add.
+    """
+
+    nodes = ray_cluster.cluster_nodes()
     if autoscaling is not None:
         nodes += addable_nodes(autoscaling.groups, nodes)
     try:
@@ -283,7 +291,7 @@ def build_tuner(spec: Spec, *, nodes: Sequence[Node] | None = None) -> Tuner:
         >>> tuner = build_tuner(load_spec("search_spaces/digits_quick.yaml"))
         >>> results = tuner.fit()
     """
-    return _build(spec, nodes, None).tuner
+    return _build(spec, nodes).tuner
 
 
 def run(
@@ -294,13 +302,13 @@ def run(
     verbose: bool = False,
     stream: TextIO | None = None,
     cluster: str | None = None,
-) -> ResultGrid:
-    """Run a search end to end and return its ``ResultGrid``.
+) -> SearchResult:
+    """Run a search end to end and return its :class:`~hpsearch.SearchResult`.
 
     Validates the spec, refuses an existing experiment folder unless ``overwrite``,
     connects to Ray (embedded local Ray unless ``address``), plans the trials, writes
     the spec as run and the plan into the experiment folder, runs the search with
-    progress lines on ``stream`` (stderr by default) and writes the summary.
+    progress lines and writes the summary.
 
     Args:
         spec: A :class:`Spec`, a spec file, or a spec dict.
@@ -309,80 +317,89 @@ def run(
         verbose: Also print Ray's own log lines (the workers' output, Ray's warnings, Tune's
             tracebacks); without it they are kept in Ray's session folder only, and the
             experiment folder's hpsearch_ray_logs.jsonl says where.
-        stream: Where progress lines go.
-        cluster: With ``address``, the node groups the cluster's autoscaler may grow it to, as
-            ``hpsearch plan --cluster`` takes them (``'1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}'``): the
-            search is planned for them, its trials wait for the nodes they need
+        stream: Where every line hpsearch prints goes while the search runs (stderr by default).
+        cluster: Used with ``address``. The node groups the cluster's autoscaler may grow it to,
+            written as ``hpsearch plan --cluster`` takes them (``'1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}'``).
+            The search is planned for them, and its trials wait for the nodes they need
             (:mod:`hpsearch.runtime.autoscaling`).
+
+    Returns:
+        The search's ``ResultGrid`` as ``.result_grid``. Its methods, such as ``get_best_result``,
+        also work on the returned object itself. The summary is ``.summary``. The folder is
+        ``.experiment_dir``, read back by ``.results()``.
 
     Raises:
         SpecError, PlanError, ExperimentExistsError, ClusterError: before anything is written.
 
     Example:
-        >>> results = run("search_spaces/digits_quick.yaml")
-        >>> results.get_best_result().metrics["val_acc"]
+        >>> result = run("search_spaces/digits_quick.yaml")
+        >>> result.get_best_result().metrics["val_acc"]
         0.97...
     """
-    return run_with_summary(
-        spec, address=address, overwrite=overwrite, verbose=verbose, stream=stream, cluster=cluster
-    )[0]
+    with messages.to(stream):  # every line hpsearch prints, while this search runs
+        return _run(spec, address=address, overwrite=overwrite, verbose=verbose, cluster=cluster)
 
 
-def run_with_summary(
+def _run(
     spec: Spec | str | Path | Mapping[str, Any],
     *,
-    address: str | None = None,
-    overwrite: bool = False,
-    verbose: bool = False,
-    stream: TextIO | None = None,
-    cluster: str | None = None,
-) -> tuple[ResultGrid, SearchSummary]:
-    """:func:`run`, also returning the :class:`SearchSummary` written to the experiment folder."""
-    from hpsearch.runtime import session
-    from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect, job_cluster_address
-
+    address: str | None,
+    overwrite: bool,
+    verbose: bool,
+    cluster: str | None,
+) -> SearchResult:
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
     exp_dir = spec.experiment_dir
-    if exp_dir.exists() and not overwrite:
-        raise ExperimentExistsError(
-            f"experiment folder {exp_dir} already exists; continue it with `hpsearch resume {exp_dir}`, "
-            "pass --overwrite (overwrite=True) to delete it and start again, or choose another name (--set name=...)"
-        )
-    if exp_dir.exists() and not is_experiment(exp_dir):
-        raise ExperimentExistsError(
-            f"{exp_dir} exists and is not an hpsearch experiment folder (no {SPEC_FILE}); "
-            "--overwrite only ever deletes experiment folders: choose another name or storage_path"
-        )
-    check_storage(spec)  # a folder the search cannot write: refused before Ray starts, nothing left behind
-    _check_tracking(spec)  # a tracker that cannot be set up: refused before anything is written
-    autoscaling = autoscaling_for(cluster, address or job_cluster_address())  # a bad --cluster: before Ray starts
-    if exp_dir.exists():  # --overwrite: first end what a killed run of this folder left running
-        session.end_leftovers(exp_dir, stream=stream)
-    connect(address, verbose=verbose)
-    nodes = cluster_nodes()
-    plan, scaling = _plan(spec, nodes, autoscaling)  # may refuse: before anything is written
-    check_shared_storage(spec.storage_path, nodes)
-    datasets = datasets_for_spec(spec)  # materialize: once builds them now: a bad factory is refused before writing
+    # Check the folder, the storage, the trackers, Ray's internals and --cluster.
+    # Then end whatever a killed run of this folder left running.
+    autoscaling = preflight(spec, resuming=False, address=address, overwrite=overwrite, cluster=cluster)
+    ray_cluster.connect(address, verbose=verbose)
+    nodes = ray_cluster.cluster_nodes()
+    plan, scaling = _plan(spec, nodes, autoscaling)  # it may refuse, and does so before anything is written
+    ray_cluster.check_shared_storage(spec.storage_path, nodes)
+    # With `materialize: once`, the datasets are built here.
+    # So a bad factory is refused before anything is written.
+    datasets = datasets_for_spec(spec)
     if exp_dir.exists():
-        shutil.rmtree(exp_dir)  # --overwrite, of an hpsearch experiment folder (checked above)
+        shutil.rmtree(exp_dir)  # --overwrite; preflight checked that this is an hpsearch experiment folder
     exp_dir.mkdir(parents=True)
+    files.write_format(exp_dir)  # written first, so that the folder says its format
     files.write_spec(exp_dir, spec.to_dict())
     files.write_plan(exp_dir, {**plan.as_dict(), **scaling})
-    session.record(exp_dir)  # the embedded Ray's processes, for the next run or resume if this one is killed
+    # Record the embedded Ray's processes. If this run is killed, the next run or resume ends them.
+    session.record(exp_dir)
     logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
     # Tune writes its own state into the folder from here on
-    built = _build(spec, nodes, stream, plan, datasets, autoscaling=autoscaling)
-    out = stream or sys.stderr
-    print(_banner(spec, plan, logs_line, scaling), file=out, flush=True)
+    built = _build(spec, nodes, plan, datasets, autoscaling=autoscaling)
+    for text in _banner(spec, plan, logs_line, scaling):
+        messages.say(text)
     return _fit_and_summarize(spec, built.tuner, built.recorder)
+
+
+def run_with_summary(spec: Spec | str | Path | Mapping[str, Any], **kwargs: Any) -> tuple[ResultGrid, SearchSummary]:
+    """Deprecated. :func:`run` takes the same arguments and returns both: ``.result_grid`` and ``.summary``."""
+    _deprecated("run_with_summary", "run")
+    result = run(spec, **kwargs)
+    return result.result_grid, result.summary
+
+
+def _deprecated(name: str, replacement: str) -> None:
+    """Warn that ``name`` will be removed, pointing at the caller's caller. ``replacement`` returns a SearchResult."""
+    warnings.warn(
+        f"hpsearch.runtime.tuner.{name} is deprecated and will be removed: use hpsearch.{replacement}(...), "
+        f"whose SearchResult holds the ResultGrid (.result_grid) and the summary (.summary)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _plan(spec: Spec, nodes: Sequence[Node], autoscaling: Autoscaling | None) -> tuple[Plan, dict[str, Any]]:
     """The plan Tune gets, and the plan file's ``autoscaling`` entry (``{}`` on a fixed cluster).
 
-    On an autoscaling cluster: planned for the nodes up now plus every node the autoscaler may
-    still add; the entry holds what fits on the nodes up now (:func:`hpsearch.planning.autoscale.plan_run`).
+    On an autoscaling cluster, Tune's plan counts the nodes up now and every node the autoscaler
+    may still add. The entry holds what fits on the nodes up now
+    (:func:`hpsearch.planning.autoscale.plan_run`).
     """
     if autoscaling is None:
         return plan_for(spec, nodes), {}
@@ -390,27 +407,15 @@ def _plan(spec: Spec, nodes: Sequence[Node], autoscaling: Autoscaling | None) ->
     return run_plan.limit, {"autoscaling": run_plan.as_dict(autoscaling.cluster)}
 
 
-def _check_tracking(spec: Spec) -> None:
-    """Refuse (SpecError) a tracker of the spec that cannot be set up; remembered, so callbacks_for's check is free."""
-    if spec.tracking.enabled():
-        from hpsearch.runtime.tracking import check_tracking
-
-        check_tracking(spec)
-
-
-def _budget_stopper(spec: Spec, stream: TextIO | None) -> Any:
+def _budget_stopper(spec: Spec) -> Any:
     """The Tune stopper that ends the search when its budget is spent (see hpsearch.runtime.budget)."""
-    from hpsearch.runtime.budget import BudgetStopper
-
-    return BudgetStopper(spec.experiment_dir, spec.budget, stream=stream)
+    return budget.BudgetStopper(spec.experiment_dir, spec.budget)
 
 
-def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None) -> tuple[ResultGrid, SearchSummary]:
-    from hpsearch.runtime import budget
-
+def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None) -> SearchResult:
     apply_fit_defaults()
     start = time.monotonic()
-    tracker = budget.begin(spec)  # this run of the search, recorded; the budget the stopper applies
+    tracker = budget.begin(spec)  # records this run of the search and makes its budget the one the stopper applies
     try:
         results = tuner.fit()
     finally:
@@ -418,11 +423,14 @@ def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | Non
     outcomes = {**read_outcomes(spec.experiment_dir), **(recorder.outcomes if recorder is not None else {})}
     wall_time_s = time.monotonic() - start
     interrupted = reached is None and _interrupted(spec, results, outcomes)
-    return results, _summarize(spec, wall_time_s, interrupted, reached)
+    return SearchResult(results, _summarize(spec, wall_time_s, interrupted, reached), spec.experiment_dir)
 
 
 def _interrupted(spec: Spec, results: ResultGrid, outcomes: Mapping[str, str]) -> bool:
-    """Whether the search stopped before every trial ended (Ctrl-C): a trial with no end, or trials never made."""
+    """Whether the search stopped before every trial ended, as after Ctrl-C.
+
+    That is so when a trial has no recorded end, or when some trials were never made.
+    """
     trial_ids = [_result_trial_id(results[i]) for i in range(len(results))]
     return any(t not in outcomes for t in trial_ids) or len(trial_ids) < total_trials(spec)
 
@@ -433,11 +441,12 @@ def _result_trial_id(result: Any) -> str:
 
 
 def _summarize(spec: Spec, wall_time_s: float, interrupted: bool, reached: Reached | None = None) -> SearchSummary:
-    """Summarise the search from its folder, as :func:`hpsearch.load_results` reads it, and write
-    ``hpsearch_summary.json``: the closing table, the summary file and the results agree.
-    ``reached``: the budget that ended the search, if one did."""
-    from hpsearch.analysis import summarize_experiment
+    """Summarise the search from its folder and write ``hpsearch_summary.json``.
 
+    The folder is read as :func:`hpsearch.load_results` reads it. So the closing table, the
+    summary file and the results agree.
+    ``reached`` is the budget that ended the search, if one did.
+    """
     return summarize_experiment(
         spec.experiment_dir,
         wall_time_s=wall_time_s,
@@ -456,82 +465,49 @@ def resume(
     verbose: bool = False,
     stream: TextIO | None = None,
     overrides: Sequence[str] = (),
-) -> ResultGrid:
-    """Continue an interrupted search from its experiment folder alone; return the ``ResultGrid``.
+) -> SearchResult:
+    """Continue an interrupted search from its experiment folder alone; return its :class:`~hpsearch.SearchResult`.
 
-    Finished trials are kept and not run again; unfinished ones continue from their last
-    checkpoint (their nested runs are found by name), and so do the trials a budget stopped;
-    errored ones are run again, from their last checkpoint, only with ``retry_errored``. The
-    searcher's state is restored.
+    Finished trials are kept and not run again. Unfinished trials continue from their last
+    checkpoint, and their nested runs are found by name. Trials a budget stopped continue the
+    same way. Errored trials run again from their last checkpoint, but only with
+    ``retry_errored``. The searcher's state is restored. The callbacks are Tune's, restored with
+    its experiment state as the search was started.
 
     Args:
-        overrides: ``"budget.<key>=<value>"`` strings (``--set``), e.g. ``"budget.max_wall_time=4h"``:
-            a raised budget, written into the spec as run. Only ``budget`` keys can change on resume.
+        stream: Where every line hpsearch prints goes while the search runs (stderr by default).
+        overrides: ``"budget.<key>=<value>"`` strings, as ``--set`` takes them, e.g.
+            ``"budget.max_wall_time=4h"``. They raise the budget and are written into the spec as
+            run. Only ``budget`` keys can change on resume.
+
+    Returns:
+        As :func:`run` does: the ``ResultGrid`` of this resume, the summary of the whole search, and the folder.
 
     Raises:
-        SpecError: An override of another key, or the budget is already spent (before Ray starts).
+        SpecError: An override of another key, or a budget already spent. Raised before Ray starts.
 
     Example:
-        >>> results = resume("hpsearch-results/digits-quick", overrides=["budget.max_wall_time=4h"])
+        >>> result = resume("hpsearch-results/digits-quick", overrides=["budget.max_wall_time=4h"])
     """
-    return resume_with_summary(
-        experiment_dir,
-        address=address,
-        retry_errored=retry_errored,
-        verbose=verbose,
-        stream=stream,
-        overrides=overrides,
-    )[0]
-
-
-def _check_resume_overrides(overrides: Sequence[str]) -> None:
-    """Only the budget may change on resume: any other change would mix trials of two different searches."""
-    from hpsearch.errors import Problem, SpecError
-
-    bad = [o for o in overrides if o.partition("=")[0].strip().split(".")[0] != "budget" or "=" not in o]
-    if bad:
-        raise SpecError(
-            [
-                Problem(
-                    f"--set {o}",
-                    "cannot be changed on resume: only budget keys can (e.g. --set budget.max_wall_time=4h); "
-                    "changing anything else would mix trials of two searches: start a new one with hpsearch run",
-                )
-                for o in bad
-            ]
+    with messages.to(stream):  # every line hpsearch prints, while this search runs
+        return _resume(
+            experiment_dir, address=address, retry_errored=retry_errored, verbose=verbose, overrides=overrides
         )
 
 
-def resume_with_summary(
-    experiment_dir: str | Path,
-    *,
-    address: str | None = None,
-    retry_errored: bool = False,
-    verbose: bool = False,
-    stream: TextIO | None = None,
-    overrides: Sequence[str] = (),
-) -> tuple[ResultGrid, SearchSummary]:
-    """:func:`resume`, also returning the :class:`SearchSummary`.
-
-    The callbacks are Tune's, restored with its experiment state (as the search was started).
-    """
-    from ray import tune
-
-    from hpsearch.runtime import session
-    from hpsearch.runtime.budget import check_not_spent
-    from hpsearch.runtime.cluster import check_shared_storage, cluster_nodes, connect
-    from hpsearch.runtime.ray_workarounds import workarounds_enabled
-
-    _check_resume_overrides(overrides)
+def _resume(
+    experiment_dir: str | Path, *, address: str | None, retry_errored: bool, verbose: bool, overrides: Sequence[str]
+) -> SearchResult:
+    check_resume_overrides(overrides)
     spec = experiment_spec(experiment_dir, overrides=overrides)
     exp_dir = spec.experiment_dir
-    check_storage(spec)  # a read-only copy of a search, or one in a Ray job's working dir: refused before Ray
-    check_not_spent(spec)  # a budget already spent: say so at once, with the --set that raises it
-    _check_tracking(spec)
-    session.end_leftovers(exp_dir, stream=stream)  # what the killed run left running, before Ray starts again
-    connect(address, verbose=verbose)
-    session.record(exp_dir)  # the embedded Ray's processes, for the next resume if this one is killed
-    nodes = cluster_nodes()
+    # Check the storage, the budget, the trackers and Ray's internals.
+    # Then end whatever the killed run left running.
+    preflight(spec, resuming=True, address=address)
+    ray_cluster.connect(address, verbose=verbose)
+    # Record the embedded Ray's processes. If this resume is killed, the next resume ends them.
+    session.record(exp_dir)
+    nodes = ray_cluster.cluster_nodes()
     if not tune.Tuner.can_restore(str(exp_dir)):
         raise ExperimentExistsError(
             f"{exp_dir} holds no Tune experiment state to resume from (the search was stopped before it started); "
@@ -539,15 +515,15 @@ def resume_with_summary(
         )
     autoscaling = from_plan(files.read_plan(exp_dir))  # the node groups the search was run with, if any
     plan, _ = _plan(spec, nodes, autoscaling)
-    check_shared_storage(spec.storage_path, nodes)
+    ray_cluster.check_shared_storage(spec.storage_path, nodes)
     if overrides:
         files.write_spec(exp_dir, spec.to_dict())  # the spec as run now holds the raised budget
-    apply_tuner_defaults()  # as when the search started: Tune's own console output stays off
+    apply_tuner_defaults()  # as when the search started, so Tune's own console output stays off
     tuner = tune.Tuner.restore(
         str(exp_dir),
-        trainable=_trainable(  # the datasets are built again: their blocks went with the old Ray
+        trainable=_trainable(  # the datasets are built again, because their blocks went with the old Ray
             spec,
-            record_controller=workarounds_enabled(),
+            record_controller=ray_workarounds.workarounds_enabled(),
             datasets=datasets_for_spec(spec),
             concurrency=plan.max_concurrent_trials,
             autoscaling=autoscaling,
@@ -557,41 +533,48 @@ def resume_with_summary(
         resume_errored=retry_errored,
         restart_errored=False,
     )
-    out = stream or sys.stderr
-    # trials a budget stopped run again (from their latest checkpoint): they have not ended
+    # Trials a budget stopped run again from their latest checkpoint, so they do not count as ended.
     done = [t for t, r in files.read_outcome_records(exp_dir).items() if not r.get("ended_by")]
     logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
-    print(
-        f"hpsearch: resuming {spec.name} in {exp_dir}: {len(done)} trial(s) already ended, "
-        f"{plan.max_concurrent_trials} at once" + ("; retrying errored trials" if retry_errored else ""),
-        file=out,
-        flush=True,
+    messages.say(
+        f"resuming {spec.name} in {exp_dir}: {len(done)} trial(s) already ended, "
+        f"{plan.max_concurrent_trials} at once" + ("; retrying errored trials" if retry_errored else "")
     )
-    print(logs_line, file=out, flush=True)
+    messages.say(logs_line)
     return _fit_and_summarize(spec, tuner, None)
+
+
+def resume_with_summary(experiment_dir: str | Path, **kwargs: Any) -> tuple[ResultGrid, SearchSummary]:
+    """Deprecated. :func:`resume` takes the same arguments and returns both: ``.result_grid`` and ``.summary``."""
+    _deprecated("resume_with_summary", "resume")
+    result = resume(experiment_dir, **kwargs)
+    return result.result_grid, result.summary
 
 
 def _record_ray_logs(exp_dir: Path, address: str | None, *, verbose: bool) -> str:
     """Note in the experiment folder where this Ray session keeps its logs; return the banner's line about it."""
-    from hpsearch.runtime import ray_logs
-
     logs = ray_logs.describe(address)
     try:
         files.append_ray_logs(exp_dir, logs)
-    except OSError:  # the search matters more than this note; the banner still says where the logs are
+    except OSError:  # the search matters more than this note, and the banner still says where the logs are
         pass
     shown = "" if verbose else " (--verbose shows them here)"
-    if logs.logs_dir is None:  # a Ray Client driver: no session folder of its own
-        return f"hpsearch: Ray's logs: on the cluster's nodes{shown}; this driver's: {logs.driver_log}"
+    if logs.logs_dir is None:  # a Ray Client driver has no session folder of its own
+        return f"Ray's logs: on the cluster's nodes{shown}; this driver's: {logs.driver_log}"
     where = " on this node (each node keeps its own)" if address else ""
-    return f"hpsearch: Ray's logs: {logs.logs_dir}{where}{shown}"
+    return f"Ray's logs: {logs.logs_dir}{where}{shown}"
 
 
-def _banner(spec: Spec, plan: Plan, logs_line: str = "", scaling: Mapping[str, Any] | None = None) -> str:
-    notes = "".join(f"\nhpsearch: note: {w}" for w in plan.warnings)
+def _banner(spec: Spec, plan: Plan, logs_line: str = "", scaling: Mapping[str, Any] | None = None) -> list[str]:
+    """The lines ``run`` says before the first trial: the search, its folder, the cluster, Ray's logs, the plan's notes."""
     entry = (scaling or {}).get("autoscaling")
-    grows = f"\nhpsearch: {_describe_autoscaling(spec, plan, entry)}" if entry else ""
-    return _banner_head(spec, plan) + grows + (f"\n{logs_line}" if logs_line else "") + notes
+    grows = [_describe_autoscaling(spec, plan, entry)] if entry else []
+    return [
+        *_banner_head(spec, plan),
+        *grows,
+        *([logs_line] if logs_line else []),
+        *(f"note: {w}" for w in plan.warnings),
+    ]
 
 
 def _describe_autoscaling(spec: Spec, plan: Plan, entry: Mapping[str, Any]) -> str:
@@ -610,13 +593,13 @@ def _describe_autoscaling(spec: Spec, plan: Plan, entry: Mapping[str, Any]) -> s
     )
 
 
-def _banner_head(spec: Spec, plan: Plan) -> str:
+def _banner_head(spec: Spec, plan: Plan) -> list[str]:
     largest = spec.scaling.largest()
     worker = ", ".join(f"{k}: {v:g}" for k, v in largest.worker_bundle().items())
-    up_to = "up to " if spec.scaling.searched() else ""  # searched scaling: planned for the largest trial
-    return (
-        f"hpsearch: {spec.name}: {plural(total_trials(spec), 'trial')} ({spec.searcher.type} searcher, "
+    up_to = "up to " if spec.scaling.searched() else ""  # with searched scaling, the plan is for the largest trial
+    return [
+        f"{spec.name}: {plural(total_trials(spec), 'trial')} ({spec.searcher.type} searcher, "
         f"{spec.scheduler.type} scheduler), {plan.max_concurrent_trials} at once; each trial = {up_to}"
-        f"{largest.num_workers} worker(s) of {{{worker}}} + a driver of {{CPU: {spec.resources.driver_cpus:g}}}\n"
-        f"hpsearch: experiment folder {spec.experiment_dir}"
-    )
+        f"{largest.num_workers} worker(s) of {{{worker}}} + a driver of {{CPU: {spec.resources.driver_cpus:g}}}",
+        f"experiment folder {spec.experiment_dir}",
+    ]

@@ -1,6 +1,6 @@
 """Warm start at run time: the searcher's space, points and the earlier search's trials.
 
-:func:`with_space` completes a :class:`~hpsearch.spec.plugins.SearcherContext` with the trial
+:func:`with_space` completes a :class:`~hpsearch.runtime.plugins.SearcherContext` with the trial
 space, the spec's ``warm_start.points`` and the seeds read from ``warm_start.from`` by
 :func:`earlier_trials`, and prints one line saying what seeds the searcher. It runs when
 ``hpsearch run`` builds the Tuner, never on ``hpsearch resume`` (``Tuner.restore`` brings back
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
+from hpsearch import messages
+from hpsearch.analysis import load_results
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import FINISHED, STOPPED, TUNE_PARAMS_FILE
 from hpsearch.formatting import plural
@@ -28,8 +29,8 @@ from hpsearch.spec.space import SearchSpace, flat_config
 from hpsearch.spec.warm_start import misfit
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hpsearch.runtime.plugins import SearcherContext
     from hpsearch.spec import Spec
-    from hpsearch.spec.plugins import SearcherContext
 
 __all__ = ["with_space", "earlier_trials", "Seeds"]
 
@@ -54,17 +55,15 @@ class Seeds:
         n = len(self.seeds)
         if searcher == "random":
             return (
-                f"hpsearch: warm start: {plural(n, 'trial')} of {self.name} fit, but the random searcher cannot learn "
+                f"warm start: {plural(n, 'trial')} of {self.name} fit, but the random searcher cannot learn "
                 f"from them (they are not run again, and do not count toward num_samples){skipped}{unused}"
             )
         verb = "seeds" if n == 1 else "seed"
-        return f"hpsearch: warm start: {plural(n, 'trial')} of {self.name} {verb} the searcher{skipped}{unused}"
+        return f"warm start: {plural(n, 'trial')} of {self.name} {verb} the searcher{skipped}{unused}"
 
 
 def earlier_trials(source: Path, tree: SearchSpace, objectives: tuple[tuple[str, str], ...]) -> Seeds:
     """Read the earlier experiment folder (pure: :func:`hpsearch.load_results`) into seeds for ``tree``."""
-    from hpsearch.analysis import load_results
-
     results = load_results(source)
     history = results.history
     seeds: list[tuple[dict[str, Any], tuple[float, ...]]] = []
@@ -94,18 +93,17 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) or hasattr(value, "__float__")
 
 
-def with_space(spec: Spec, ctx: SearcherContext, stream: TextIO | None = None) -> SearcherContext:
+def with_space(spec: Spec, ctx: SearcherContext) -> SearcherContext:
     """``ctx`` with the trial space, the warm-start points and the earlier trials; prints what seeds the searcher."""
     tree = spec.trial_space()
     warm = spec.warm_start
     if not warm.enabled():
         return dataclasses.replace(ctx, space=tree)
-    out = stream or sys.stderr
     seeds: tuple[tuple[dict[str, Any], tuple[float, ...]], ...] = ()
     if warm.points:
-        print(f"hpsearch: warm start: {plural(len(warm.points), 'point')} run first", file=out, flush=True)
+        messages.say(f"warm start: {plural(len(warm.points), 'point')} run first")
     if warm.source is not None:
         found = earlier_trials(warm.source, tree, spec.objectives)
-        print(found.line(spec.searcher.type), file=out, flush=True)
+        messages.say(found.line(spec.searcher.type))
         seeds = found.seeds if spec.searcher.type != "random" else ()
     return dataclasses.replace(ctx, space=tree, points=tuple(warm.points), seeds=seeds)

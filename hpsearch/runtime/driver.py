@@ -1,0 +1,180 @@
+"""The trial driver: the body of each Tune trial, which builds and fits one nested ``TorchTrainer`` run.
+
+This module runs in the Tune trial's actor: a function trainable's thread, ``ray::ImplicitFunc``.
+There is one per running trial. It is on the head node by default, where
+:func:`hpsearch.runtime.trainable.make_trainable` places it. Tune pickles the trainable built
+in the search process into it. So what :func:`run_nested` is given must pickle:
+:class:`TrialData`, :class:`Feed` and the spec's sections. This module is imported there by
+reference, because hpsearch is installed on every node.
+
+For each trial, the driver sets:
+
+- the Ray Train environment defaults;
+- the nested run's name. It is the trial id, which is deterministic, so a retried or restored
+  trial finds its own checkpoints. Under pbt/pb2 it is the run that
+  :mod:`hpsearch.runtime.pbt_driver` resolves;
+- the run's storage, under the experiment folder's ``train/``;
+- the trial's config, as ``train_loop_config``;
+- the datasets;
+- the Train callback that forwards every report to Tune (:mod:`hpsearch.runtime.controller`).
+
+Each worker runs the loop wrapped by :mod:`hpsearch.runtime.worker`. A trial whose report lacks
+a required metric ends with :class:`~hpsearch.errors.MetricNotReportedError`, in one line. The
+error is remembered, so Tune's retries of that trial in this search fail at once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray import train, tune
+
+from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
+from hpsearch.experiment import files
+from hpsearch.experiment.layout import TRAIN_RUNS_DIR
+from hpsearch.runtime import pbt_driver, ray_workarounds, reuse
+from hpsearch.runtime.controller import CheckpointRules, aggregating_callback
+from hpsearch.runtime.datasets import build_for_trial, data_config
+from hpsearch.runtime.env import apply_trial_defaults
+from hpsearch.runtime.internals import controller_failure
+from hpsearch.runtime.worker import worker_loop
+from hpsearch.spec import Aggregate, Failure, Scaling
+
+__all__ = ["Feed", "TrialData", "run_nested"]
+
+
+@dataclass(frozen=True)
+class Feed:
+    """How a trial's datasets are fed: which names are split across workers, and each executor's caps."""
+
+    split: tuple[str, ...]
+    cpu_limit: float | None
+    concurrency: int
+
+
+@dataclass(frozen=True)
+class TrialData:
+    """One trial's datasets: those shared by every trial, and the factories it calls itself."""
+
+    shared: dict[str, Any]
+    factories: dict[str, Callable[..., Any]]
+    feed: Feed
+
+
+def run_nested(
+    train_loop: Callable[..., Any],
+    config: dict[str, Any],
+    scaling: Scaling,
+    failure: Failure,
+    checkpoint_config: dict[str, Any],
+    aggregate: Aggregate,
+    runs_dir: str | None,
+    record_controller: bool = True,
+    *,
+    metric: str | None = None,
+    required: Sequence[str] = (),
+    search_token: str = "",
+    data: TrialData | None = None,
+    population: bool = False,
+) -> None:
+    """Body of the trial driver (runs in the Tune trial's actor)."""
+    apply_trial_defaults(failure)  # Ray Train passes them on to the controller and the workers
+
+    from ray.train.torch import TorchTrainer  # lazy: torch takes seconds; the search process never builds one
+
+    context = tune.get_context()
+    trial_id = context.get_trial_id()
+    if runs_dir is None:
+        runs_dir = str(Path(context.get_trial_dir()).parent / TRAIN_RUNS_DIR)
+    trial_folder = os.path.join(runs_dir, trial_id)  # the trial's history, lineage and controller record
+    earlier = _missing_metric_before(trial_folder, search_token) if required else None
+    if earlier is not None:  # a retry by Tune (trial_retries) would only fail the same way again
+        raise earlier
+    generation = reuse.begin_run(trial_folder)  # a reused actor ends this run before its next trial
+    storage_path, run_name, donor_epoch = runs_dir, trial_id, None
+    if population:
+        start = pbt_driver.resolve_start(trial_id, runs_dir, tune.get_checkpoint())
+        storage_path, run_name = start.storage_path(runs_dir), start.name
+        donor_epoch = start.donor.epoch if start.donor is not None else None
+        pbt_driver.install_pointer_reports(trial_id, runs_dir, start)
+    fed: dict[str, Any] = {}
+    if data is not None:
+        feed = data.feed
+        fed = {
+            "datasets": {
+                **data.shared,
+                **build_for_trial({k: reuse.current(f) for k, f in data.factories.items()}, config),
+            },
+            "dataset_config": data_config(feed.split, feed.cpu_limit, feed.concurrency),
+        }
+
+    # With searched scaling, this trial's own values come from its config. The config keeps them under
+    # `scaling`, so the loop can read its scale, and the config it sees is the one Tune and load_results show.
+    own = scaling.for_trial(config)
+    trainer = TorchTrainer(
+        worker_loop(reuse.current(train_loop), trial_folder),
+        train_loop_config=config,
+        scaling_config=train.ScalingConfig(
+            num_workers=own.workers,
+            use_gpu=own.use_gpu,
+            resources_per_worker=own.worker_bundle(),
+            placement_strategy=own.placement_strategy,
+        ),
+        # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
+        run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
+            name=run_name,
+            storage_path=storage_path,
+            callbacks=[
+                aggregating_callback(
+                    aggregate,
+                    trial_folder,
+                    record_controller,
+                    required=required,
+                    checkpoints=CheckpointRules(population, donor_epoch) if population else None,
+                )
+            ],
+            failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
+                max_failures=failure.worker_retries,
+                controller_failure_limit=failure.controller_retries,
+                max_preemption_failures=failure.worker_retries,
+            ),
+            checkpoint_config=train.CheckpointConfig(**checkpoint_config),
+            logging_config=train.LoggingConfig(log_level="WARNING"),
+        ),
+        **fed,
+    )
+    reuse.claim(generation)  # leave if a later trial took this actor while this one was setting up
+    try:
+        trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
+        reuse.claim(generation)
+        if record_controller:  # the work-arounds are on, so Tune must take the last report first (bug 3)
+            ray_workarounds.wait_for_forwarded_reports()
+    except Exception as err:
+        cause = controller_failure(err)  # the error the callback raised, from inside a ControllerError
+        if isinstance(cause, CheckpointNotReportedError):
+            raise cause from None  # one line, not Ray's wrapper around it
+        if not isinstance(cause, MetricNotReportedError):
+            raise
+        _remember_missing_metric(trial_folder, search_token, cause)
+        raise cause from None  # the trial's error is the one line, not Ray's wrapper around it
+
+
+def _remember_missing_metric(trial_folder: str, search_token: str, error: MetricNotReportedError) -> None:
+    """Keep a trial's missing metric for Tune's retries of it in this search.
+
+    This is a courtesy, so it never fails the trial further.
+    """
+    try:
+        files.write_missing_metric(trial_folder, search_token, metric=error.metric, reported=list(error.reported))
+    except OSError:  # without it a retry runs the loop once more and fails the same way
+        pass
+
+
+def _missing_metric_before(trial_folder: str, search_token: str) -> MetricNotReportedError | None:
+    """The missing metric an earlier run of this trial, in this search (not a resumed one), failed on."""
+    found = files.read_missing_metric(trial_folder, search_token)
+    return None if found is None else MetricNotReportedError(found["metric"], found["reported"])

@@ -1,0 +1,120 @@
+"""Everything checked before a search writes anything or starts Ray, for both ``run`` and ``resume``.
+
+A search that cannot run is refused while the experiment folder is still as the user left it,
+and before any Ray process exists. The checks, in order:
+
+- the folder: for ``run``, not an existing one unless ``--overwrite``;
+- the storage;
+- the budget: for ``resume``, not already spent;
+- the trackers;
+- the installed Ray's internals (:func:`hpsearch.runtime.internals.preflight`);
+- the ``--cluster`` description.
+
+Only then are the processes ended that a killed run of the same folder left running. So the
+Ray about to start does not share the machine with them. The order is what the user sees: the
+first refusal is the one printed. Each is a one-block ``Error:`` with exit status 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from hpsearch.errors import ExperimentExistsError, Problem, SpecError
+from hpsearch.experiment.files import is_experiment
+from hpsearch.experiment.layout import SPEC_FILE
+from hpsearch.runtime import internals, session
+from hpsearch.runtime.autoscaling import Autoscaling, autoscaling_for
+from hpsearch.runtime.budget import check_not_spent
+from hpsearch.runtime.cluster import job_cluster_address
+from hpsearch.spec import Spec, check_storage
+
+__all__ = ["check_resume_overrides", "preflight"]
+
+
+def preflight(
+    spec: Spec,
+    *,
+    resuming: bool,
+    address: str | None = None,
+    overwrite: bool = False,
+    cluster: str | None = None,
+) -> Autoscaling | None:
+    """Check a search before anything is written or Ray starts, then end what a killed run of its folder left.
+
+    For ``run`` (``resuming=False``), the folder must be new, or an experiment folder with
+    ``overwrite``. For ``resume``, the budget must not be spent already. Both check that the
+    storage can be written and the trackers can be set up. Both check that the installed Ray
+    has the internals this search needs. A missing optional one is turned off, and one line
+    says so. Both check that ``cluster`` reads; it is ``run --cluster``, given with ``address``.
+
+    Returns:
+        The node groups the autoscaler may add, from ``run --cluster``. ``None`` without
+        ``cluster``, and on ``resume``. A resume reads its groups back from the plan file once
+        Ray is connected.
+
+    Raises:
+        ExperimentExistsError, SpecError, ClusterError, IncompatibleLibraryError: the first check
+            that fails, with nothing written and no Ray started.
+    """
+    exp_dir = spec.experiment_dir
+    if not resuming:
+        _check_new_folder(exp_dir, overwrite=overwrite)
+    check_storage(spec)  # refuse now a folder the search cannot write, e.g. a read-only copy or a Ray job's working dir
+    if resuming:
+        check_not_spent(spec)  # say at once if the budget is already spent, with the --set that raises it
+    _check_tracking(spec)  # a tracker that cannot be set up is refused before anything is written
+    embedded = not (address or job_cluster_address())
+    internals.preflight(spec, embedded=embedded)  # a Ray it cannot run on is refused before anything is written
+    autoscaling = None
+    if not resuming:
+        # A bad --cluster is refused here, before Ray starts.
+        autoscaling = autoscaling_for(cluster, address or job_cluster_address())
+    if resuming or exp_dir.exists():  # resume or run --overwrite: first end what a killed run of this folder left
+        session.end_leftovers(exp_dir)
+    return autoscaling
+
+
+def _check_new_folder(exp_dir: Path, *, overwrite: bool) -> None:
+    """For ``run``, refuse an existing folder unless ``overwrite``, and any folder that is not an experiment."""
+    if exp_dir.exists() and not overwrite:
+        raise ExperimentExistsError(
+            f"experiment folder {exp_dir} already exists; continue it with `hpsearch resume {exp_dir}`, "
+            "pass --overwrite (overwrite=True) to delete it and start again, or choose another name (--set name=...)"
+        )
+    if exp_dir.exists() and not is_experiment(exp_dir):
+        raise ExperimentExistsError(
+            f"{exp_dir} exists and is not an hpsearch experiment folder (no {SPEC_FILE}); "
+            "--overwrite only ever deletes experiment folders: choose another name or storage_path"
+        )
+
+
+def _check_tracking(spec: Spec) -> None:
+    """Refuse a tracker of the spec that cannot be set up (SpecError).
+
+    The result is remembered, so the same check in callbacks_for costs nothing.
+    """
+    if spec.tracking.enabled():
+        # lazy: the trackers' module loads Ray's logger callbacks, and a search without tracking never needs them.
+        from hpsearch.runtime.tracking import check_tracking
+
+        check_tracking(spec)
+
+
+def check_resume_overrides(overrides: Sequence[str]) -> None:
+    """Only the budget may change on resume: any other change would mix trials of two different searches.
+
+    Checked first, before the folder's spec is read.
+    """
+    bad = [o for o in overrides if o.partition("=")[0].strip().split(".")[0] != "budget" or "=" not in o]
+    if bad:
+        raise SpecError(
+            [
+                Problem(
+                    f"--set {o}",
+                    "cannot be changed on resume: only budget keys can (e.g. --set budget.max_wall_time=4h); "
+                    "changing anything else would mix trials of two searches: start a new one with hpsearch run",
+                )
+                for o in bad
+            ]
+        )

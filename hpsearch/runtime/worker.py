@@ -1,0 +1,74 @@
+"""What runs in each Ray Train worker of a nested run, around the user's loop.
+
+This module runs in every Train worker actor, ``ray::RayTrainWorker``. There is one per rank,
+on any node. The trial driver hands Ray Train the function :func:`worker_loop` returns, and Ray
+pickles it into each worker. So this module stays light to import there: no Tune, no torch of
+its own, nothing of the search process. The function it returns is a closure over the user's
+loop alone.
+
+In the worker, rank 0 records the run's worker placement group for a reused trial actor
+(:func:`hpsearch.runtime.reuse.record_worker_group`). Every report is made plain Python before
+Ray sees it (:func:`plain_reports`). The loop's return value is dropped.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from hpsearch.runtime import reuse
+from hpsearch.runtime.aggregate import plain_metrics
+from hpsearch.runtime.internals import wrap_worker_reports
+
+__all__ = ["worker_loop", "plain_reports"]
+
+
+def worker_loop(train_loop: Callable[..., Any], run_folder: str | None = None) -> Callable[..., None]:
+    """The user's loop as each Train worker runs it: reports made plain, the return value dropped.
+
+    With ``run_folder``, rank 0 records the run's worker placement group there first
+    (:func:`hpsearch.runtime.reuse.record_worker_group`).
+
+    The loop keeps its arity. Ray Train calls a loop that has a required parameter with the
+    config, and a loop without one with nothing. The loop's return value would travel to the
+    controller, and Ray refuses that for anything holding a tensor. Nothing reads it.
+    """
+    required = _required_parameters(train_loop)
+    if required > 1:
+        return train_loop  # Ray Train refuses it with its own message
+
+    def hpsearch_worker(*args: dict[str, Any]) -> None:  # a *args counts as one: Ray Train passes the config
+        if run_folder is not None:
+            reuse.record_worker_group(run_folder)
+        plain_reports()
+        train_loop(*args[:required])
+
+    return hpsearch_worker
+
+
+def _required_parameters(fn: Callable[..., Any]) -> int:
+    """How many arguments Ray Train takes ``fn`` to require.
+
+    They are the positional ones without a default, with a ``*args`` counting as one. This is the
+    rule of ``ray.train._internal.utils.count_required_parameters``.
+    """
+    positional = (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+    )
+    return sum(1 for p in inspect.signature(fn).parameters.values() if p.default is p.empty and p.kind in positional)
+
+
+def plain_reports() -> None:
+    """Make every ``ray.train.report`` of this worker pass its metrics through :func:`plain_metrics`.
+
+    Ray Train refuses a metric that is a torch tensor, with a ``ValueError`` in the worker. Its
+    checkpoint bookkeeping fails on a NumPy ``float32`` or ``int64``, because its pydantic
+    snapshot cannot serialise them. So a loop that reports ``loss`` as the criterion returned it
+    would fail. If Ray's worker has no report that hpsearch can wrap (the internal
+    ``train-worker-report``), the search says so at its start. Reports then go through
+    unchanged, and the controller still converts NumPy values.
+    """
+    wrap_worker_reports(plain_metrics)
