@@ -27,11 +27,11 @@ from hpsearch.spec.space import (
 N = 2000
 
 
-def translate(raw: dict[str, Any]) -> Any:
-    """``{"p": raw}`` parsed and translated; returns Tune's object for ``p``."""
+def translate(raw: dict[str, Any], searcher: str = "random") -> Any:
+    """``{"p": raw}`` parsed and translated for ``searcher``; returns Tune's object for ``p``."""
     tree, problems = parse_search_space({"p": raw})
     assert problems == []
-    return to_tune(tree)["p"]
+    return to_tune(tree, searcher=searcher)["p"]
 
 
 def draws(domain: tune_sample.Domain, seed: int = 0) -> list:
@@ -84,7 +84,8 @@ DOMAIN_TABLE = [
 
 @pytest.mark.parametrize(("raw", "domain_cls", "sampler_cls", "inner_cls", "lower", "upper", "q"), DOMAIN_TABLE)
 def test_numeric_translation(raw, domain_cls, sampler_cls, inner_cls, lower, upper, q) -> None:
-    domain = translate(raw)
+    """Tune's domains as Ray's Optuna searcher converts them (the random searcher: the next two tests)."""
+    domain = translate(raw, searcher="optuna")
     assert type(domain) is domain_cls
     sampler = domain.get_sampler()
     assert type(sampler) is sampler_cls
@@ -95,6 +96,27 @@ def test_numeric_translation(raw, domain_cls, sampler_cls, inner_cls, lower, upp
         assert sampler.q == q
     assert (domain.lower, domain.upper) == (lower, upper)
     assert type(domain.lower) is type(lower) and type(domain.upper) is type(upper)
+
+
+def _shape(domain: tune_sample.Domain) -> tuple:
+    sampler = domain.get_sampler()
+    inner = type(sampler.get_sampler()) if isinstance(sampler, tune_sample.Quantized) else None
+    return type(domain), type(sampler), inner, domain.lower, domain.upper, getattr(sampler, "q", None)
+
+
+@pytest.mark.parametrize("raw", [p.values[0] for p in DOMAIN_TABLE if p.id != "int-step"])
+def test_the_random_searcher_gets_the_same_domains_but_for_a_stepped_int(raw) -> None:
+    assert _shape(translate(raw)) == _shape(translate(raw, searcher="optuna"))
+
+
+def test_the_random_searcher_draws_a_stepped_int_as_a_choice_of_its_multiples() -> None:
+    """Not Tune's qrandint: before Ray 2.60 it drew the values unevenly and never the upper bound."""
+    domain = translate({"type": "int", "low": 2, "high": 10, "step": 2})
+    assert type(domain) is tune_sample.Categorical
+    assert domain.categories == [2, 4, 6, 8, 10]
+    assert translate({"type": "int", "low": 0, "high": 9, "step": 3}).categories == [0, 3, 6, 9]
+    counts = np.bincount(np.array(draws(domain), dtype=int))[[2, 4, 6, 8, 10]]
+    assert counts.min() > 0.8 * N / 5  # each multiple about as often as the others
 
 
 def test_choice_translation() -> None:
@@ -208,7 +230,7 @@ def test_optuna_conversion_keeps_inclusive_bounds(raw: dict, expected: tuple) ->
     from ray.tune.search.optuna import OptunaSearch
 
     name, low, high, log, step = expected
-    converted = OptunaSearch.convert_search_space({"p": translate(raw)})
+    converted = OptunaSearch.convert_search_space({"p": translate(raw, searcher="optuna")})
     assert converted == {"p": getattr(optuna.distributions, name)(low=low, high=high, log=log, step=step)}
 
 

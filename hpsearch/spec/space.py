@@ -19,6 +19,7 @@ conditional space is in :mod:`hpsearch.runtime.searchers`.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, Union
@@ -45,6 +46,7 @@ __all__ = [
     "JOINT_GRID_KEY",
     "condition_problems",
     "is_conditional",
+    "int_multiples",
     "ordered_params",
     "condition_holds",
     "active_config",
@@ -440,8 +442,6 @@ def grid_points(tree: SearchSpace) -> list[dict[str, Any]]:
     combinations that become equal are kept once: ``optimizer: grid [sgd, adam]`` with
     ``momentum: grid [0.9, 0.99], when: {optimizer: sgd}`` gives 3 combinations, not 4.
     """
-    import itertools
-
     grids = [(name, p) for name, p in iter_params(tree) if isinstance(p, GridParam)]
     consts = {name: p.value for name, p in iter_params(tree) if isinstance(p, ConstParam)}
     out: list[dict[str, Any]] = []
@@ -478,12 +478,12 @@ def to_tune(tree: SearchSpace, *, searcher: str = "random") -> dict[str, Any]:
     ``searcher`` names the searcher that will read the space: Ray converts the same
     Tune domain differently per searcher, and the bounds must come out inclusive for each.
 
-    A conditional tree (:func:`is_conditional`) is the searcher's to sample: for ``optuna``
-    and ``hyperopt`` the ``param_space`` is empty (their searchers carry the whole space,
-    :mod:`hpsearch.runtime.searchers`); for ``random`` every parameter is here, and, when a
-    grid parameter has a condition, every grid is replaced by one grid over
-    :func:`grid_points` at :data:`JOINT_GRID_KEY`, which the random searcher spreads back
-    before it drops the inactive parameters.
+    A conditional tree (:func:`is_conditional`) is sampled by the searcher. For ``optuna`` and
+    ``hyperopt`` the ``param_space`` is empty, because their searchers carry the whole space
+    (:mod:`hpsearch.runtime.searchers`). For ``random`` every parameter is here. If a grid
+    parameter has a condition, every grid is replaced by one grid over :func:`grid_points`, at
+    :data:`JOINT_GRID_KEY`. The random searcher spreads that grid back into its parameters,
+    and then drops the inactive ones.
     """
     if is_conditional(tree):
         if searcher != "random":
@@ -494,7 +494,7 @@ def to_tune(tree: SearchSpace, *, searcher: str = "random") -> dict[str, Any]:
 
 
 def _joint_grid(tree: SearchSpace) -> dict[str, Any]:
-    from ray import tune
+    from ray import tune  # lazy: Ray is heavy; spec/ loads without it, only the runtime asks for Tune domains
 
     def drop_grids(node: SearchSpace) -> SearchSpace:
         return {k: drop_grids(v) if isinstance(v, dict) else v for k, v in node.items() if not isinstance(v, GridParam)}
@@ -507,8 +507,18 @@ def tune_domain(param: Param, searcher: str = "random") -> Any:
     return _to_tune({"p": param}, searcher)["p"]
 
 
+def int_multiples(param: IntParam) -> list[int]:
+    """A stepped int's values: the multiples of its step between its bounds, both included.
+
+    Example:
+        >>> int_multiples(IntParam(low=0, high=9, step=3))
+        [0, 3, 6, 9]
+    """
+    return list(range(param.low, param.high + 1, param.step or 1))  # low is a multiple of step (validated)
+
+
 def _to_tune(tree: SearchSpace, searcher: str) -> dict[str, Any]:
-    from ray import tune
+    from ray import tune  # lazy: Ray is heavy; spec/ loads without it, only the runtime asks for Tune domains
 
     # Ray documents qrandint's upper bound as inclusive, and the random searcher and
     # Optuna treat it so, but its HyperOpt conversion uses hp.quniform(low, upper - 1, q).
@@ -527,6 +537,10 @@ def _to_tune(tree: SearchSpace, searcher: str) -> dict[str, Any]:
                 return tune.quniform(low, high, float(p.step))
             return tune.loguniform(low, high) if p.log else tune.uniform(low, high)
         if isinstance(p, IntParam):
+            if p.step is not None and p.step > 1 and searcher == "random":
+                # Drawn as Tune draws a choice: each multiple equally often. Ray before 2.60 drew
+                # qrandint's values unevenly and never its upper bound (fixed by ray-project/ray#65864).
+                return tune.choice(int_multiples(p))
             if p.step is not None and p.step > 1:
                 return tune.qrandint(p.low, p.high + step_upper_pad, p.step)  # upper inclusive when q > 1
             # Tune's randint/lograndint exclude the upper bound; ours includes it.
