@@ -197,3 +197,19 @@ def test_run_refuses_before_ray_starts_and_writes_nothing(
     assert "  tune-session-report (pbt/pb2: each report reaches Tune with a pointer checkpoint): " in err
     assert not ray.is_initialized()
     assert not (tmp_path / "hpsearch-results" / "contract").exists()
+
+
+def test_build_tuner_checks_the_internals_too(tmp_path: Path, broken_contracts) -> None:
+    """The programmatic path refuses as run does, before any Tuner is built or Ray started."""
+    import ray
+
+    from hpsearch.planning.planner import Node
+    from hpsearch.runtime.tuner import build_tuner
+
+    mutations = {"lr": {"type": "float", "low": 1.0e-3, "high": 1.0e-1, "log": True}}
+    _, spec = _spec(tmp_path, scheduler={"type": "pbt", "perturbation_interval": 1, "hyperparam_mutations": mutations})
+    broken_contracts({"tune-session-report": "ray.train._internal.session._TrainSession has no attribute report"})
+    was_up = ray.is_initialized()
+    with pytest.raises(IncompatibleLibraryError, match="tune-session-report"):
+        build_tuner(spec, nodes=[Node({"CPU": 2.0, "memory": 8e9}, "head", is_head=True)])
+    assert ray.is_initialized() is was_up

@@ -171,7 +171,9 @@ class TrialFacts:
         every other view of the search uses.
         """
         history = read_history(self.experiment_dir_of(trial), trial.trial_id)
-        score = rank_trials({trial.trial_id: [(report_step(r), report_value(r, self.metric)) for r in history]}, self.mode)
+        score = rank_trials(
+            {trial.trial_id: [(report_step(r), report_value(r, self.metric)) for r in history]}, self.mode
+        )
         top = score[trial.trial_id]
         return top.best, top.best_iteration, best_checkpoint(history, self.metric, self.mode), history
 

@@ -286,11 +286,15 @@ def build_tuner(spec: Spec, *, nodes: Sequence[Node] | None = None) -> Tuner:
 
     Raises:
         PlanError: The cluster can never run one trial (or not as many as asked).
+        IncompatibleLibraryError: The installed Ray lacks an internal this search needs.
 
     Example:
         >>> tuner = build_tuner(load_spec("search_spaces/digits_quick.yaml"))
         >>> results = tuner.fit()
     """
+    # The Ray internals this search relies on, as run checks them. The loopback switch is
+    # checked when an embedded Ray starts (env.loopback_only refuses without it).
+    internals.preflight(spec, embedded=False)
     return _build(spec, nodes).tuner
 
 
