@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 import time
@@ -240,7 +239,7 @@ def test_on_ray_a_recorded_actor_still_alive_is_ended_through_the_state_api(ray_
 
     stuck = TrainController.remote()
     ray_cluster.get(stuck.record.remote(str(tmp_path / "t1")))
-    reaper = OrphanReaper(tmp_path, grace_s=0, stream=io.StringIO())
+    reaper = OrphanReaper(tmp_path, grace_s=0)
     _end(reaper, "t1")
     reaper.on_step_end(0, [])
     assert reaper.ended == ["t1"]
@@ -267,7 +266,7 @@ def test_on_ray_the_sweep_removes_an_unused_worker_shaped_group_and_keeps_one_in
 
     worker = Worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(used)).remote()
     assert ray_cluster.get(worker.ping.remote(), timeout=30)
-    reaper = OrphanReaper(tmp_path, worker_bundles=[{"CPU": 0.05}], stream=io.StringIO())
+    reaper = OrphanReaper(tmp_path, worker_bundles=[{"CPU": 0.05}])
     reaper.on_experiment_end([])
     assert reaper.removed == [unused.id.hex()]
     table = ray_cluster.util.placement_group_table()
