@@ -114,7 +114,7 @@ def broken_contracts(monkeypatch: pytest.MonkeyPatch):
     """Pretend the installed Ray breaks the contracts given (``broken_contracts({"key": "why"})``)."""
 
     def pretend(found: dict[str, str]) -> None:
-        monkeypatch.setattr(internals, "_broken", lambda: dict(found))
+        monkeypatch.setattr(internals, "_problem", lambda key: found.get(key))
 
     return pretend
 

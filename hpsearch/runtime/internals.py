@@ -566,23 +566,30 @@ _BY_KEY = {internal.key: internal for internal in INTERNALS}
 
 
 @functools.cache
+def _problem(key: str) -> str | None:
+    """What differs in the installed libraries from internal ``key``'s contract; ``None`` when it holds.
+
+    Checked once per process and key: a Train worker asks only for the internals it uses, so it
+    never imports what the others check (Ray Data, the searchers).
+    """
+    try:
+        _BY_KEY[key].check()
+    except ContractBroken as err:
+        return str(err)
+    except Exception as err:  # noqa: BLE001 - any surprise while checking means the contract is broken
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
 def _broken() -> dict[str, str]:
-    found = {}
-    for internal in INTERNALS:
-        try:
-            internal.check()
-        except ContractBroken as err:
-            found[internal.key] = str(err)
-        except Exception as err:  # noqa: BLE001 - any surprise while checking means the contract is broken
-            found[internal.key] = f"{type(err).__name__}: {err}"
-    return found
+    return {i.key: problem for i in INTERNALS if (problem := _problem(i.key)) is not None}
 
 
 def broken() -> dict[str, str]:
     """Every internal whose contract the installed libraries break, by key, with what differs.
 
-    Checked once per process (importing the modules named, reading signatures and sources),
-    and remembered.
+    Each is checked once per process (importing the modules named, reading signatures and
+    sources), and remembered.
     """
     return dict(_broken())
 
@@ -591,7 +598,7 @@ def available(key: str) -> bool:
     """Whether the internal ``key`` is as hpsearch expects it in this process (its feature is on)."""
     if key not in _BY_KEY:
         raise KeyError(f"no internal named {key!r}; known: {', '.join(_BY_KEY)}")
-    return key not in _broken()
+    return _problem(key) is None
 
 
 def library_versions() -> str:
@@ -787,7 +794,7 @@ def loopback_flag() -> Iterator[None]:
     if not available("loopback-switch"):
         raise IncompatibleLibraryError(
             f"the installed Ray ({library_versions()}) has no loopback switch hpsearch knows "
-            f"({_broken()['loopback-switch']}); an embedded Ray would listen on every interface. "
+            f"({_problem('loopback-switch')}); an embedded Ray would listen on every interface. "
             "Install a checked Ray, or start a cluster yourself and pass --address"
         )
     # lazy: a missing internal turns its feature off; it never fails the import
