@@ -410,3 +410,89 @@ def test_a_paused_trial_holds_nothing_until_it_runs_again(tmp_path: Path) -> Non
     runs = files.read_usage(exp).trials["aaaa0001"]
     assert [run.end for run in runs] == ["paused", "finished"]
     assert all(run.ended_at is not None for run in runs) and runs[0].ended_at <= runs[1].started_at
+
+
+class _RestoredTrial:
+    """The parts of a Tune trial restored by ``Tuner.restore`` that Ray's PBT reads."""
+
+    def __init__(self, trial_id: str, time: int, loss: float | None, checkpoint: str | None) -> None:
+        from types import SimpleNamespace
+
+        self.trial_id, self.experiment_tag, self.config = trial_id, trial_id, {"lr": 0.01}
+        self.status = "PENDING"  # Tune requeues every unfinished trial as pending
+        self.last_result = {} if loss is None else {"training_iteration": time, "loss": loss}
+        self.checkpoint = checkpoint
+        self.run_metadata = SimpleNamespace(
+            checkpoint_manager=SimpleNamespace(checkpoint_config=SimpleNamespace(num_to_keep=None))
+        )
+
+    def __repr__(self) -> str:
+        return self.trial_id
+
+    def is_finished(self) -> bool:
+        return self.status in ("TERMINATED", "ERROR")
+
+
+def test_a_resumed_synch_population_waits_for_its_slowest_trial_before_the_donor_hands_over() -> None:
+    """Tune saves no scheduler state: after a resume Ray's PBT would count every trial from 0, let the trials that
+    waited at the perturbation point run ahead, and hand the weaker trial a later (perhaps the last) checkpoint.
+    hpsearch's scheduler brings each restored trial's time, score and checkpoint back."""
+    from types import SimpleNamespace
+
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    from hpsearch.runtime.internals import Exploit, ExploitHook
+
+    exploits: list[Exploit] = []
+
+    class Recording(ExploitHook, PopulationBasedTraining):
+        def on_exploit(self, exploit: Exploit) -> None:
+            exploits.append(exploit)  # Ray's step itself needs a running Tune
+
+    pbt = Recording(
+        time_attr="training_iteration", metric="loss", mode="min", perturbation_interval=2, quantile_fraction=0.34,
+        synch=True, hyperparam_mutations={"lr": [0.01, 0.02]},
+    )  # fmt: skip
+    # cut by the budget: a and b wait at the perturbation point (epoch 2), c is at epoch 1
+    a, b, c = (
+        _RestoredTrial("a", 2, 0.1, "ck-a-2"),
+        _RestoredTrial("b", 2, 0.5, "ck-b-2"),
+        _RestoredTrial("c", 1, 0.9, "ck-c-1"),
+    )
+    trials = [a, b, c]
+    controller = SimpleNamespace(
+        search_alg=None,
+        get_trials=lambda: trials,
+        get_live_trials=lambda: trials,
+        _schedule_trial_save=lambda trial, result=None: None,  # as Tune answers for a trial with no actor
+    )
+    for trial in trials:  # in Tune's order: the latest result first
+        pbt.on_trial_add(controller, trial)
+
+    assert pbt.choose_trial_to_run(controller) is c  # a and b wait for c at epoch 2
+    c.status = "RUNNING"
+    pbt.on_trial_result(controller, c, {"training_iteration": 2, "loss": 0.95})
+    assert [(e.trial, e.donor, e.donor_checkpoint) for e in exploits] == [(c, a, "ck-a-2")]  # a's epoch 2, not later
+    assert pbt.choose_trial_to_run(controller) in (a, b)  # the next interval is open to all
+
+
+def test_a_new_population_is_left_to_ray() -> None:
+    from types import SimpleNamespace
+
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    from hpsearch.runtime.internals import ExploitHook
+
+    class Plain(ExploitHook, PopulationBasedTraining):
+        pass
+
+    pbt = Plain(
+        time_attr="training_iteration", metric="loss", mode="min", perturbation_interval=2, synch=True,
+        hyperparam_mutations={"lr": [0.01, 0.02]},
+    )  # fmt: skip
+    trials = [_RestoredTrial("a", 0, None, None), _RestoredTrial("b", 0, None, None)]
+    controller = SimpleNamespace(search_alg=None, get_trials=lambda: trials, get_live_trials=lambda: trials)
+    for trial in trials:
+        pbt.on_trial_add(controller, trial)
+    assert pbt.choose_trial_to_run(controller) is trials[0]
+    assert [pbt._trial_state[t].last_train_time for t in trials] == [0, 0]

@@ -140,7 +140,7 @@ def test_options_are_kept() -> None:
 
 SEARCHER_CLASSES = {
     "random": ("BasicVariantGenerator", None),
-    "optuna": ("ConcurrencyLimiter", "OptunaSearch"),
+    "optuna": ("ConcurrencyLimiter", "ResumableOptunaSearch"),
     "hyperopt": ("ConcurrencyLimiter", "HyperOptSearch"),
 }
 

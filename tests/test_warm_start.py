@@ -243,6 +243,39 @@ def test_a_resumed_optuna_searcher_is_not_seeded_twice(tmp_path: Path, earlier: 
     assert len(again.searcher._ot_study.trials) == 4  # 3 seeds and 1 run, once
 
 
+def test_a_killed_optuna_search_resumes_with_trials_its_saved_state_never_suggested(tmp_path: Path, said) -> None:
+    """Tune writes its trials, then the searcher's state: a search killed between the two resumes with a trial the
+    restored study does not know. Ray's OptunaSearch fails the whole resume with a KeyError at its first result;
+    hpsearch's runs it to its end, says so once, and Optuna goes on learning from the trials it knows."""
+    from optuna.trial import TrialState
+
+    choice = load_spec(spec(tmp_path, None), check_trainable=False).searcher  # no warm start: the plain searcher
+    ctx = SearcherContext(metric="val_loss", mode="min", max_concurrent=2)
+    tree, _ = parse_search_space(SPACE)
+    killed = build_searcher(choice, ctx)
+    killed.set_search_properties("val_loss", "min", to_tune(tree, searcher="optuna"))
+    killed.suggest("t0")
+    killed.save(str(tmp_path / "searcher.pkl"))  # the last searcher state written before the kill, as Tune writes it:
+    limiter_state = killed.get_state()  # the searcher, and its concurrency limiter apart
+    killed.suggest("t1")  # in Tune's saved trials, not in the saved searcher state
+    resumed = build_searcher(choice, ctx)
+    resumed.set_search_properties("val_loss", "min", to_tune(tree, searcher="optuna"))
+    resumed.restore(str(tmp_path / "searcher.pkl"))
+    resumed.set_state(limiter_state)
+    for epoch in (1, 2):
+        resumed.on_trial_result("t1", {"val_loss": 0.5, "training_iteration": epoch})
+    resumed.on_trial_complete("t1", {"val_loss": 0.4})
+    resumed.on_trial_complete("t0", {"val_loss": 0.3})
+    study = resumed.searcher._ot_study
+    assert [(t.state, t.value) for t in study.trials] == [(TrialState.COMPLETE, 0.3)]
+    lines = said.getvalue().splitlines()
+    assert lines == [
+        "optuna: trial t1 was started after the searcher's last saved state (the search was killed); "
+        "it runs to its end, but Optuna does not learn from its results"
+    ]
+    assert resumed.suggest("t2")["lr"] > 0  # the study goes on suggesting
+
+
 def test_optuna_conditional_and_multi_objective_seeds(tmp_path: Path, earlier: Path) -> None:
     """Seeds of a define-by-run space get their distributions from the tree; several objectives: values."""
     from hpsearch.runtime.searchers import HpsearchOptunaSearch, OptunaSpace

@@ -9,18 +9,30 @@ a person: pure (no Ray, no Kubernetes client), plain data in, YAML text with com
 
 What it decides, and why (each also said in a comment of the manifest it writes):
 
+- **The described nodes hold the pods.** Each ``--cluster`` shape is the room a pod has on its
+  Kubernetes node (a little less than the machine: the kubelet keeps some). Whatever else runs in the
+  pod is counted inside it, never added on top: KubeRay's autoscaler sidecar in the head pod
+  (:data:`AUTOSCALER_CPU`, :data:`AUTOSCALER_MEMORY_GB`, when the cluster autoscales), and the memory
+  Ray's own processes take (:data:`HEAD_BASE_GB` on the head, :data:`WORKER_BASE_GB` on a worker). Ray is
+  started with what is left (``rayStartParams``: ``num-cpus``, ``memory`` in bytes), the plan is made
+  for what Ray is started with (:func:`ray_groups`), and ``hpsearch run --cluster`` gets the same groups.
+  ``ray start --num-cpus`` takes whole CPUs (KubeRay's autoscaler reads it with ``int()``), so a
+  fractional CPU in ``--cluster`` is refused, and the head's Ray gets its CPUs less the sidecar's half
+  CPU, rounded down (the half left over is the head processes'). A shape whose overheads alone do not
+  fit is refused, saying by how much.
 - **Head group.** The head pod has the head node's shape (its CPUs, GPUs and custom resources as
-  ``rayStartParams``) and at least the memory the plan puts there: the trial drivers the plan places
-  on the head times ``resources.driver_memory_gb``, any Train workers it places there times
-  ``resources.worker_memory_gb``, plus :data:`HEAD_BASE_GB` for Ray's own head processes and the
-  search process. Both per-trial figures are read from the spec, never fixed here.
+  ``rayStartParams``). Without a ``memory`` in its shape, its memory is what the plan puts there: the
+  trial drivers times ``resources.driver_memory_gb``, any Train workers times
+  ``resources.worker_memory_gb``, plus :data:`HEAD_BASE_GB`. Both per-trial figures are read from the
+  spec, never fixed here. Each pod is sized for the trials that can exist: a node holds at most
+  ``min(trials at once, total trials)`` of them.
 - **Worker groups.** There is one ``workerGroupSpecs`` entry per node group after the head.
   If the head group has several nodes, its other nodes get an entry too. ``minReplicas`` and
   ``maxReplicas`` come from the group's ``min..max`` count. ``replicas``, the count the cluster
   starts with, is the *minimum*.
 
-  When any group has a range, the entrypoint passes the groups back as ``--cluster``
-  (:func:`cluster_argument`, one shell word). This is the same rule ``hpsearch run --cluster``
+  When any group has a range, the entrypoint passes the groups, as Ray is started with them
+  (:func:`ray_groups`), back as ``--cluster`` (:func:`cluster_argument`, one shell word). This is the same rule ``hpsearch run --cluster``
   applies itself (:func:`hpsearch.runtime.autoscaling.autoscaling_for`). ``hpsearch run`` then
   plans for the nodes up now plus every node the autoscaler may add. Trials that do not fit yet
   start their drivers, and their worker groups wait as pending placement groups. Ray's
@@ -43,6 +55,17 @@ What it decides, and why (each also said in a comment of the manifest it writes)
   submits the job. The budget counts only the search's own time. The nodes that the autoscaler
   adds for waiting trials start within that time.
 
+- **The submitter.** KubeRay runs ``ray job submit`` in a Kubernetes Job whose ``backoffLimit`` is 2 unless
+  ``submitterConfig`` (KubeRay 1.2.0 or later) says otherwise: a submitter that fails three times, for example
+  when ``ray job logs --follow`` loses its connection in a long search, makes KubeRay fail the RayJob and
+  delete its cluster. :data:`SUBMITTER_BACKOFF_LIMIT` raises it: from KubeRay 1.3.0 a retry finds the job
+  submitted and only follows its logs again, so a retry never starts the search twice.
+- **The entrypoint** passes two shells: KubeRay's submitter splits it into words, ``ray job submit`` joins them
+  (``subprocess.list2cmdline``) and Ray's job supervisor runs the line with ``/bin/sh``. Each argument is
+  quoted for both (:func:`entrypoint_text`), so a ``--set`` value reaches ``hpsearch run`` as written.
+- **Opt-in fields**, each needing a newer KubeRay (:data:`KUBERAY_SINCE`): ``authOptions`` (Ray's token
+  authentication), ``preRunningDeadlineSeconds``; and the pods' ``securityContext.fsGroup`` (any KubeRay).
+
 Refusals raise :class:`~hpsearch.errors.PlanError`. The CLI prints it as a single ``Error:``
 line and exits with 2.
 """
@@ -63,11 +86,15 @@ import yaml
 
 from hpsearch.errors import PlanError, SpecError
 from hpsearch.planning.cluster_shape import NodeGroup, cluster_text, fmt_count, nodes_at, parse_node_groups
+from hpsearch.planning.for_spec import demand_for, plan_for
 from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
-from hpsearch.spec import Spec
+from hpsearch.spec import Spec, total_trials
 
 __all__ = [
     "rayjob_manifest",
+    "rayjob_plan",
+    "ray_groups",
+    "entrypoint_text",
     "cluster_argument",
     "job_name",
     "deadline_seconds",
@@ -75,6 +102,10 @@ __all__ = [
     "head_memory_gb",
     "HEAD_BASE_GB",
     "WORKER_BASE_GB",
+    "AUTOSCALER_CPU",
+    "AUTOSCALER_MEMORY_GB",
+    "SUBMITTER_BACKOFF_LIMIT",
+    "KUBERAY_SINCE",
     "DEADLINE_MARGIN_S",
     "TTL_SECONDS",
     "IDLE_TIMEOUT_S",
@@ -89,6 +120,25 @@ HEAD_BASE_GB = 2.0
 #: Memory (GB) each worker pod gets on top of its Train workers: the raylet and the agents every Ray
 #: node runs. An allowance, like :data:`HEAD_BASE_GB`.
 WORKER_BASE_GB = 1.0
+#: CPUs and memory (GB) of KubeRay's autoscaler sidecar, the second container of the head pod when
+#: ``enableInTreeAutoscaling`` is on: KubeRay's defaults (500m, 512Mi), written in ``autoscalerOptions.resources``
+#: so that what is counted inside the head node is what runs.
+AUTOSCALER_CPU = 0.5
+AUTOSCALER_MEMORY_GB = 0.5
+#: ``submitterConfig.backoffLimit``: how often KubeRay's submitter Job may fail before KubeRay fails the RayJob
+#: (and, with ``shutdownAfterJobFinishes``, deletes its cluster). KubeRay's default is 2. From KubeRay 1.3.0 a
+#: retry runs ``ray job status`` first and, the job being there, only follows its logs again: it never starts the
+#: search twice. Kubernetes waits 10 s, 20 s, 40 s, ... (at most 6 min) between retries, so a submitter that can
+#: never reach the head gives up after about 35 min.
+SUBMITTER_BACKOFF_LIMIT = 10
+#: The KubeRay release whose RayJob CRD first has each field the manifest may write (read in KubeRay's
+#: ``ray-operator/config/crd/bases/ray.io_rayjobs.yaml`` at each tag): an older API server drops the field
+#: (or ``kubectl apply``'s strict field validation refuses it).
+KUBERAY_SINCE = {
+    "spec.submitterConfig": "1.2.0",
+    "spec.rayClusterSpec.authOptions": "1.5.1",
+    "spec.preRunningDeadlineSeconds": "1.6.0",
+}
 #: The fewest seconds added to ``budget.max_wall_time`` to make ``activeDeadlineSeconds``
 #: (:func:`deadline_margin_s`). KubeRay counts from the RayJob's start, but the budget counts from the
 #: search's start. The margin covers two things. First, the cluster's start: the head pod and the
@@ -115,6 +165,16 @@ STORAGE_MOUNT = "/mnt/hpsearch-results"
 MAX_NAME = 47
 #: The largest ``activeDeadlineSeconds`` (an int32 in the CRD).
 _INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+#: Kubernetes' name rules: a namespace is a DNS-1123 label, a PersistentVolumeClaim a DNS-1123 subdomain.
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+#: Ray's own images (``rayproject/ray:2.60.0-py311-gpu``), and a tag that names its Ray (``myimage:ray-2.60.0``).
+_RAY_IMAGES = frozenset({"ray", "ray-ml", "ray-llm"})
+_VERSION_AT_START = re.compile(r"(\d+\.\d+\.\d+)(?![\d.])")
+_RAY_IN_TAG = re.compile(r"(?:^|[-_.])ray[-_]?(\d+\.\d+\.\d+)(?![\d.])", re.IGNORECASE)
+#: A word the second shell reads as it is (the characters ``shlex.quote`` leaves bare).
+_SHELL_SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
 _SPEC_FILE = "spec.yaml"
 _SPEC_VOLUME, _RESULTS_VOLUME, _SHM_VOLUME = "hpsearch-spec", "hpsearch-results", "shared-mem"
 #: Resources the container spec carries; the rest go to Ray as ``rayStartParams``.
@@ -205,21 +265,71 @@ class _Doc:
 
 @dataclass(frozen=True)
 class _Group:
-    """A Ray node group as the manifest writes it: a shape, a count range, and what the plan puts on one node."""
+    """A Ray node group as the manifest writes it: the described node, what Ray is started with in its pod,
+    a count range, and what the plan puts on one of its nodes."""
 
     name: str
-    resources: Mapping[str, float]
+    resources: Mapping[str, float]  # the --cluster shape: the room its pod has on a Kubernetes node
+    ray: Mapping[str, float]  # what Ray is started with: the shape less what else the pod runs
     min_count: int
     max_count: int
-    workers: int  # the most Train workers the plan puts on one node of the group
-    drivers: int  # the most trial drivers the plan puts on one node of the group
+    is_head: bool
+    base_gb: float  # memory for Ray's own processes (and, on the head, the search process): an allowance
+    autoscaler: bool = False  # the pod runs KubeRay's autoscaler sidecar (the head of an autoscaling cluster)
+    workers: int = 0  # the most Train workers one node holds: in the plan, and of the trials that can exist
+    drivers: int = 0  # the most trial drivers one node holds, likewise
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The opt-in fields of ``hpsearch plan --emit rayjob`` (none by default)."""
+
+    auth_token: bool = False
+    pre_running_deadline_s: int | None = None
+    fs_group: int | None = None
+
+
+def ray_groups(
+    groups: Sequence[NodeGroup], *, head_base_gb: float = HEAD_BASE_GB, worker_base_gb: float = WORKER_BASE_GB
+) -> list[NodeGroup]:
+    """The node groups as Ray is started with them in the pods the manifest writes: what the plan is made for.
+
+    The head node first (one node), then the head group's other nodes (workers of its shape) if it has
+    several, then the other groups. Each is the described node less what else its pod runs: the head's
+    CPUs less KubeRay's autoscaler sidecar, rounded down to whole CPUs (when the cluster autoscales), and,
+    where the shape gives ``memory``, the memory less the sidecar and Ray's own processes
+    (``head_base_gb``, ``worker_base_gb``).
+
+    Raises:
+        PlanError: A fractional CPU or GPU per node, or a node whose memory does not hold what runs there
+            besides the trials (by how much).
+
+    Example:
+        >>> cluster_text(ray_groups(parse_node_groups("1x{CPU: 8, memory: 32} + 0..4x{CPU: 44, GPU: 4, memory: 170}")))
+        '1x{CPU: 7, memory: 29.5} + 0..4x{CPU: 44, GPU: 4, memory: 169}'
+    """
+    return _node_groups(_groups_for(groups, head_base_gb, worker_base_gb))
+
+
+def rayjob_plan(
+    spec: Spec,
+    groups: Sequence[NodeGroup],
+    *,
+    head_base_gb: float = HEAD_BASE_GB,
+    worker_base_gb: float = WORKER_BASE_GB,
+) -> Plan:
+    """The plan the manifest is sized from: the spec's trials on :func:`ray_groups` at their maximum size.
+
+    Raises:
+        PlanError: As :func:`ray_groups`, or no trial fits (the planner's reason, and the nodes it planned for).
+    """
+    return _plan(spec, _groups_for(groups, head_base_gb, worker_base_gb))
 
 
 def rayjob_manifest(
     spec: Spec,
     spec_path: str | Path,
     groups: Sequence[NodeGroup],
-    plan: Plan,
     *,
     image: str,
     storage_pvc: str | None,
@@ -230,34 +340,49 @@ def rayjob_manifest(
     ttl_seconds: int = TTL_SECONDS,
     head_base_gb: float = HEAD_BASE_GB,
     worker_base_gb: float = WORKER_BASE_GB,
+    auth_token: bool = False,
+    pre_running_deadline_s: int | None = None,
+    fs_group: int | None = None,
 ) -> str:
     """The ConfigMap and RayJob documents that run ``spec`` on a KubeRay cluster of ``groups``, as YAML text.
+
+    The pods are sized from :func:`rayjob_plan`: the plan at the groups' maximum size, as Ray is started in them.
 
     Args:
         spec: The validated spec (``--set`` overrides applied), for its name, figures and budget.
         spec_path: The spec file: its text goes into the ConfigMap as written.
-        groups: The cluster's node groups (:func:`~hpsearch.planning.cluster_shape.parse_node_groups`).
-        plan: The plan at the groups' maximum size (``plan_for(spec, nodes_at(groups, "max"))``).
+        groups: The cluster's node groups (:func:`~hpsearch.planning.cluster_shape.parse_node_groups`): the
+            room each pod has on its Kubernetes node.
         image: The container image every pod runs: hpsearch, the loop's packages and Ray installed.
         storage_pvc: A ReadWriteMany PersistentVolumeClaim for the results (required).
         namespace: The namespace of both documents (none: kubectl's current one).
         overrides: The ``--set KEY=VALUE`` given to ``hpsearch plan``, repeated in the entrypoint.
-        ray_version: ``rayClusterSpec.rayVersion`` (the image's Ray); omitted when ``None``.
+        ray_version: ``rayClusterSpec.rayVersion`` (the Ray installed here); omitted when ``None``.
         command: The command line that wrote the manifest, for its header.
+        auth_token: ``rayClusterSpec.authOptions: {mode: token}`` (KubeRay 1.5.1 or later).
+        pre_running_deadline_s: ``preRunningDeadlineSeconds`` (KubeRay 1.6.0 or later).
+        fs_group: ``securityContext.fsGroup`` of every Ray pod.
 
     Raises:
-        PlanError: No ``storage_pvc``; ``storage_path`` given as an object-store URI; a file the spec
-            names that lies outside the spec's folder; a fractional GPU count per node.
+        PlanError: No ``storage_pvc``; a namespace or claim name Kubernetes refuses; an image whose tag names
+            another Ray than ``ray_version``; ``storage_path`` given as an object-store URI; a file the spec
+            names that lies outside the spec's folder; a fractional CPU or GPU count per node; a node that does
+            not hold what its pod runs besides the trials; no trial fits; an option out of its range.
     """
     spec_path = Path(spec_path).expanduser()
     _check_storage(spec, storage_pvc, groups)
     assert storage_pvc is not None  # _check_storage refused None
+    _check_names(namespace, storage_pvc)
+    _check_image(image, ray_version)
+    options = _check_options(auth_token, pre_running_deadline_s, fs_group)
     name = job_name(spec.name)
     files = _spec_files(spec, spec_path)
-    head, workers = _ray_groups(groups, plan)
+    shapes = _groups_for(groups, head_base_gb, worker_base_gb)
+    loaded = _with_loads(spec, shapes, _plan(spec, shapes))
+    head, workers = loaded[0], loaded[1:]
     # `hpsearch run --cluster` takes the groups only with a min..max count among them, and refuses them
-    # without (runtime/autoscaling.autoscaling_for): the same rule, on the same groups.
-    cluster = cluster_argument(groups) if any(g.autoscaling for g in groups) else None
+    # without (runtime/autoscaling.autoscaling_for): the same rule, on the groups as Ray is started with them.
+    cluster = cluster_argument(_node_groups(shapes)) if any(g.autoscaling for g in groups) else None
 
     config_map = _config_map(name, namespace, files)
     job = _rayjob(
@@ -273,8 +398,7 @@ def rayjob_manifest(
         overrides=overrides,
         ray_version=ray_version,
         ttl_seconds=ttl_seconds,
-        head_base_gb=head_base_gb,
-        worker_base_gb=worker_base_gb,
+        options=options,
     )
     header = _header(spec, name, storage_pvc, ttl_seconds, command)
     return "\n".join(header) + "\n" + _dump_documents([config_map, job])

@@ -275,14 +275,22 @@ def _check_ray_data_handler() -> None:
 def _check_exploit() -> None:
     scheduler = "ray.tune.schedulers.pbt:PopulationBasedTraining"
     _parameters(f"{scheduler}._exploit", "tune_controller", "trial", "trial_to_clone")
-    _assigns(scheduler, "_trial_state", "_time_attr", "_metric")
-    _assigns("ray.tune.schedulers.pbt:_PBTTrialState", "last_result", "last_checkpoint")
+    _assigns(
+        scheduler, "_trial_state", "_time_attr", "_metric", "_metric_op", "_synch", "_perturbation_interval",
+        "_next_perturbation_sync",
+    )  # fmt: skip
+    _assigns(
+        "ray.tune.schedulers.pbt:_PBTTrialState",
+        "last_result", "last_checkpoint", "last_score", "last_train_time", "last_perturbation_time",
+    )  # fmt: skip
+    _parameters(f"{scheduler}.on_trial_add", "tune_controller", "trial")
+    _parameters(f"{scheduler}._checkpoint_or_exploit", "trial", "tune_controller", "upper_quantile", "lower_quantile")
 
 
 def _check_optuna() -> None:
     searcher = "ray.tune.search.optuna.optuna_search:OptunaSearch"
     _parameters(f"{searcher}._setup_study", "mode")
-    _assigns(searcher, "_ot_study", "_space", "_metric")
+    _assigns(searcher, "_ot_study", "_space", "_metric", "_ot_trials")
 
 
 def _check_hyperopt() -> None:
@@ -504,11 +512,16 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(
         key="pbt-exploit",
         relies_on=(
-            "ray.tune.schedulers.pbt.PopulationBasedTraining._exploit(tune_controller, trial, trial_to_clone), "
-            "its _trial_state (last_result, last_checkpoint), _time_attr and _metric"
+            "ray.tune.schedulers.pbt.PopulationBasedTraining._exploit(tune_controller, trial, trial_to_clone) and "
+            "_checkpoint_or_exploit(trial, tune_controller, upper_quantile, lower_quantile), "
+            "its _trial_state (last_result, last_checkpoint, last_score, last_train_time, last_perturbation_time), "
+            "_time_attr, _metric, _metric_op, _synch, _perturbation_interval and _next_perturbation_sync"
         ),
-        feature="pbt/pb2 lineage: each exploit recorded and printed",
-        without_it="exploits still happen, but Results.lineage, the lineage plot and the exploit lines stay empty",
+        feature="pbt/pb2 lineage: each exploit recorded and printed; a resumed population carries on where it was",
+        without_it=(
+            "exploits still happen, but Results.lineage, the lineage plot and the exploit lines stay empty; a resumed "
+            "population starts its perturbation schedule again, so a donor can run ahead and hand over its last epoch"
+        ),
         public="none: Tune's schedulers have no exploit callback",
         on_missing="warn",
         check=_check_exploit,
@@ -516,9 +529,15 @@ INTERNALS: tuple[Internal, ...] = (
     ),
     Internal(
         key="optuna-study-setup",
-        relies_on="ray.tune.search.optuna.OptunaSearch._setup_study(mode), its _ot_study, _space and _metric",
-        feature="warm starts with the optuna searcher (points enqueued, earlier trials added to the study)",
-        without_it="the warm-start points and seeds would be silently ignored",
+        relies_on="ray.tune.search.optuna.OptunaSearch._setup_study(mode), its _ot_study, _space, _metric and _ot_trials",
+        feature=(
+            "warm starts with the optuna searcher (points enqueued, earlier trials added to the study); "
+            "resuming a killed optuna search"
+        ),
+        without_it=(
+            "the warm-start points and seeds would be silently ignored; a resumed search could crash with "
+            "Ray's KeyError on a trial started after the searcher's last saved state"
+        ),
         public="OptunaSearch's points_to_evaluate/evaluated_rewards refuse a define-by-run space and partial points",
         on_missing="refuse",
         check=_check_optuna,
@@ -936,6 +955,60 @@ class ExploitHook:
         """Called for each exploit; must call ``exploit.run()`` (Ray's step) once."""
         exploit.run()
 
+    def _checkpoint_or_exploit(
+        self, trial: Any, tune_controller: Any, upper_quantile: list[Any], lower_quantile: list[Any]
+    ) -> None:
+        """Ray's step; a top trial restored by a resume and not started yet keeps its latest checkpoint.
+
+        Ray asks a top trial's actor to save, and such a trial has none, so Ray would record no
+        checkpoint and skip the exploit. It hands over the checkpoint it would start from.
+        """
+        super()._checkpoint_or_exploit(trial, tune_controller, upper_quantile, lower_quantile)  # type: ignore[misc]  # Ray's
+        if not available("pbt-exploit") or trial not in upper_quantile or trial.status not in ("PENDING", "PAUSED"):
+            return
+        state: Any = self._trial_state[trial]  # type: ignore[attr-defined]  # Ray's
+        if state.last_checkpoint is None:
+            state.last_checkpoint = trial.checkpoint
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        """Ray's step, then, for a trial restored by a resume, the scheduler state it had.
+
+        Tune saves no scheduler in its experiment state, so after ``Tuner.restore`` Ray's PBT
+        counts every trial from time 0. Under ``synch`` a trial that was waiting at the
+        perturbation point then runs ahead of the others, and the weaker trials copy its later
+        (perhaps its last) checkpoint. Here each restored trial's time, score and checkpoint come
+        back from its last result, and the population waits at the next perturbation point that
+        not every unfinished trial has reached.
+        """
+        super().on_trial_add(tune_controller, trial)  # type: ignore[misc]  # Ray's, next in the MRO
+        if not available("pbt-exploit") or trial.last_result.get(self.time_attr) is None:
+            return  # a new trial: Ray's fresh state is right
+        self._hp_carry_on(trial)
+
+    def _hp_carry_on(self, trial: Any) -> None:
+        from ray.tune.experiment import Trial  # lazy: the scheduler module must import without Tune's trial
+
+        states: Any = self._trial_state  # type: ignore[attr-defined]  # Ray's
+        interval = int(self._perturbation_interval)  # type: ignore[attr-defined]  # Ray's
+        result = dict(trial.last_result)
+        state = states[trial]
+        state.last_train_time = result[self.time_attr]
+        state.last_result = result
+        metric = self.scheduler_metric
+        if metric is not None and result.get(metric) is not None:
+            state.last_score = self._metric_op * result[metric]  # type: ignore[attr-defined]  # Ray's
+        state.last_checkpoint = trial.checkpoint
+        if not self._synch:  # type: ignore[attr-defined]  # Ray's
+            state.last_perturbation_time = (state.last_train_time // interval) * interval
+            return
+        unfinished = [t for t in states if t.status not in (Trial.TERMINATED, Trial.ERROR)]
+        if not unfinished:
+            return
+        sync = (min(states[t].last_train_time for t in unfinished) // interval + 1) * interval
+        self._next_perturbation_sync = sync  # Ray's
+        for t in unfinished:
+            states[t].last_perturbation_time = sync - interval
+
     @property
     def time_attr(self) -> str:
         """The result key PBT counts time in."""
@@ -963,6 +1036,17 @@ class OptunaStudyHook:
 
     def after_study_setup(self, study: Any, space: Any, metric: str | list[str] | None) -> None:
         """Called with the new study, the searcher's space and its metric (a list with several objectives)."""
+
+    def knows_trial(self, trial_id: str) -> bool:
+        """Whether the study holds an Optuna trial for this Tune trial.
+
+        One that Tune restored but the searcher's saved state never suggested does not (see
+        :class:`hpsearch.runtime.searchers.ResumableOptunaSearch`). Without the internal, every
+        trial counts as known, which is Ray's own behaviour.
+        """
+        if not available("optuna-study-setup"):
+            return True
+        return trial_id in self._ot_trials  # type: ignore[attr-defined]  # Ray's
 
 
 class HyperOptTrialsHook:

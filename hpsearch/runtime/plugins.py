@@ -18,7 +18,6 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler
 from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.hyperopt import HyperOptSearch
-from ray.tune.search.optuna import OptunaSearch
 
 from hpsearch.runtime.pbt import HpsearchPB2, HpsearchPBT
 from hpsearch.runtime.searchers import (
@@ -26,6 +25,7 @@ from hpsearch.runtime.searchers import (
     HpsearchHyperOptSearch,
     HpsearchOptunaSearch,
     OptunaSpace,
+    ResumableOptunaSearch,
 )
 from hpsearch.spec.plugins import (
     SCHEDULERS,
@@ -130,7 +130,7 @@ def _optuna_sampler(options: OptunaOptions) -> Any:
 def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if ctx.space is None or not (ctx.points or ctx.seeds or is_conditional(ctx.space)):
-        searcher = OptunaSearch(sampler=_optuna_sampler(options), metric=ctx.metric, mode=ctx.mode)
+        searcher = ResumableOptunaSearch(sampler=_optuna_sampler(options), metric=ctx.metric, mode=ctx.mode)
     else:  # a define-by-run space for conditions, where Tune's param_space is empty, and for the seeds
         searcher = HpsearchOptunaSearch(
             OptunaSpace(ctx.space) if is_conditional(ctx.space) else None,

@@ -42,6 +42,7 @@ from ray.tune.search.hyperopt import HyperOptSearch
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.search.variant_generator import format_vars
 
+from hpsearch import messages
 from hpsearch.analysis._optuna import param_distribution
 from hpsearch.runtime.internals import HyperOptTrialsHook, OptunaStudyHook, VariantHook
 from hpsearch.spec.space import (
@@ -69,6 +70,7 @@ __all__ = [
     "complete_point",
     "OptunaSpace",
     "optuna_distribution",
+    "ResumableOptunaSearch",
     "HpsearchOptunaSearch",
     "hyperopt_space",
     "HpsearchHyperOptSearch",
@@ -158,7 +160,42 @@ class OptunaSpace:
         return {label(name): optuna_distribution(p) for name, p in _searched(self.tree).items()}
 
 
-class HpsearchOptunaSearch(OptunaStudyHook, OptunaSearch):
+class ResumableOptunaSearch(OptunaStudyHook, OptunaSearch):
+    """Ray's ``OptunaSearch``, able to resume a search that was killed.
+
+    Tune saves its experiment state first and the searcher's state second, and a resumed search
+    saves its first searcher state only after it has started trials. A search killed between the
+    two writes (or the first writes of a resume) is restored with trials that the restored study
+    never suggested. Ray's ``OptunaSearch`` then fails the whole search with a ``KeyError`` at
+    their first result. Here such a trial runs to its end and its results reach the experiment
+    folder as any other's; Optuna does not learn from them, and a line says so once per trial.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._hp_unknown: set[str] = set()
+        super().__init__(*args, **kwargs)
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        if self._hp_known(trial_id):
+            super().on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        if self._hp_known(trial_id):
+            super().on_trial_complete(trial_id, result=result, error=error)
+
+    def _hp_known(self, trial_id: str) -> bool:
+        if self.knows_trial(trial_id):
+            return True
+        if trial_id not in self._hp_unknown:
+            self._hp_unknown.add(trial_id)
+            messages.line(
+                f"optuna: trial {trial_id} was started after the searcher's last saved state (the search was "
+                "killed); it runs to its end, but Optuna does not learn from its results"
+            )
+        return False
+
+
+class HpsearchOptunaSearch(ResumableOptunaSearch):
     """``OptunaSearch`` that, once its study exists, enqueues warm-start points and adds earlier trials.
 
     ``hp_points``: flat configs, run first (a left-out active parameter is sampled by Optuna);
