@@ -33,17 +33,19 @@ import contextlib
 import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import ray
 import ray.train
 from ray import cloudpickle
 
+from hpsearch import messages
 from hpsearch.errors import Problem, SpecError
 from hpsearch.experiment.tracebacks import short_error
 from hpsearch.runtime import ray_logs
 from hpsearch.runtime.internals import data_object_store_fraction, ray_data_console_handlers
-from hpsearch.spec._imports import is_file_module, load_callable
+from hpsearch.spec._imports import by_value_modules, load_callable
 from hpsearch.spec._validation import join_path
 from hpsearch.spec.datasets import factory_arity
 
@@ -61,6 +63,7 @@ __all__ = [
     "build_for_trial",
     "data_config",
     "ship_by_value",
+    "register_by_value",
 ]
 
 #: What a dataset can be given as: a ``ray.data.Dataset``, a factory, or a ``"module:function"`` reference.
@@ -225,9 +228,28 @@ def build_for_trial(factories: Mapping[str, Callable[..., Any]], config: Mapping
 def ship_by_value(sources: Mapping[str, DatasetSource]) -> None:
     """Have Ray pickle the modules of factories loaded from ``.py`` files by value (the trial drivers cannot import them)."""
     for source in sources.values():
-        module = getattr(source, "__module__", "") or ""
-        if callable(source) and is_file_module(module):
-            cloudpickle.register_pickle_by_value(sys.modules[module])  # type: ignore[no-untyped-call]  # vendored, unannotated
+        if callable(source):
+            register_by_value(source)
+
+
+#: The folders whose compiled modules were already named, so a loop and factories beside it warn once.
+_WARNED: set[Path | None] = set()
+
+
+def register_by_value(fn: Callable[..., Any]) -> None:
+    """Register with Ray's cloudpickle the modules ``fn`` needs by value: its ``.py`` file and the helpers beside it.
+
+    A host without the spec's folder on its path then gets them inside the pickle
+    (:func:`~hpsearch.spec._imports.by_value_modules` says which). A compiled module there
+    cannot travel so; it is named once, with what the user must do on a cluster of several hosts.
+    """
+    shipment = by_value_modules(fn)
+    for name in shipment.modules:
+        cloudpickle.register_pickle_by_value(sys.modules[name])  # type: ignore[no-untyped-call]  # vendored, unannotated
+    warning = shipment.warning()
+    if warning is not None and shipment.folder not in _WARNED:
+        _WARNED.add(shipment.folder)
+        messages.say(warning)
 
 
 def data_config(split: Sequence[str], cpu_limit: float | None, concurrency: int) -> DataConfig:

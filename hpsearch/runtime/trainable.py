@@ -34,23 +34,21 @@ trial by reference (``tune.with_parameters``), or built by each trial driver.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from ray import cloudpickle, tune
+from ray import tune
 
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER, data_cpus_per_trial
 from hpsearch.runtime import reuse
-from hpsearch.runtime.datasets import materialize_datasets, resolve_sources, ship_by_value
+from hpsearch.runtime.datasets import materialize_datasets, register_by_value, resolve_sources, ship_by_value
 from hpsearch.runtime.driver import Feed, TrialData, run_nested
 from hpsearch.runtime.internals import add_trainable_mixin
 from hpsearch.runtime.ray_workarounds import workarounds_enabled
 from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
-from hpsearch.spec._imports import is_file_module
 from hpsearch.spec.datasets import DataSettings
 
 __all__ = ["make_trainable"]
@@ -127,9 +125,9 @@ def make_trainable(
         >>> tuner = tune.Tuner(trainable, param_space={"lr": tune.loguniform(1e-4, 1e-1)},
         ...                    tune_config=tune.TuneConfig(metric="val_loss", mode="min", num_samples=4))
     """
-    if is_file_module(getattr(train_loop, "__module__", "")):
-        # A loop loaded from a .py file has no importable module on the workers: ship it by value.
-        cloudpickle.register_pickle_by_value(sys.modules[train_loop.__module__])  # type: ignore[no-untyped-call]  # vendored, unannotated
+    # A loop loaded from a .py file (or a package in the spec's folder) has no importable module on
+    # another host's workers: ship it by value, with the helper modules it imported from its folder.
+    register_by_value(train_loop)
     scaling = _as(Scaling, scaling)
     failure = _as(Failure, failure)
     checkpoint = _as(CheckpointSettings, checkpoint)

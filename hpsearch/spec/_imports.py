@@ -3,22 +3,33 @@
 A function loaded from a file lives in a module named by :func:`is_file_module`; the
 runtime registers that module with Ray's cloudpickle to be pickled *by value*, since the
 trial drivers and Train workers cannot import a file that only the launching machine has
-on its path. Nothing here imports Ray.
+on its path. The same holds for the modules that file imports from its own folder (a
+``helpers.py`` beside it), and for a ``package.module`` found in a folder that is not an
+installed one (the spec's folder): :func:`by_value_modules` names every module the import
+brought in from that folder, for the runtime to register too. Nothing here imports Ray.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import importlib
+import importlib.machinery
+import importlib.metadata
 import importlib.util
 import inspect
+import json
+import site
 import sys
-from collections.abc import Callable
+import sysconfig
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
-__all__ = ["load_callable", "resolve_reference"]
+__all__ = ["ByValue", "by_value_modules", "load_callable", "resolve_reference"]
 
 
 def resolve_reference(ref: str, base_dir: Path) -> str:
@@ -40,9 +51,70 @@ def is_file_module(name: str) -> bool:
     """Whether a module was imported from a file by :func:`load_callable`.
 
     Such a module cannot be imported by name on Ray's workers, so the runtime registers it
-    with Ray's cloudpickle to be shipped by value (:func:`hpsearch.runtime.trainable.make_trainable`).
+    with Ray's cloudpickle to be shipped by value, with the modules :func:`by_value_modules` names.
     """
     return name.startswith(_FILE_MODULE_PREFIX) and name in sys.modules
+
+
+#: Each module a :func:`load_callable` import brought into ``sys.modules``, with its file (a
+#: namespace package: its folder). Kept across loads, so a helper that an earlier load (the
+#: spec's check, a dataset factory) imported first still counts for a later one.
+_BROUGHT_IN: dict[str, Path] = {}
+#: The folder each loaded module's own modules come from: a file's parent, or the folder a
+#: ``package.module``'s top-level package was found in, when that is not an installed one.
+_FOLDERS: dict[str, Path] = {}
+
+
+@dataclass(frozen=True)
+class ByValue:
+    """What the runtime registers with Ray's cloudpickle for one loaded callable.
+
+    Attributes:
+        folder: The folder the callable's own modules come from, or ``None`` (an installed module).
+        modules: The modules to pickle by value: the file's module and every module its import
+            brought in from ``folder`` or below it (installed packages and hpsearch excluded).
+        compiled: Compiled extension modules from ``folder``, as ``(name, file)``: Ray cannot ship
+            them, so another host imports them by name, or fails.
+    """
+
+    folder: Path | None
+    modules: tuple[str, ...]
+    compiled: tuple[tuple[str, Path], ...] = ()
+
+    def warning(self) -> str | None:
+        """The message for compiled modules that cannot travel, or ``None`` when every module can."""
+        if not self.compiled:
+            return None
+        names = ", ".join(f"{name} ({path.name})" for name, path in self.compiled)
+        return (
+            f"compiled module {names} in {self.folder} cannot be shipped to Ray's workers by value (it "
+            "travels only by name): on a cluster of several hosts, that folder must be at the same path on "
+            "every host and on its PYTHONPATH, or the module installed there"
+        )
+
+
+def by_value_modules(fn: Callable[..., Any]) -> ByValue:
+    """The modules a callable from :func:`load_callable` needs pickled by value, for hosts that lack its folder.
+
+    A function from a ``.py`` file needs its own module and each module that file imported
+    from its folder or below (``from helpers import make_model``); a function of a
+    ``package.module`` found outside the installed packages needs that package's modules.
+    Anything else (an installed package, hpsearch, the standard library) is imported by name.
+    """
+    name = str(getattr(fn, "__module__", None) or "")
+    own = (name,) if is_file_module(name) else ()
+    folder = _FOLDERS.get(name)
+    if folder is None:
+        return ByValue(None, own)
+    modules, compiled = set(own), []
+    for module, path in sorted(_BROUGHT_IN.items()):
+        if module not in sys.modules or not path.is_relative_to(folder) or _installed(module, path):
+            continue
+        if path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            compiled.append((module, path))
+        else:
+            modules.add(module)
+    return ByValue(folder, tuple(sorted(modules)), tuple(compiled))
 
 
 def load_callable(ref: str, base_dir: Path | None = None, *, loop: bool = True) -> Callable[..., Any]:
@@ -58,14 +130,19 @@ def load_callable(ref: str, base_dir: Path | None = None, *, loop: bool = True) 
         path = Path(resolve_reference(ref, base_dir or Path.cwd()).rpartition(":")[0])
         if not path.is_file():
             raise ValueError(f"file not found: {path}")
-        module = _import_file(path)
+        with _recording(), _on_path(path.parent):
+            module = _import_file(path)
+        _FOLDERS[module.__name__] = path.resolve().parent  # resolved, as the modules' files are
+        _BROUGHT_IN[module.__name__] = path.resolve()
     else:
         try:
-            module = importlib.import_module(target)
+            with _recording():
+                module = importlib.import_module(target)
         except SystemExit as err:
             raise ValueError(_exited_on_import(f"importing module {target!r}", err)) from None
         except Exception as err:  # noqa: BLE001 - any import failure is the user's to see
             raise ValueError(f"cannot import module {target!r}: {type(err).__name__}: {err}") from None
+        _note_local_package(module)
     obj = getattr(module, func_name, None)
     if obj is None:
         public = sorted(
@@ -143,3 +220,85 @@ def _exited_on_import(what: str, err: SystemExit) -> str:
         f"{what} called sys.exit({err.code!r}); a file that runs a script when imported must "
         'guard that code with `if __name__ == "__main__":`'
     )
+
+
+@contextlib.contextmanager
+def _recording() -> Iterator[None]:
+    """Note in :data:`_BROUGHT_IN` every module imported inside the block (also when the import fails)."""
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        for name in [n for n in sys.modules if n not in before]:
+            where = _location(sys.modules[name])
+            if where is not None:
+                _BROUGHT_IN[name] = where
+
+
+@contextlib.contextmanager
+def _on_path(folder: Path) -> Iterator[None]:
+    """Put ``folder`` first on ``sys.path`` for the block, as ``python file.py`` does, so the file imports what is beside it."""
+    entry = str(folder)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
+def _location(module: ModuleType | None) -> Path | None:
+    """A module's file, a namespace package's folder, or ``None`` (a builtin module, a blocked name)."""
+    if module is None:
+        return None
+    file = getattr(module, "__file__", None)
+    if isinstance(file, str):
+        return Path(file).resolve()
+    spec = module.__spec__
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(locations[0]).resolve() if locations else None
+
+
+def _note_local_package(module: ModuleType) -> None:
+    """Remember the folder of a ``package.module``'s top-level package, when it is not an installed one."""
+    top = module.__name__.partition(".")[0]
+    where, own = _location(sys.modules.get(top)), _location(module)
+    if where is None or own is None or _installed(top, where):
+        return
+    # pkg/__init__.py and a top-level mod.py sit in the folder the import found; a namespace package is that folder's child
+    _FOLDERS[module.__name__] = where.parent.parent if where.name.partition(".")[0] == "__init__" else where.parent
+    _BROUGHT_IN[top] = where
+    _BROUGHT_IN[module.__name__] = own
+
+
+def _installed(name: str, path: Path) -> bool:
+    """Whether a module comes with the environment: the standard library, site-packages, an editable install, hpsearch."""
+    top = name.partition(".")[0]
+    if is_file_module(name):
+        return False
+    if top == "hpsearch" or {"site-packages", "dist-packages"} & set(path.parts):
+        return True
+    return any(path.is_relative_to(root) for root in _installed_roots()) or top in _editable_packages()
+
+
+@functools.cache  # the same for the life of the process
+def _installed_roots() -> tuple[Path, ...]:
+    paths = sysconfig.get_paths()
+    roots = [*(paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")), *site.getsitepackages()]
+    return tuple({Path(root).resolve() for root in roots})
+
+
+@functools.cache  # reading every distribution's metadata takes about half a second; asked only for local candidates
+def _editable_packages() -> frozenset[str]:
+    """The top-level names of packages installed in editable mode (``pip install -e``): the user installed them."""
+    editable = set()
+    for dist in importlib.metadata.distributions():
+        try:
+            info = json.loads(dist.read_text("direct_url.json") or "{}")
+        except ValueError:
+            continue
+        if isinstance(info, dict) and isinstance(info.get("dir_info"), dict) and info["dir_info"].get("editable"):
+            editable.add(dist.metadata["Name"])
+    return frozenset(top for top, names in importlib.metadata.packages_distributions().items() if editable & set(names))

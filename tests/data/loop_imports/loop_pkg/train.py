@@ -1,0 +1,5 @@
+from .layers import OFFSET, widen
+
+
+def train_loop(config: dict) -> dict:
+    return {"width": widen(config["width"]) + OFFSET, "made_by": widen.__module__}

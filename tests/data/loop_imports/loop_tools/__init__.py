@@ -1,0 +1,1 @@
+"""A package below the loop's folder."""
