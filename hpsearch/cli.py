@@ -28,7 +28,7 @@ from hpsearch.formatting import cell, plural, text_table
 from hpsearch.planning.autoscale import plan_autoscaling
 from hpsearch.planning.cluster_shape import cluster_text, nodes_at, parse_node_groups
 from hpsearch.planning.for_spec import plan_for
-from hpsearch.planning.rayjob import job_name, rayjob_manifest
+from hpsearch.planning.rayjob import KUBERAY_SINCE, job_name, rayjob_manifest, rayjob_plan
 from hpsearch.planning.render import describe_groups, render_autoscaling, render_plan
 from hpsearch.results.optuna_export import to_optuna_study
 from hpsearch.results.report import write_report
@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: The options of ``plan --emit rayjob`` (their argparse dests): given without --emit, each is refused.
+_RAYJOB_OPTIONS = ("image", "storage_pvc", "namespace", "auth_token", "pre_running_deadline", "fs_group")
 VERBOSE_HELP = (
     "also print Ray's own log lines (the workers' output, Ray's warnings, Tune's tracebacks); "
     "without it they are kept in Ray's session folder, named at the start"
@@ -144,7 +146,7 @@ def _errors_table(errored: Sequence[TrialOutcome], varying: Sequence[str]) -> st
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Show how many trials of a spec run at once, where, and what stays idle, without starting any trial."""
-    if args.emit or args.image or args.namespace or args.storage_pvc:
+    if args.emit or any(vars(args)[dest] is not None and vars(args)[dest] is not False for dest in _RAYJOB_OPTIONS):
         return _emit_rayjob(args)
 
     spec = _load(args)
@@ -206,7 +208,10 @@ def _emit_rayjob(args: argparse.Namespace) -> int:
     """``plan --emit rayjob``: the KubeRay RayJob (and the spec's ConfigMap) on stdout, notes on stderr."""
 
     if not args.emit:
-        raise PlanError("--image, --storage-pvc and --namespace are options of --emit rayjob")
+        raise PlanError(
+            "--image, --storage-pvc, --namespace, --auth-token, --pre-running-deadline and --fs-group are options "
+            "of --emit rayjob"
+        )
     if not args.cluster:
         raise PlanError(
             "--emit rayjob needs --cluster SHAPE: the node groups the Kubernetes cluster gives Ray, "
@@ -221,7 +226,6 @@ def _emit_rayjob(args: argparse.Namespace) -> int:
         )
     spec = _load(args)
     groups = parse_node_groups(args.cluster)
-    plan = plan_for(spec, nodes_at(groups, "max"))
     try:
         ray_version: str | None = version("ray")
     except PackageNotFoundError:  # pragma: no cover - ray is a dependency
@@ -229,19 +233,27 @@ def _emit_rayjob(args: argparse.Namespace) -> int:
     command = ["hpsearch", "plan", args.spec, "--cluster", args.cluster, "--emit", "rayjob", "--image", args.image]
     command += ["--storage-pvc", args.storage_pvc] if args.storage_pvc else []
     command += ["--namespace", args.namespace] if args.namespace else []
+    command += ["--auth-token"] if args.auth_token else []
+    command += (
+        ["--pre-running-deadline", str(args.pre_running_deadline)] if args.pre_running_deadline is not None else []
+    )
+    command += ["--fs-group", str(args.fs_group)] if args.fs_group is not None else []
     command += [arg for o in args.set or () for arg in ("--set", o)]
     manifest = rayjob_manifest(
         spec,
         args.spec,
         groups,
-        plan,
         image=args.image,
         storage_pvc=args.storage_pvc,
         namespace=args.namespace,
         overrides=args.set or (),
         ray_version=ray_version,
         command=shlex.join(command),
+        auth_token=args.auth_token,
+        pre_running_deadline_s=args.pre_running_deadline,
+        fs_group=args.fs_group,
     )
+    plan = rayjob_plan(spec, groups)  # what the manifest was sized from: it has refused what cannot be planned
     sys.stdout.write(manifest)
     low, high = sum(g.min_count for g in groups), sum(g.max_count for g in groups)
     where = (
@@ -393,6 +405,29 @@ def _parser() -> argparse.ArgumentParser:
         "at /mnt/hpsearch-results (the search's storage_path)",
     )
     kube.add_argument("--namespace", help="with --emit rayjob: the Kubernetes namespace (default: kubectl's current)")
+    kube.add_argument(
+        "--auth-token",
+        action="store_true",
+        help="with --emit rayjob: Ray's token authentication (rayClusterSpec.authOptions {mode: token}): KubeRay makes "
+        "a token Secret and gives it to every Ray pod and the submitter; needs KubeRay "
+        f"{KUBERAY_SINCE['spec.rayClusterSpec.authOptions']} or later",
+    )
+    kube.add_argument(
+        "--pre-running-deadline",
+        metavar="SECONDS",
+        type=int,
+        help="with --emit rayjob: preRunningDeadlineSeconds: KubeRay fails the RayJob if its search has not started "
+        "SECONDS after the RayJob's start (pods Pending, an image that does not pull); needs KubeRay "
+        f"{KUBERAY_SINCE['spec.preRunningDeadlineSeconds']} or later",
+    )
+    kube.add_argument(
+        "--fs-group",
+        metavar="GID",
+        type=int,
+        help="with --emit rayjob: securityContext.fsGroup of every Ray pod, so that the image's user writes to a "
+        "root-owned share (Filestore, NFS) whose driver applies fsGroup (rayproject/ray: 100); a pod field, "
+        "any KubeRay (1.1.0 or later)",
+    )
     _results_commands(sub)
     return parser
 

@@ -78,7 +78,7 @@ import re
 import shlex
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -434,6 +434,62 @@ def _check_storage(spec: Spec, storage_pvc: str | None, groups: Sequence[NodeGro
     )
 
 
+def _check_names(namespace: str | None, storage_pvc: str) -> None:
+    """Refuse a namespace or claim name that Kubernetes would refuse, naming the rule."""
+    if namespace is not None and not (len(namespace) <= 63 and _DNS1123_LABEL.fullmatch(namespace)):
+        raise PlanError(
+            f"--namespace {namespace!r} is not a Kubernetes namespace name: a namespace is a DNS-1123 label, at most "
+            "63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit "
+            "(e.g. 'ml-team')"
+        )
+    if not (len(storage_pvc) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(storage_pvc)):
+        raise PlanError(
+            f"--storage-pvc {storage_pvc!r} is not a PersistentVolumeClaim name: a claim's name is a DNS-1123 "
+            "subdomain, at most 253 characters of lowercase letters, digits, '-' and '.', each part between dots "
+            "starting and ending with a letter or digit (e.g. 'hpsearch-results'); `kubectl get pvc` lists yours"
+        )
+
+
+def _image_ray_version(image: str) -> str | None:
+    """The Ray version an image's tag says: ``rayproject/ray:2.60.0-py311`` (Ray's own images) or ``...:ray-2.60.0``."""
+    reference = image.split("@", 1)[0]  # a digest says no version
+    repository, _, tag = reference.rpartition("/")[2].partition(":")
+    if not tag:
+        return None
+    at_start = _VERSION_AT_START.match(tag)
+    if repository in _RAY_IMAGES and at_start:
+        return at_start.group(1)
+    named = _RAY_IN_TAG.search(tag)
+    return named.group(1) if named else None
+
+
+def _check_image(image: str, ray_version: str | None) -> None:
+    """Refuse an image whose tag names another Ray than ``rayVersion`` (the Ray installed here)."""
+    tagged = _image_ray_version(image)
+    if ray_version is None or tagged is None or tagged == ray_version:
+        return
+    raise PlanError(
+        f"--image {image} says Ray {tagged}, but this hpsearch runs Ray {ray_version}, which the manifest's "
+        f"rayVersion says and the plan is made with: use an image of Ray {ray_version} (e.g. "
+        f"rayproject/ray:{ray_version}-py311 with hpsearch installed), or write the manifest where Ray {tagged} "
+        "is installed"
+    )
+
+
+def _check_options(auth_token: bool, pre_running_deadline_s: int | None, fs_group: int | None) -> _Options:
+    """The opt-in fields, each within the range its Kubernetes field takes."""
+    if pre_running_deadline_s is not None and not 1 <= pre_running_deadline_s <= _INT32_MAX:
+        raise PlanError(
+            f"--pre-running-deadline {pre_running_deadline_s}: preRunningDeadlineSeconds is a whole number of "
+            f"seconds from 1 to {_INT32_MAX}"
+        )
+    if fs_group is not None and not 0 <= fs_group <= _INT64_MAX:
+        raise PlanError(
+            f"--fs-group {fs_group}: fsGroup is a group id, a whole number from 0 (e.g. 100, rayproject/ray's)"
+        )
+    return _Options(auth_token, pre_running_deadline_s, fs_group)
+
+
 def _spec_files(spec: Spec, spec_path: Path) -> dict[str, str]:
     """The ConfigMap's files by their path relative to the spec's folder: the spec, and the ``.py`` files it names."""
     folder = spec_path.resolve().parent
@@ -459,52 +515,109 @@ def _spec_files(spec: Spec, spec_path: Path) -> dict[str, str]:
 # ----------------------------------------------------------------------------- the groups
 
 
-def _ray_groups(groups: Sequence[NodeGroup], plan: Plan) -> tuple[_Group, list[_Group]]:
-    """The head and the worker groups, each with the most drivers and workers the plan puts on one of its nodes."""
-    per_node = {u.node_id: (u.drivers, u.workers) for u in plan.usage}
-    nodes = nodes_at(groups, "max")
-    at: dict[int, list[tuple[int, int]]] = {}
-    i = 0
-    for g_index, group in enumerate(groups):
-        for _ in range(group.max_count):
-            at.setdefault(g_index, []).append(per_node.get(nodes[i].node_id, (0, 0)))
-            i += 1
-    head_group = groups[0]
-    head_load = at.get(0, [(0, 0)])[0]
-    head = _Group("head", head_group.resources, 1, 1, workers=head_load[1], drivers=head_load[0])
-    workers: list[_Group] = []
-    if head_group.max_count > 1:  # the head group's other nodes are workers of the head's shape
-        loads = at.get(0, [])[1:]
-        workers.append(
-            _Group(
-                _group_name(0, head_group.resources),
-                head_group.resources,
-                head_group.min_count - 1,
-                head_group.max_count - 1,
-                workers=max((w for _, w in loads), default=0),
-                drivers=max((d for d, _ in loads), default=0),
-            )
+def _groups_for(groups: Sequence[NodeGroup], head_base_gb: float, worker_base_gb: float) -> list[_Group]:
+    """The manifest's groups: the head, the head group's other nodes (if any), then the other groups."""
+    for group in groups:
+        _check_whole(group.resources)
+    first = groups[0]
+    # (name, shape, min, max) of each worker group: the head group's other nodes are workers of the head's shape
+    others = [(_group_name(i, g.resources), g.resources, g.min_count, g.max_count) for i, g in enumerate(groups) if i]
+    if first.max_count > 1:
+        others.insert(0, (_group_name(0, first.resources), first.resources, first.min_count - 1, first.max_count - 1))
+    autoscaling = any(g.autoscaling for g in groups)
+    head = _shape("head", first.resources, 1, 1, is_head=True, autoscaler=autoscaling, base_gb=head_base_gb)
+    return [head, *(_shape(*o, is_head=False, autoscaler=False, base_gb=worker_base_gb) for o in others)]
+
+
+def _check_whole(resources: Mapping[str, float]) -> None:
+    """Refuse a fractional CPU (``ray start --num-cpus`` takes integers) or GPU (Kubernetes gives whole GPUs)."""
+    cpus = resources.get(_CPU, 0.0)
+    if cpus != int(cpus):
+        raise PlanError(
+            f"CPU: {cpus:g} per node in --cluster: `ray start --num-cpus` takes a whole number of CPUs (and "
+            "KubeRay's autoscaler reads num-cpus with int()); describe each node with a whole number of CPUs, "
+            f"e.g. CPU: {math.floor(cpus)} (trials may still use fractions of them)"
         )
-    for g_index, group in enumerate(groups[1:], start=1):
-        loads = at.get(g_index, [])
-        workers.append(
-            _Group(
-                _group_name(g_index, group.resources),
-                group.resources,
-                group.min_count,
-                group.max_count,
-                workers=max((w for _, w in loads), default=0),
-                drivers=max((d for d, _ in loads), default=0),
-            )
+    gpus = resources.get(_GPU, 0.0)
+    if gpus != int(gpus):
+        raise PlanError(
+            f"GPU: {gpus:g} per node in --cluster: Kubernetes gives a pod whole GPUs ({_K8S_GPU}); "
+            "describe each node with its whole number of GPUs (trials may still use fractions of them)"
         )
-    for g in [head, *workers]:
-        gpus = g.resources.get(_GPU, 0.0)
-        if gpus != int(gpus):
+
+
+def _shape(
+    name: str,
+    resources: Mapping[str, float],
+    min_count: int,
+    max_count: int,
+    *,
+    is_head: bool,
+    autoscaler: bool,
+    base_gb: float,
+) -> _Group:
+    """A group whose Ray is started with the described node less what else its pod runs."""
+    ray = dict(resources)
+    if autoscaler and resources.get(_CPU, 0.0) > 0:
+        ray[_CPU] = float(math.floor(resources[_CPU] - AUTOSCALER_CPU))
+    if MEMORY in resources:
+        memory = resources[MEMORY] / GB
+        overheads = [(base_gb, _base_text(is_head))]
+        if autoscaler:
+            overheads.append((AUTOSCALER_MEMORY_GB, "KubeRay's autoscaler sidecar"))
+        taken = sum(gb for gb, _ in overheads)
+        room = _memory_quantity_gb(memory - (AUTOSCALER_MEMORY_GB if autoscaler else 0.0))  # the container's
+        if room - base_gb <= 0:
+            what = "the head node" if is_head else f"a node of worker group {name}"
+            parts = " and ".join(f"{gb:g} GB for {why}" for gb, why in overheads)
             raise PlanError(
-                f"GPU: {gpus:g} per node in --cluster: Kubernetes gives a pod whole GPUs ({_K8S_GPU}); "
-                "describe each node with its whole number of GPUs (trials may still use fractions of them)"
+                f"memory: {memory:g} per node in --cluster: {what} does not hold what its pod runs besides the trials, "
+                f"{parts}: {max(taken - memory, 1 / 1024):.3g} GB short, and nothing left for the trials; describe each "
+                f"node with the memory a pod has on it (a little less than the machine's), more than {taken:g} GB "
+                "(README: Running on Kubernetes)"
             )
-    return head, workers
+        ray[MEMORY] = float(math.floor((room - base_gb) * GB))
+    return _Group(name, dict(resources), ray, min_count, max_count, is_head, base_gb, autoscaler)
+
+
+def _base_text(is_head: bool) -> str:
+    return "Ray's head processes and the search process" if is_head else "Ray's own processes"
+
+
+def _node_groups(shapes: Sequence[_Group]) -> list[NodeGroup]:
+    return [NodeGroup(dict(g.ray), g.min_count, g.max_count, g.is_head) for g in shapes]
+
+
+def _plan(spec: Spec, shapes: Sequence[_Group]) -> Plan:
+    groups = _node_groups(shapes)
+    try:
+        return plan_for(spec, nodes_at(groups, "max"))
+    except PlanError as err:
+        raise PlanError(
+            f"{err} (planned for the nodes as Ray is started in the pods, {cluster_text(groups, exact=False)}: the "
+            "--cluster nodes less KubeRay's autoscaler sidecar and Ray's own processes; README: Running on Kubernetes)"
+        ) from None
+
+
+def _with_loads(spec: Spec, shapes: Sequence[_Group], plan: Plan) -> list[_Group]:
+    """Each group with the most drivers and Train workers one of its nodes holds.
+
+    That is what the plan puts on a node, but never more than the trials that can exist: ``total_trials``
+    drivers, and their workers.
+    """
+    per_node = {u.node_id: (u.drivers, u.workers) for u in plan.usage}
+    nodes = nodes_at(_node_groups(shapes), "max")
+    trials = total_trials(spec)
+    most_workers = trials * demand_for(spec).num_workers
+    out: list[_Group] = []
+    i = 0
+    for group in shapes:
+        loads = [per_node.get(node.node_id, (0, 0)) for node in nodes[i : i + group.max_count]]
+        i += group.max_count
+        drivers = min(max((d for d, _ in loads), default=0), trials)
+        workers = min(max((w for _, w in loads), default=0), most_workers)
+        out.append(replace(group, drivers=drivers, workers=workers))
+    return out
 
 
 def _group_name(index: int, resources: Mapping[str, float]) -> str:
@@ -563,10 +676,9 @@ def _rayjob(
     overrides: Sequence[str],
     ray_version: str | None,
     ttl_seconds: int,
-    head_base_gb: float,
-    worker_base_gb: float,
+    options: _Options,
 ) -> _Doc:
-    entrypoint = shlex.join(
+    entrypoint = entrypoint_text(
         [
             "hpsearch",
             "run",
@@ -583,48 +695,92 @@ def _rayjob(
     job_spec: dict[str, Any] = {"entrypoint": entrypoint, "submissionMode": "K8sJobMode"}
     if deadline is not None:
         job_spec["activeDeadlineSeconds"] = deadline
+    if options.pre_running_deadline_s is not None:
+        job_spec["preRunningDeadlineSeconds"] = options.pre_running_deadline_s
     job_spec["shutdownAfterJobFinishes"] = True
     job_spec["ttlSecondsAfterFinished"] = ttl_seconds
+    job_spec["submitterConfig"] = {"backoffLimit": SUBMITTER_BACKOFF_LIMIT}
     autoscaling = cluster is not None
     ray_cluster: dict[str, Any] = {}
     if ray_version:
         ray_cluster["rayVersion"] = ray_version
+    if options.auth_token:
+        ray_cluster["authOptions"] = {"mode": "token"}
     if autoscaling:
+        sidecar = {"cpu": _cpu_quantity(AUTOSCALER_CPU), "memory": _memory_quantity(AUTOSCALER_MEMORY_GB, up=True)}
         ray_cluster["enableInTreeAutoscaling"] = True
-        ray_cluster["autoscalerOptions"] = {"upscalingMode": "Default", "idleTimeoutSeconds": IDLE_TIMEOUT_S}
+        ray_cluster["autoscalerOptions"] = {
+            "upscalingMode": "Default",
+            "idleTimeoutSeconds": IDLE_TIMEOUT_S,
+            "resources": {"requests": dict(sidecar), "limits": dict(sidecar)},
+        }
     volumes = _volumes(name, files, storage_pvc)
-    head_memory = max(
-        head_memory_gb(spec, head.drivers, head.workers, base_gb=head_base_gb),
-        head.resources.get(MEMORY, 0.0) / GB,
-    )
     ray_cluster["headGroupSpec"] = {
-        "rayStartParams": {"dashboard-host": "0.0.0.0", **_start_params(head.resources)},
-        "template": _pod_template("ray-head", image, head.resources, head_memory, volumes),
+        "rayStartParams": {"dashboard-host": "0.0.0.0", **_start_params(head.ray)},
+        "template": _pod_template(spec, "ray-head", image, head, volumes, options),
     }
-    worker_specs = []
-    for g in workers:
-        memory = max(
-            g.workers * spec.resources.worker_memory_gb + g.drivers * spec.resources.driver_memory_gb + worker_base_gb,
-            g.resources.get(MEMORY, 0.0) / GB,
-        )
-        worker_specs.append(
-            {
-                "groupName": g.name,
-                "replicas": g.min_count,
-                "minReplicas": g.min_count,
-                "maxReplicas": g.max_count,
-                "rayStartParams": _start_params(g.resources),
-                "template": _pod_template("ray-worker", image, g.resources, memory, volumes),
-            }
-        )
+    worker_specs = [
+        {
+            "groupName": g.name,
+            "replicas": g.min_count,
+            "minReplicas": g.min_count,
+            "maxReplicas": g.max_count,
+            "rayStartParams": _start_params(g.ray),
+            "template": _pod_template(spec, "ray-worker", image, g, volumes, options),
+        }
+        for g in workers
+    ]
     if worker_specs:
         ray_cluster["workerGroupSpecs"] = worker_specs
     job_spec["rayClusterSpec"] = ray_cluster
     doc = _Doc(
         {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": _metadata(name, namespace, name), "spec": job_spec}
     )
-    _comment_rayjob(doc, spec, head, workers, head_memory, cluster, deadline, ttl_seconds, head_base_gb)
+    _comment_rayjob(doc, spec, head, workers, cluster, deadline, ttl_seconds, options)
     return doc
+
+
+def entrypoint_text(args: Sequence[str]) -> str:
+    """The RayJob's ``entrypoint`` for ``args``: each quoted for the two shells it passes, so each arrives as written.
+
+    KubeRay's submitter splits the entrypoint into words as a shell does (Go's shlex in KubeRay 1.1 and 1.2, the
+    bash script of ``ray job status || ray job submit`` from 1.3). ``ray job submit -- WORDS`` joins the words
+    with ``subprocess.list2cmdline``, and Ray's job supervisor runs that line with ``/bin/sh``. So each argument
+    is quoted for ``/bin/sh`` after ``list2cmdline`` (:func:`_for_the_job_shell`), and that word is quoted for
+    the first shell. A word ``/bin/sh`` reads as it is stays bare.
+
+    Example:
+        >>> entrypoint_text(["hpsearch", "run", "--set", "name=$HOME", "--set", "x={a: 1}"])
+        "hpsearch run --set 'name=\\\\$HOME' --set 'x={a: 1}'"
+    """
+    return " ".join(shlex.quote(_for_the_job_shell(arg)) for arg in args)
+
+
+def _for_the_job_shell(arg: str) -> str:
+    """The word ``ray job submit`` must be given for ``/bin/sh`` to read ``arg`` back after ``list2cmdline``.
+
+    ``list2cmdline`` leaves a word without blanks as it is, but for a ``"``, which it writes ``\\"`` (doubling the
+    backslashes just before it): ``/bin/sh`` reads that unquoted, so each other character it would take as
+    syntax is escaped, a backslash or a line break single-quoted. A word with a blank (or none at all) it wraps
+    in double quotes, with the same escapes: inside them ``/bin/sh`` unescapes ``\\ $ ` "``, so those are escaped,
+    and what ``list2cmdline`` will add is taken off first.
+    """
+    if _SHELL_SAFE.fullmatch(arg):
+        return arg
+    if not arg or " " in arg or "\t" in arg:
+        inside = re.sub(r'([\\$`"])', r"\\\1", arg)  # what /bin/sh must read between the double quotes
+        # list2cmdline writes 2n+1 backslashes before a " for n, and 2n at the end for n: take them off
+        return re.sub(r'(\\*)("|\Z)', lambda m: m.group(1)[: len(m.group(1)) // 2] + m.group(2), inside)
+    return "".join(_unquoted(ch) for ch in arg)
+
+
+def _unquoted(ch: str) -> str:
+    """One character of a word without blanks, as ``/bin/sh`` must read it after ``list2cmdline``."""
+    if ch == '"':
+        return ch  # list2cmdline writes \" (no backslash comes before it here), which /bin/sh reads as "
+    if ch in "\\\n":
+        return f"'{ch}'"  # a backslash-newline would join lines, and \\ before a " would be doubled
+    return ch if _SHELL_SAFE.fullmatch(ch) else "\\" + ch
 
 
 def _volumes(name: str, files: Mapping[str, str], storage_pvc: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -646,40 +802,72 @@ def _volumes(name: str, files: Mapping[str, str], storage_pvc: str) -> list[tupl
 
 
 def _pod_template(
+    spec: Spec,
     container: str,
     image: str,
-    resources: Mapping[str, float],
-    memory_gb: float,
+    group: _Group,
     volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    options: _Options,
 ) -> dict[str, Any]:
     amounts: dict[str, Any] = {}
-    if resources.get(_CPU):
-        amounts["cpu"] = _cpu_quantity(resources[_CPU])
-    amounts["memory"] = f"{math.ceil(memory_gb)}Gi"
-    if resources.get(_GPU):
-        amounts[_K8S_GPU] = int(resources[_GPU])
-    return {
-        "spec": {
-            "containers": [
-                {
-                    "name": container,
-                    "image": image,
-                    "resources": {"requests": dict(amounts), "limits": dict(amounts)},
-                    "volumeMounts": [mount for _, mount in volumes],
-                }
-            ],
-            "volumes": [volume for volume, _ in volumes],
+    if group.resources.get(_CPU):
+        amounts["cpu"] = _cpu_quantity(group.resources[_CPU] - (AUTOSCALER_CPU if group.autoscaler else 0.0))
+    amounts["memory"] = _container_memory(spec, group)[1]
+    if group.resources.get(_GPU):
+        amounts[_K8S_GPU] = int(group.resources[_GPU])
+    pod: dict[str, Any] = {}
+    if options.fs_group is not None:
+        pod["securityContext"] = {"fsGroup": options.fs_group}
+    pod["containers"] = [
+        {
+            "name": container,
+            "image": image,
+            "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+            "volumeMounts": [mount for _, mount in volumes],
         }
-    }
+    ]
+    pod["volumes"] = [volume for volume, _ in volumes]
+    return {"spec": pod}
+
+
+def _container_memory(spec: Spec, group: _Group) -> tuple[float, str]:
+    """The Ray container's memory (GB, and as a quantity): the described node's, less the sidecar, rounded down
+    to whole MiB; or, without a ``memory`` in the shape, what the plan puts there and Ray's own, rounded up."""
+    if MEMORY in group.resources:
+        memory = group.resources[MEMORY] / GB - (AUTOSCALER_MEMORY_GB if group.autoscaler else 0.0)
+        return memory, _memory_quantity(memory, up=False)
+    need = _need_gb(spec, group)
+    return need, _memory_quantity(need, up=True)
+
+
+def _need_gb(spec: Spec, group: _Group) -> float:
+    r = spec.resources
+    return group.drivers * r.driver_memory_gb + group.workers * r.worker_memory_gb + group.base_gb
+
+
+def _memory_quantity(gb: float, *, up: bool) -> str:
+    """A Kubernetes memory quantity: whole GiB (``28Gi``), else MiB (``27648Mi``); rounded ``up`` or down."""
+    if up:
+        return f"{math.ceil(gb)}Gi" if gb >= 1 else f"{math.ceil(gb * 1024)}Mi"
+    mib = round(_memory_quantity_gb(gb) * 1024)
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def _memory_quantity_gb(gb: float) -> float:
+    """``gb`` rounded down to whole MiB: a container's memory inside a node of ``gb``."""
+    return math.floor(round(gb * 1024, 6)) / 1024
 
 
 def _start_params(resources: Mapping[str, float]) -> dict[str, str]:
-    """``ray start`` options for a node's shape: ``num-cpus``, ``num-gpus``, ``object-store-memory``, ``resources``."""
+    """``ray start`` options for what Ray is started with: ``num-cpus``, ``num-gpus``, ``memory`` (bytes),
+    ``object-store-memory``, ``resources``."""
     params: dict[str, str] = {}
     if _CPU in resources:
-        params["num-cpus"] = _number(resources[_CPU])
+        params["num-cpus"] = str(int(resources[_CPU]))  # whole: _check_whole refused a fraction
     if resources.get(_GPU):
-        params["num-gpus"] = _number(resources[_GPU])
+        params["num-gpus"] = str(int(resources[_GPU]))
+    if MEMORY in resources:
+        params["memory"] = str(int(resources[MEMORY]))
     if resources.get(_OBJECT_STORE):
         params["object-store-memory"] = str(int(resources[_OBJECT_STORE]))
     custom = {k: v for k, v in resources.items() if k not in (_CPU, _GPU, MEMORY, _OBJECT_STORE) and v > 0}
@@ -750,27 +938,28 @@ def _comment_rayjob(
     spec: Spec,
     head: _Group,
     workers: Sequence[_Group],
-    head_memory: float,
     cluster: str | None,
     deadline: int | None,
     ttl_seconds: int,
-    head_base_gb: float,
+    options: _Options,
 ) -> None:
-    r = spec.resources
     node_start = spec.failure.start_timeout_s(autoscaling=True)
     doc.note(
         "spec.entrypoint",
         "Runs on the head pod (Ray's job supervisor is placed there), as `ray job submit` from KubeRay's",
         f"submitter Job; the spec is the ConfigMap's copy, the results go to the claim at {STORAGE_MOUNT}.",
         "To run it again: a new --set name=..., or `hpsearch resume` of the folder (an existing folder is refused).",
+        "Each argument is quoted for the two shells it passes (the submitter's, then /bin/sh after `ray job submit`",
+        "joins the words), so a --set value arrives as written: $, quotes, spaces and backslashes included.",
     )
     if cluster is not None:
         doc.note(
             "spec.entrypoint",
-            "--cluster: the node groups `hpsearch plan` was given, inline. With it `hpsearch run` plans for the nodes",
-            "up now plus every node the autoscaler may add: trials that do not fit yet start their drivers, and their",
-            "worker groups wait for a node (pending placement groups: the demand Ray's autoscaler adds nodes for),",
-            f"each up to failure.node_start_timeout_s ({node_start:g} s). Without it, only the nodes up at the start count.",
+            "--cluster: the node groups as Ray is started in the pods (those `hpsearch plan` was given, less what else",
+            "each pod runs: see rayStartParams), inline. With it `hpsearch run` plans for the nodes up now plus every",
+            "node the autoscaler may add: trials that do not fit yet start their drivers, and their worker groups wait",
+            "for a node (pending placement groups: the demand Ray's autoscaler adds nodes for), each up to",
+            f"failure.node_start_timeout_s ({node_start:g} s). Without it, only the nodes up at the start count.",
         )
     if deadline is not None:
         assert spec.budget.max_wall_time is not None
@@ -784,12 +973,35 @@ def _comment_rayjob(
             "claim are kept, and `hpsearch resume` continues the search."
         )
         doc.note("spec.activeDeadlineSeconds", *textwrap.wrap(text, 104))
-    else:
+    if options.pre_running_deadline_s is not None:
+        text = (
+            f"--pre-running-deadline (KubeRay {KUBERAY_SINCE['spec.preRunningDeadlineSeconds']} or later): KubeRay "
+            f"fails the RayJob if its search has not started {options.pre_running_deadline_s} s after the RayJob's "
+            "start, for example when no node holds a pod (Pending) or the image does not pull, instead of waiting."
+        )
+        doc.note("spec.preRunningDeadlineSeconds", *textwrap.wrap(text, 104))
+    if deadline is None:
         doc.note("spec.shutdownAfterJobFinishes", "No activeDeadlineSeconds: the spec has no budget.max_wall_time.")
     doc.note(
         "spec.ttlSecondsAfterFinished",
         f"The Ray cluster is deleted {ttl_seconds} s after the job ends: check the results first (top of this file).",
     )
+    text = (
+        f"KubeRay {KUBERAY_SINCE['spec.submitterConfig']} or later (1.1 has no submitterConfig: its API server drops "
+        "it, or `kubectl apply` refuses it). The submitter Job may fail this often before KubeRay fails the RayJob "
+        "and deletes its cluster; KubeRay's default, 2, can end a long search whose `ray job logs --follow` loses "
+        "its connection. From KubeRay 1.3 a retry finds the job submitted and only follows its logs again: it never "
+        "starts the search twice. Kubernetes waits 10 s, 20 s, ... (at most 6 min) between tries."
+    )
+    doc.note("spec.submitterConfig", *textwrap.wrap(text, 104))
+    if options.auth_token:
+        text = (
+            f"--auth-token (KubeRay {KUBERAY_SINCE['spec.rayClusterSpec.authOptions']} or later): Ray's token "
+            "authentication. KubeRay makes a Secret named as the RayCluster (key auth_token) and gives the token to "
+            "every Ray pod and to the submitter; a `ray job submit` or dashboard from elsewhere needs it "
+            "(RAY_AUTH_TOKEN): kubectl get secret $CLUSTER -o jsonpath='{.data.auth_token}' | base64 -d"
+        )
+        doc.note("spec.rayClusterSpec.authOptions", *textwrap.wrap(text, 100))
     if cluster is not None:
         doc.note(
             "spec.rayClusterSpec.autoscalerOptions",
@@ -797,34 +1009,26 @@ def _comment_rayjob(
             f"maxReplicas, and removes one left idle for {IDLE_TIMEOUT_S} s, never below minReplicas (Ray's default, 60 s,",
             "would remove a node between one trial and the next, and starting it again takes minutes).",
         )
-    doc.note(
-        "spec.rayClusterSpec.headGroupSpec",
-        "The head node: the search process and the trial drivers (resources.driver_node: "
-        f"{r.driver_node}); the plan puts {head.drivers} driver(s)"
-        + (f" and {head.workers} Train worker(s)" if head.workers else "")
-        + " here.",
-        "dashboard-host 0.0.0.0: the submitter reaches the Jobs API through the head's Service (restrict it",
-        "with a NetworkPolicy where other workloads share the cluster).",
-    )
-    base = "spec.rayClusterSpec.headGroupSpec.template.spec"
-    shape_memory = head.resources.get(MEMORY, 0.0) / GB
-    need = head_memory_gb(spec, head.drivers, head.workers, base_gb=head_base_gb)
-    worker_part = f" + {head.workers} x {r.worker_memory_gb:g} GB (resources.worker_memory_gb)" if head.workers else ""
-    memory_lines = [
-        f"memory: {head.drivers} driver(s) x {r.driver_memory_gb:g} GB (resources.driver_memory_gb){worker_part}",
-        f"+ {head_base_gb:g} GB for Ray's head processes and the search process (an allowance) = {need:.3g} GB",
-    ]
-    if shape_memory:
-        memory_lines.append(
-            f"(the --cluster shape says {shape_memory:.3g} GB: the larger, {head_memory:.3g} GB, is used), rounded up."
+        doc.note(
+            "spec.rayClusterSpec.autoscalerOptions.resources",
+            "The autoscaler's sidecar container in the head pod: KubeRay's defaults, written here because they are",
+            "counted inside the head node (the head's Ray container gets the rest).",
         )
-    else:
-        memory_lines.append("rounded up to whole GiB.")
-    memory_lines.append(
-        "Ray keeps 30% of it for its object store (/dev/shm, used as objects are stored): with datasets, add their size."
+    r = spec.resources
+    text = (
+        f"The head node: the search process and the trial drivers (resources.driver_node: {r.driver_node}); it "
+        f"holds {head.drivers} driver(s)" + (f" and {head.workers} Train worker(s)" if head.workers else "") + ": "
+        f"the most the plan puts here, and of the spec's {total_trials(spec)} trial(s). dashboard-host 0.0.0.0: the "
+        "submitter reaches the Jobs API through the head's Service (restrict it with a NetworkPolicy where other "
+        "workloads share the cluster)."
     )
-    doc.note(f"{base}.containers[0].resources", *memory_lines)
-    doc.note(f"{base}.volumes", *_placement_placeholders(head.resources))
+    doc.note("spec.rayClusterSpec.headGroupSpec", *textwrap.wrap(text, 100))
+    head_path = "spec.rayClusterSpec.headGroupSpec"
+    doc.note(f"{head_path}.rayStartParams.num-cpus", *_cpu_lines(head))
+    doc.note(f"{head_path}.rayStartParams.memory", *_ray_memory_lines(head))
+    doc.note(f"{head_path}.template.spec.securityContext", *_fs_group_lines(options))
+    doc.note(f"{head_path}.template.spec.containers[0].resources", *_memory_lines(spec, head))
+    doc.note(f"{head_path}.template.spec.volumes", *_placement_placeholders(head.resources))
     for i, g in enumerate(workers):
         path = f"spec.rayClusterSpec.workerGroupSpecs[{i}]"
         doc.note(
@@ -838,13 +1042,76 @@ def _comment_rayjob(
                 f"({g.max_count}), and the autoscaler adds them as trials wait for their workers. A node takes minutes to",
                 f"start (a machine, the image); a trial waits up to failure.node_start_timeout_s ({node_start:g} s) for one.",
             )
-        doc.note(
-            f"{path}.template.spec.containers[0].resources",
-            f"memory: {g.workers} Train worker(s) x {r.worker_memory_gb:g} GB (resources.worker_memory_gb)"
-            + (f" + {g.drivers} driver(s) x {r.driver_memory_gb:g} GB" if g.drivers else "")
-            + " + Ray's own processes (an allowance), or the --cluster shape's memory if larger.",
-        )
+        doc.note(f"{path}.rayStartParams.memory", *_ray_memory_lines(g))
+        doc.note(f"{path}.template.spec.securityContext", *_fs_group_lines(options))
+        doc.note(f"{path}.template.spec.containers[0].resources", *_memory_lines(spec, g))
         doc.note(f"{path}.template.spec.volumes", *_placement_placeholders(g.resources))
+
+
+def _cpu_lines(group: _Group) -> list[str]:
+    """Why ``num-cpus`` is what it is: the shape's whole CPUs, the head's less the autoscaler sidecar."""
+    if not group.autoscaler or not group.resources.get(_CPU):
+        return []
+    cpus = group.resources[_CPU]
+    return textwrap.wrap(
+        f"num-cpus: the --cluster shape's CPU: {cpus:g} less KubeRay's autoscaler sidecar ({AUTOSCALER_CPU:g} CPU; "
+        f"the container gets {_cpu_quantity(cpus - AUTOSCALER_CPU)}), rounded down ({int(group.ray[_CPU])}): `ray "
+        "start --num-cpus` takes whole CPUs, and the half CPU left is the head processes'.",
+        96,
+    )
+
+
+def _ray_memory_lines(group: _Group) -> list[str]:
+    """Why Ray's ``memory`` is what it is: the shape's memory less what else the pod runs."""
+    if MEMORY not in group.ray:
+        return []
+    sidecar = f", less KubeRay's autoscaler sidecar ({AUTOSCALER_MEMORY_GB:g} GB)," if group.autoscaler else ""
+    return textwrap.wrap(
+        f"memory: {group.ray[MEMORY] / GB:.4g} GB (in bytes), the memory Ray plans the trials with: the --cluster "
+        f"shape's {group.resources[MEMORY] / GB:g} GB{sidecar} less {group.base_gb:g} GB for "
+        f"{_base_text(group.is_head)} (an allowance), all inside the described node.",
+        96,
+    )
+
+
+def _fs_group_lines(options: _Options) -> list[str]:
+    if options.fs_group is None:
+        return []
+    return textwrap.wrap(
+        f"--fs-group: the volumes' files belong to group {options.fs_group}, so the image's user (rayproject/ray: "
+        "uid 1000, gid 100) writes to a share whose root is root's, where the volume's driver applies fsGroup.",
+        96,
+    )
+
+
+def _memory_lines(spec: Spec, group: _Group) -> list[str]:
+    """Where the Ray container's memory comes from, for its comment."""
+    r = spec.resources
+    memory, quantity = _container_memory(spec, group)
+    parts = []
+    if group.drivers:
+        parts.append(f"{group.drivers} driver(s) x {r.driver_memory_gb:g} GB (resources.driver_memory_gb)")
+    if group.workers or not group.is_head:
+        parts.append(f"{group.workers} Train worker(s) x {r.worker_memory_gb:g} GB (resources.worker_memory_gb)")
+    trials = " + ".join(parts) or "no trial"
+    base = f"{group.base_gb:g} GB for {_base_text(group.is_head)} (an allowance)"
+    if MEMORY in group.resources:
+        sidecar = f" less KubeRay's autoscaler sidecar ({AUTOSCALER_MEMORY_GB:g} GB)" if group.autoscaler else ""
+        text = (
+            f"memory: the --cluster shape's {group.resources[MEMORY] / GB:g} GB{sidecar} = {quantity}: {base}, and "
+            f"Ray's memory (rayStartParams) for the trials, of which the plan puts {trials} here."
+        )
+    else:
+        text = (
+            f"memory: {trials} + {base} = {memory:.3g} GB, rounded up to {quantity}: the most the plan puts here, "
+            "and of the trials that can exist."
+        )
+    if group.is_head:
+        text += (
+            " Ray keeps 30% of it for its object store (/dev/shm, used as objects are stored): with datasets, "
+            "add their size."
+        )
+    return textwrap.wrap(text, 96)
 
 
 def _placement_placeholders(resources: Mapping[str, float]) -> list[str]:
@@ -891,6 +1158,8 @@ def _entry(prefix: str, value: Any, indent: int, path: str, comments: Mapping[st
         return [prefix, *_mapping(value, indent + 2, path, comments)]
     if isinstance(value, list) and value:
         return [prefix, *_sequence(value, indent + 2, path, comments)]
+    if isinstance(value, Mapping) or isinstance(value, list):  # empty: a YAML map or list, never the text "{}"
+        return [f"{prefix} {{}}" if isinstance(value, Mapping) else f"{prefix} []"]
     if isinstance(value, str) and "\n" in value and _literal_ok(value):
         # |2: the content is indented 2 past the key (so a first line may start with spaces);
         # chomping: "-" no final line break, "" one, "+" several (each kept).
