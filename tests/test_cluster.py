@@ -47,25 +47,6 @@ def test_connection_error_explains_token_authentication(monkeypatch: pytest.Monk
     assert "\n" not in cluster._cannot_connect("10.0.0.1:6379", ConnectionError("refused"))
 
 
-def test_storage_probe_reports_a_folder_a_node_cannot_reach(tmp_path) -> None:
-    missing = tmp_path / "only-on-the-head"
-    assert cluster._probe_storage(str(missing), "token", "n1") == (
-        f"{missing} is not reachable there (No such file or directory)"
-    )
-
-
-def test_storage_probe_reads_the_drivers_file_and_writes_its_own(tmp_path) -> None:
-    (tmp_path / "from-driver").write_text("token")
-    assert cluster._probe_storage(str(tmp_path), "token", "n1") is None
-    assert (tmp_path / "from-n1").read_text() == "token"
-    assert cluster._probe_storage(str(tmp_path), "other", "n1") == f"{tmp_path} holds other content there"
-
-
-def test_storage_check_is_skipped_on_one_node(tmp_path) -> None:
-    cluster.check_shared_storage(tmp_path / "results", [Node({"CPU": 2.0}, "head", is_head=True)])
-    assert not (tmp_path / "results").exists()  # nothing written, Ray not needed
-
-
 def test_a_ray_job_command_uses_the_jobs_cluster_not_an_embedded_one():
     from hpsearch.runtime.cluster import JOB_MARKER, job_cluster_address
 

@@ -95,6 +95,68 @@ def test_a_changed_default_ray_data_share_is_caught(monkeypatch: pytest.MonkeyPa
         internals._check_data_fraction()
 
 
+def test_the_torch_backend_check_fails_when_on_start_no_longer_sets_up_the_process_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = internals._torch_config_source()
+    assert "_setup_torch_process_group,\n" in source  # on_start hands it to each worker
+    monkeypatch.setattr(
+        internals, "_torch_config_source", lambda: source.replace("_setup_torch_process_group,\n", "_setup,\n")
+    )
+    with pytest.raises(ContractBroken, match="_TorchBackend.on_start no longer sets up the process group"):
+        internals._check_torch_backend()
+    monkeypatch.setattr(internals, "_torch_config_source", lambda: source.replace("class _TorchBackend(", "class _B("))
+    with pytest.raises(ContractBroken, match="ray.train.torch.config has no class _TorchBackend"):
+        internals._check_torch_backend()
+
+
+def test_the_torch_config_runs_the_worker_setup_on_every_worker_before_rays_process_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ray.train.torch import TorchConfig
+    from ray.train.torch.config import _TorchBackend
+
+    from hpsearch.runtime.node_check import pin_worker_interface
+
+    config = internals.torch_config_with_worker_setup(pin_worker_interface)
+    assert isinstance(config, TorchConfig)
+    assert config.to_dict() == TorchConfig().to_dict()  # Ray's backend choice, init method and timeout
+    calls: list[str] = []
+
+    class Workers:
+        def execute(self, fn):
+            calls.append(f"every worker: {fn.__name__}")
+            return [{}]
+
+    monkeypatch.setattr(_TorchBackend, "on_start", lambda self, group, cfg: calls.append("Ray's process group"))
+    backend = config.backend_cls()
+    assert isinstance(backend, _TorchBackend)
+    backend.on_start(Workers(), config)
+    assert calls == ["every worker: pin_worker_interface", "Ray's process group"]
+
+
+def test_the_torch_config_reaches_a_process_that_never_built_it() -> None:
+    """Ray's cloudpickle sends the config to the Train controller, which has not made the classes."""
+    import subprocess
+    import sys
+
+    from ray import cloudpickle
+
+    from hpsearch.runtime.node_check import pin_worker_interface
+
+    blob = cloudpickle.dumps(internals.torch_config_with_worker_setup(pin_worker_interface))
+    check = (
+        "import pickle, sys\n"
+        "from ray.train.torch.config import TorchConfig, _TorchBackend\n"
+        "config = pickle.loads(sys.stdin.buffer.read())\n"
+        "assert isinstance(config, TorchConfig) and issubclass(config.backend_cls, _TorchBackend)\n"
+        "print(config.worker_setup.__module__, config.worker_setup.__name__, config.backend, config.timeout_s)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], input=blob, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["hpsearch.runtime.node_check", "pin_worker_interface", "None", "1800"]
+
+
 # ----------------------------------------------------------------------------- at start: warn or refuse
 
 SPEC = {
@@ -213,3 +275,18 @@ def test_build_tuner_checks_the_internals_too(tmp_path: Path, broken_contracts) 
     with pytest.raises(IncompatibleLibraryError, match="tune-session-report"):
         build_tuner(spec, nodes=[Node({"CPU": 2.0, "memory": 8e9}, "head", is_head=True)])
     assert ray.is_initialized() is was_up
+
+
+def test_without_the_torch_backend_internal_trials_get_rays_own_torch_config(
+    tmp_path: Path, broken_contracts, said
+) -> None:
+    broken_contracts({"torch-backend-start": "ray.train.torch.config has no class _TorchBackend"})
+    assert internals.torch_config_with_worker_setup(print) is None
+    internals.preflight(_spec(tmp_path)[1])  # one worker per trial: nothing to say
+    assert said.getvalue() == ""
+    internals.preflight(_spec(tmp_path, scaling={"num_workers": 2, "resources_per_worker": {"CPU": 0.5}})[1])
+    assert said.getvalue().splitlines() == [
+        "hpsearch: off for this search: trials that span hosts whose name resolves to a loopback address (each "
+        "worker's GLOO_SOCKET_IFNAME set to the interface of its node's IP) (Ray internal torch-backend-start: "
+        "ray.train.torch.config has no class _TorchBackend)"
+    ]

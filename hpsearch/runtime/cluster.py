@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
-import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ray.util.state import list_placement_groups
 
 from hpsearch.errors import ClusterError
@@ -38,7 +34,6 @@ __all__ = [
     "connect",
     "job_cluster_address",
     "cluster_nodes",
-    "check_shared_storage",
     "waiting_worker_groups",
     "count_waiting",
     "is_worker_group",
@@ -205,64 +200,3 @@ def waiting_worker_groups(shapes: list[list[dict[str, float]]]) -> int:
         filters=[("state", "!=", "REMOVED")], detail=True, limit=10_000, raise_on_missing_output=False
     )
     return count_waiting([vars(g) for g in groups], ray.get_runtime_context().get_job_id(), shapes)
-
-
-_PROBE_DIR = ".hpsearch-storage-check-"
-
-
-def check_shared_storage(storage_path: Path, nodes: list[Node], *, timeout_s: float = 60.0) -> None:
-    """With several nodes, check that every node can read and write ``storage_path``.
-
-    A node-local path otherwise fails only at a trial's first checkpoint. Writes one
-    file from here, has a zero-CPU task on every node read it and write its own, then
-    removes them all.
-
-    Raises:
-        ClusterError: Naming the nodes that cannot reach the folder.
-    """
-    if len(nodes) <= 1:
-        return
-
-    token = uuid.uuid4().hex
-    probe_dir = Path(storage_path) / f"{_PROBE_DIR}{token}"
-    probe_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        (probe_dir / "from-driver").write_text(token)
-        probe = ray.remote(num_cpus=0, max_retries=0)(_probe_storage)
-        refs = {
-            node.node_id: probe.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)
-            ).remote(str(probe_dir), token, node.node_id)
-            for node in nodes
-        }
-        failures = []
-        for node_id, ref in refs.items():
-            try:
-                error = ray.get(ref, timeout=timeout_s)
-            except Exception as err:  # noqa: BLE001 - a node that cannot run the probe cannot run trials either
-                error = f"the check could not run there: {type(err).__name__}: {err}"
-            if error is None and not (probe_dir / f"from-{node_id}").is_file():
-                error = "its file did not appear here"
-            if error:
-                failures.append(f"node {node_id}: {error}")
-        if failures:
-            raise ClusterError(
-                f"storage_path {storage_path} is not shared by all {len(nodes)} nodes of the cluster:\n  "
-                + "\n  ".join(failures)
-                + "\nWith several nodes, storage_path must be storage every node reaches at the same path "
-                "(an NFS or other shared mount): trials checkpoint there and resume from there."
-            )
-    finally:
-        shutil.rmtree(probe_dir, ignore_errors=True)
-
-
-def _probe_storage(folder: str, token: str, node_id: str) -> str | None:
-    """Runs on one node: read the driver's file, write this node's."""
-    probe = Path(folder)
-    try:
-        if (probe / "from-driver").read_text() != token:
-            return f"{folder} holds other content there"
-        (probe / f"from-{node_id}").write_text(token)
-    except OSError as err:
-        return f"{folder} is not reachable there ({err.strerror or err})"
-    return None

@@ -40,7 +40,8 @@ from hpsearch.runtime import pbt_driver, ray_workarounds, reuse
 from hpsearch.runtime.controller import CheckpointRules, aggregating_callback
 from hpsearch.runtime.datasets import build_for_trial, data_config
 from hpsearch.runtime.env import apply_trial_defaults
-from hpsearch.runtime.internals import controller_failure
+from hpsearch.runtime.internals import controller_failure, torch_config_with_worker_setup
+from hpsearch.runtime.node_check import pin_worker_interface
 from hpsearch.runtime.worker import worker_loop
 from hpsearch.spec import Aggregate, Failure, Scaling
 
@@ -118,6 +119,9 @@ def run_nested(
     trainer = TorchTrainer(
         worker_loop(reuse.current(train_loop), trial_folder),
         train_loop_config=config,
+        # Ray's TorchConfig; on a host whose name resolves to a loopback address each worker first pins
+        # gloo's interface to its node's IP, or the other hosts' workers cannot reach it (node_check).
+        torch_config=torch_config_with_worker_setup(pin_worker_interface) if own.workers > 1 else None,
         scaling_config=train.ScalingConfig(
             num_workers=own.workers,
             use_gpu=own.use_gpu,

@@ -26,6 +26,7 @@ processes that check again stay quiet.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import inspect
@@ -37,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from hpsearch import messages
@@ -63,6 +65,7 @@ __all__ = [
     "tune_interrupt_installed",
     "data_object_store_fraction",
     "ray_data_console_handlers",
+    "torch_config_with_worker_setup",
     "NodeInfo",
     "Exploit",
     "ExploitHook",
@@ -308,6 +311,51 @@ def _check_tbx() -> None:
     _assigns("ray.tune.logger.tensorboardx:TBXLoggerCallback", "_trial_writer", "_trial_result")
 
 
+def _torch_config_source() -> str:
+    """``ray.train.torch.config``'s source, read from its file: importing it imports torch (seconds), and
+    the search process, which checks every contract at start, never needs torch."""
+    path = Path(_resolve("ray.train").__file__).parent / "torch" / "config.py"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ContractBroken(f"cannot read {path} ({err})") from None
+
+
+def _check_torch_backend() -> None:
+    tree = ast.parse(_torch_config_source())
+    defined = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+
+    def member(cls: str, name: str) -> ast.FunctionDef:
+        found = defined.get(cls)
+        if not isinstance(found, ast.ClassDef):
+            raise ContractBroken(f"ray.train.torch.config has no class {cls}")
+        for node in found.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return node
+        raise ContractBroken(f"ray.train.torch.config.{cls} has no {name}")
+
+    on_start = member(TORCH_BACKEND_CLASS, "on_start")
+    if [a.arg for a in on_start.args.args] != ["self", "worker_group", "backend_config"]:
+        raise ContractBroken(
+            f"ray.train.torch.config.{TORCH_BACKEND_CLASS}.on_start no longer takes (worker_group, backend_config)"
+        )
+    if "_setup_torch_process_group" not in ast.unparse(on_start):
+        raise ContractBroken(
+            f"ray.train.torch.config.{TORCH_BACKEND_CLASS}.on_start no longer sets up the process group"
+        )
+    setup = defined.get("_setup_torch_process_group")
+    if setup is None or "init_process_group(" not in ast.unparse(setup):
+        raise ContractBroken("ray.train.torch.config._setup_torch_process_group no longer calls init_process_group")
+    if f"return {TORCH_BACKEND_CLASS}" not in ast.unparse(member("TorchConfig", "backend_cls")):
+        raise ContractBroken(f"ray.train.torch.config.TorchConfig.backend_cls no longer returns {TORCH_BACKEND_CLASS}")
+    _mentions(
+        "ray.train.v2._internal.callbacks.backend_setup:BackendSetupCallback",
+        "backend_config.backend_cls()",
+        "self._backend.on_start(",
+    )
+    _parameters("ray.train.v2._internal.execution.worker_group.execution_group:ExecutionGroup.execute", "fn")
+
+
 def _uses_pbt(spec: Spec) -> bool:
     return spec.scheduler.type in ("pbt", "pb2")
 
@@ -337,6 +385,10 @@ def _uses_tensorboard(spec: Spec) -> bool:
     return spec.tracking.tensorboard
 
 
+def _several_workers(spec: Spec) -> bool:
+    return spec.scaling.workers > 1
+
+
 #: Ray Train's environment variables hpsearch sets, by the name of the constant Ray reads them through.
 TRAIN_ENV_VARS = {
     "HEALTH_CHECK_INTERVAL_S_ENV_VAR": "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S",
@@ -354,6 +406,8 @@ DATA_OBJECT_STORE_FRACTION = 0.5
 HEAD_NODE_RESOURCE = HEAD_RESOURCE
 #: The class name of Ray Data's handler that writes ``ray-data.log`` (kept when its console lines are muted).
 RAY_DATA_FILE_HANDLER = "SessionFileHandler"
+#: Ray's Torch backend: its ``on_start`` sets up each trial's Torch process group.
+TORCH_BACKEND_CLASS = "_TorchBackend"
 
 INTERNALS: tuple[Internal, ...] = (
     Internal(
@@ -575,6 +629,30 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="refuse",
         check=_check_tbx,
         used_by=_uses_tensorboard,
+    ),
+    Internal(
+        key="torch-backend-start",
+        relies_on=(
+            f"ray.train.torch.config.{TORCH_BACKEND_CLASS}.on_start(worker_group, backend_config) setting up the "
+            "process group (_setup_torch_process_group), TorchConfig.backend_cls, Ray Train V2's BackendSetupCallback "
+            "calling backend_config.backend_cls() and its on_start, ExecutionGroup.execute(fn)"
+        ),
+        feature=(
+            "trials that span hosts whose name resolves to a loopback address (each worker's GLOO_SOCKET_IFNAME set "
+            "to the interface of its node's IP)"
+        ),
+        without_it=(
+            "a search whose trials have several workers is refused before its first trial when such a host can run "
+            "them, naming the host and the two fixes"
+        ),
+        public=(
+            "GLOO_SOCKET_IFNAME in the environment of `ray start` on each host is the public fix (the refusal says "
+            "so); TorchConfig has no hook before init_process_group, and a runtime_env's worker_process_setup_hook "
+            "belongs to the whole job, which hpsearch does not own under `ray job submit`"
+        ),
+        on_missing="warn",
+        check=_check_torch_backend,
+        used_by=_several_workers,
     ),
 )
 
@@ -902,6 +980,48 @@ def ray_data_console_handlers(handlers: Sequence[logging.Handler]) -> list[loggi
     if not available("ray-data-file-handler"):
         return []
     return [h for h in handlers if type(h).__name__ != RAY_DATA_FILE_HANDLER]
+
+
+def torch_config_with_worker_setup(setup: Callable[[], object]) -> Any | None:
+    """Ray's ``TorchConfig`` (its defaults), whose backend first runs ``setup`` on every Train worker.
+
+    Internal ``torch-backend-start``: ``setup`` runs in each worker after the worker group
+    starts and before Ray's backend sets up the Torch process group there (the environment it
+    sets is what ``init_process_group`` reads). ``None`` when the internal is missing: the
+    trainer then takes Ray's own ``TorchConfig``.
+    """
+    if not available("torch-backend-start"):
+        return None
+    config = _setup_torch_config_class()()
+    config.worker_setup = setup
+    return config
+
+
+@functools.cache
+def _setup_torch_config_class() -> type:
+    """``TorchConfig`` with a backend that runs the config's ``worker_setup`` first; made once per process.
+
+    Defined here, not at import: ``ray.train.torch`` imports torch. Ray's cloudpickle sends the
+    classes to the Train controller by value.
+    """
+    # lazy: ray.train.torch imports torch (seconds), and only a trial driver builds a TorchConfig
+    from ray.train.torch.config import TorchConfig, _TorchBackend
+
+    class SetupTorchBackend(_TorchBackend):
+        """Ray's Torch backend; the config's ``worker_setup`` runs on every worker before the process group."""
+
+        def on_start(self, worker_group: Any, backend_config: Any) -> None:
+            worker_group.execute(backend_config.worker_setup)
+            _TorchBackend.on_start(self, worker_group, backend_config)
+
+    class SetupTorchConfig(TorchConfig):
+        """Ray's ``TorchConfig``, with :class:`SetupTorchBackend` as its backend."""
+
+        @property
+        def backend_cls(self) -> type:
+            return SetupTorchBackend
+
+    return SetupTorchConfig
 
 
 # ----------------------------------------------------------------------------- hooks in Tune's classes

@@ -44,6 +44,7 @@ from hpsearch.runtime.autoscaling import (
 )
 from hpsearch.runtime.datasets import datasets_for_spec
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
+from hpsearch.runtime.node_check import check_nodes
 from hpsearch.runtime.outcomes import OutcomeRecorder
 from hpsearch.runtime.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
 from hpsearch.runtime.preflight import check_resume_overrides, preflight
@@ -361,7 +362,7 @@ def _run(
     ray_cluster.connect(address, verbose=verbose)
     nodes = ray_cluster.cluster_nodes()
     plan, scaling = _plan(spec, nodes, autoscaling)  # it may refuse, and does so before anything is written
-    ray_cluster.check_shared_storage(spec.storage_path, nodes)
+    check_nodes(spec, nodes)  # storage, versions, the loop and host names on every node, before any trial
     # With `materialize: once`, the datasets are built here.
     # So a bad factory is refused before anything is written.
     datasets = datasets_for_spec(spec)
@@ -519,7 +520,7 @@ def _resume(
         )
     autoscaling = from_plan(files.read_plan(exp_dir))  # the node groups the search was run with, if any
     plan, _ = _plan(spec, nodes, autoscaling)
-    ray_cluster.check_shared_storage(spec.storage_path, nodes)
+    check_nodes(spec, nodes)  # storage, versions, the loop and host names on every node, before any trial
     if overrides:
         files.write_spec(exp_dir, spec.to_dict())  # the spec as run now holds the raised budget
     apply_tuner_defaults()  # as when the search started, so Tune's own console output stays off
