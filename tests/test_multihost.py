@@ -217,5 +217,8 @@ def test_a_host_that_joins_mid_search_raises_the_concurrency(hosts: Hosts) -> No
     spans = _intervals(exp)
     said = f"{err[-3000:]}\nspans {spans}, h3 joined at {joined_at}"
     assert "1 trial(s) at once fit on the 2 nodes up now, 2 with every node the autoscaler can add" in err, said
+    assert "waiting for a node to start: their workers fit on nodes the autoscaler can add" in err, said
+    assert "cannot be placed" not in err, said
     assert sum(1 for first, _ in spans if first < joined_at) == 1, said  # before h3: one trial trained
     assert _most_at_once(spans, after=joined_at) == 2, said  # with h3: two train at once
+    print(err)  # what the search printed, for `pytest -s`
