@@ -23,12 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from ray import cloudpickle
 
 from hpsearch import messages
-from hpsearch.cli import main
-from hpsearch.experiment.layout import SUMMARY_FILE
 from hpsearch.runtime import datasets
 from hpsearch.runtime.datasets import register_by_value
 from hpsearch.spec import _imports
@@ -203,30 +200,5 @@ def test_a_compiled_module_beside_the_loop_is_named_once_with_what_to_do(
     assert "same path on every host and on its PYTHONPATH" in said.getvalue()
 
 
-@pytest.mark.ray
-@pytest.mark.timeout(600)
-def test_a_search_runs_a_loop_file_whose_helpers_are_on_no_worker_path(ray_cluster: Any, folder: Path) -> None:
-    """End to end on the local Ray: neither the cwd nor any process's path holds the loop's folder.
-
-    Ray Train's workers, like another host's, then import nothing from it by name: the search
-    finishes only because the helpers travel by value with the loop.
-    """
-    spec = folder / "spec.yaml"
-    spec.write_text(
-        yaml.safe_dump(
-            {
-                "name": "helpers-beside-the-loop",
-                "trainable": "report_loop.py:train_loop",
-                "metric": "layers",
-                "mode": "max",
-                "search_space": {"width": {"type": "grid", "values": [1, 2]}},
-                "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 0.5}},
-                "resources": {"driver_cpus": 0.1},
-                "storage_path": str(folder.parent / "results"),
-            }
-        )
-    )
-
-    assert main(["run", str(spec)]) == 0
-    summary = json.loads((folder.parent / "results" / "helpers-beside-the-loop" / SUMMARY_FILE).read_text())
-    assert summary["counts"] == {"finished": 2, "stopped": 0, "errored": 0}
+# A real search on a host that lacks the loop's folder: tests/test_multihost.py (span_loop.py imports
+# span_helpers.py beside it; its Train workers run on another host).

@@ -91,7 +91,10 @@ def host_h2(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     monkeypatch.setattr(node_facts.psutil, "net_if_addrs", lambda: INTERFACES)
     for name in (GLOO_IFNAME, NCCL_IFNAME):
-        monkeypatch.delenv(name, raising=False)
+        # set first, so that pytest records them as absent and removes what a test sets: a leaked
+        # GLOO_SOCKET_IFNAME=veth0 would hang every later search of the session on an interface it lacks
+        monkeypatch.setenv(name, "unset")
+        monkeypatch.delenv(name)
 
 
 def test_a_worker_on_a_loopback_named_host_pins_gloo_and_nccl_before_its_process_group(host_h2) -> None:
