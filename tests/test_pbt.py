@@ -422,6 +422,7 @@ class _RestoredTrial:
         self.status = "PENDING"  # Tune requeues every unfinished trial as pending
         self.last_result = {} if loss is None else {"training_iteration": time, "loss": loss}
         self.checkpoint = checkpoint
+        self.temporary_state = SimpleNamespace(saving_to=None)
         self.run_metadata = SimpleNamespace(
             checkpoint_manager=SimpleNamespace(checkpoint_config=SimpleNamespace(num_to_keep=None))
         )
@@ -431,6 +432,9 @@ class _RestoredTrial:
 
     def is_finished(self) -> bool:
         return self.status in ("TERMINATED", "ERROR")
+
+    def set_status(self, status: str) -> None:
+        self.status = status
 
 
 def test_a_resumed_synch_population_waits_for_its_slowest_trial_before_the_donor_hands_over() -> None:
@@ -469,6 +473,7 @@ def test_a_resumed_synch_population_waits_for_its_slowest_trial_before_the_donor
     for trial in trials:  # in Tune's order: the latest result first
         pbt.on_trial_add(controller, trial)
 
+    assert (a.status, b.status, c.status) == ("PAUSED", "PAUSED", "PENDING")  # Tune starts every pending trial
     assert pbt.choose_trial_to_run(controller) is c  # a and b wait for c at epoch 2
     c.status = "RUNNING"
     pbt.on_trial_result(controller, c, {"training_iteration": 2, "loss": 0.95})

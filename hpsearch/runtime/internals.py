@@ -287,6 +287,7 @@ def _check_exploit() -> None:
         "last_result", "last_checkpoint", "last_score", "last_train_time", "last_perturbation_time",
     )  # fmt: skip
     _parameters(f"{scheduler}.on_trial_add", "tune_controller", "trial")
+    _parameters("ray.tune.experiment.trial:Trial.set_status", "status")
     _parameters(f"{scheduler}._checkpoint_or_exploit", "trial", "tune_controller", "upper_quantile", "lower_quantile")
 
 
@@ -1098,7 +1099,8 @@ class ExploitHook:
         perturbation point then runs ahead of the others, and the weaker trials copy its later
         (perhaps its last) checkpoint. Here each restored trial's time, score and checkpoint come
         back from its last result, and the population waits at the next perturbation point that
-        not every unfinished trial has reached.
+        not every unfinished trial has reached: a trial restored at a perturbation point is paused
+        there (Tune starts every pending trial), and the scheduler runs it when its turn comes.
         """
         super().on_trial_add(tune_controller, trial)  # type: ignore[misc]  # Ray's, next in the MRO
         if not available("pbt-exploit") or trial.last_result.get(self.time_attr) is None:
@@ -1128,6 +1130,12 @@ class ExploitHook:
         self._next_perturbation_sync = sync  # Ray's
         for t in unfinished:
             states[t].last_perturbation_time = sync - interval
+        time = state.last_train_time
+        if trial.status == Trial.PENDING and time > 0 and time % interval == 0 and trial.checkpoint is not None:
+            # At a perturbation point: it may have to wait there for the others, and Tune starts every
+            # pending trial at once, so it waits paused, as Ray's synch PBT leaves it; the scheduler
+            # runs it again once the population reached the point (choose_trial_to_run).
+            trial.set_status(Trial.PAUSED)
 
     @property
     def time_attr(self) -> str:
