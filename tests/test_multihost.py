@@ -23,7 +23,8 @@ import yaml
 from multihost import BIN, Hosts, unavailable
 
 from hpsearch import load_results
-from hpsearch.experiment.layout import SUMMARY_FILE
+from hpsearch.experiment.files import read_outcome_records
+from hpsearch.experiment.layout import PLAN_FILE, SUMMARY_FILE
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
 
@@ -88,6 +89,18 @@ def test_storage_on_node_local_scratch_is_refused_before_any_trial_naming_the_ho
     assert "h2" in done.stderr and "10.213.0.12" in done.stderr, done.stderr[-3000:]
     assert "h1 " not in error[0]
     print(done.stderr[-3000:])
+
+
+def test_a_trial_no_host_can_ever_hold_is_refused_by_plan_and_run_before_anything_starts(hosts: Hosts) -> None:
+    """STRICT_PACK puts both 0.9-CPU workers on one host, and no host has more than 1 CPU."""
+    scaling = {"num_workers": 2, "resources_per_worker": {"CPU": 0.9}, "placement_strategy": "STRICT_PACK"}
+    spec = _spec(hosts.shared / "never-spec", hosts.shared / "never-results", scaling=scaling)
+    expected = "Error: STRICT_PACK puts all 2 workers of {CPU: 0.9, memory: 0.7 GB} on one node, but the node with the most room holds 1"
+    for command in ("plan", "run"):
+        done = _hpsearch(hosts, "h1", command, str(spec), "--address", hosts.address, timeout=300)
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert expected in done.stderr, done.stderr[-3000:]
+    assert not (hosts.shared / "never-results").exists()  # nothing written
 
 
 def test_a_host_with_another_hpsearch_is_refused_before_any_trial_naming_it_and_its_version(hosts: Hosts) -> None:
@@ -222,3 +235,69 @@ def test_a_host_that_joins_mid_search_raises_the_concurrency(hosts: Hosts) -> No
     assert sum(1 for first, _ in spans if first < joined_at) == 1, said  # before h3: one trial trained
     assert _most_at_once(spans, after=joined_at) == 2, said  # with h3: two train at once
     print(err)  # what the search printed, for `pytest -s`
+
+
+def test_a_host_that_never_comes_back_fails_the_trial_it_held_naming_it_and_the_search_goes_on(hosts: Hosts) -> None:
+    """h3 is killed while two 1-worker trials train, one on h2 and one on h3, and never comes back.
+
+    The trial on h3 waits for room for its worker (none: h2 is busy, the head holds the drivers) up to
+    ``failure.worker_start_timeout_s``, then fails, naming h3. The trial on h2 goes on, and is held
+    running (``until_released``) until the other has failed, so the test does not depend on timing.
+    """
+    hosts.wait_for_nodes(3)  # h3 joined in the test before
+    release = hosts.shared / "lost-release"
+    spec = _spec(
+        hosts.shared / "lost-spec",
+        hosts.shared / "lost-results",
+        trainable=f"{DATA / 'span_loop.py'}:until_released",
+        search_space={"x": {"type": "float", "low": 0.0, "high": 1.0}, "sleep_s": 1.0, "release": str(release)},
+        scaling={"num_workers": 1, "resources_per_worker": {"CPU": 0.9}},
+        failure={"worker_retries": 1, "trial_retries": 0, "worker_start_timeout_s": 10},
+    )
+    run = hosts.popen("h1", [sys.executable, "-m", "hpsearch", "run", str(spec), "--address", hosts.address])
+    exp = hosts.shared / "lost-results" / "span"
+    try:
+        deadline = time.monotonic() + 240
+        while len(hosts_of := _last_hosts(exp)) < 2:
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "two trials did not both report within 240 s"
+            time.sleep(0.5)
+        assert sorted(hosts_of.values()) == ["h2", "h3"], hosts_of  # the head holds the two drivers, no worker
+        [on_h3] = [trial for trial, host in hosts_of.items() if host == "h3"]
+        hosts.kill_host("h3")
+        killed_at = time.monotonic()
+        while not (ended := read_outcome_records(exp)):
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            assert time.monotonic() < killed_at + 300, "the trial on the lost host did not end within 300 s"
+            time.sleep(0.5)
+        failed_after = time.monotonic() - killed_at
+        release.touch()
+        out, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    said = err[-4000:]
+    print(f"{err[-3000:]}\nthe trial on h3 ended {failed_after:.0f} s after the kill")
+    assert list(ended) == [on_h3] and ended[on_h3]["status"] == "errored", (ended, said)
+    assert ended[on_h3]["error"].startswith("its workers' host h3 (10.213.0.13) left the cluster at ["), ended[on_h3][
+        "error"
+    ]
+    assert "and it did not come back; " in ended[on_h3]["error"]
+    assert f"node     h3 (10.213.0.13) left the cluster; trial {on_h3} had workers there" in err, said
+    summary = json.loads((exp / SUMMARY_FILE).read_text())
+    assert summary["counts"] == {"finished": 1, "stopped": 0, "errored": 1}, said  # the other trial went on
+    plan = json.loads((exp / PLAN_FILE).read_text())
+    assert plan["max_concurrent_trials"] == 2, plan  # one 0.9-CPU worker on each of h2 and h3
+    head = next(n for n in plan["nodes"] if n["is_head"])
+    assert head["drivers"] == 2 and head["workers"] == 0, plan  # the drivers on the head, apart from the workers
+    assert run.returncode == 0, said  # one trial finished: the search did its work
+
+
+def _last_hosts(exp: Path) -> dict[str, str]:
+    """Trial id -> the host of its latest report, for the trials that reported."""
+    out = {}
+    for result in exp.glob("*/result.json"):
+        rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+        if rows:
+            out[str(rows[-1]["trial_id"])] = str(rows[-1]["host"])
+    return out

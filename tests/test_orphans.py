@@ -306,20 +306,23 @@ def _spec(tmp_path: Path):
     )
 
 
-def test_the_callbacks_are_the_recorder_then_the_printer_then_the_reaper_when_on(tmp_path) -> None:
+def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reaper_when_on(tmp_path) -> None:
+    from hpsearch.runtime.node_watch import NodeWatch
     from hpsearch.runtime.outcomes import OutcomeRecorder
     from hpsearch.runtime.progress import ProgressPrinter
     from hpsearch.runtime.tuner import callbacks_for
 
     spec = _spec(tmp_path)
     on = callbacks_for(spec, concurrency=2, workarounds=True)
-    assert [type(c) for c in on] == [OutcomeRecorder, ProgressPrinter, OrphanReaper]
-    recorder, printer, reaper = on
+    assert [type(c) for c in on] == [OutcomeRecorder, ProgressPrinter, NodeWatch, OrphanReaper]
+    recorder, printer, watch, reaper = on
     assert printer.recorder is recorder and recorder.budget == ("epoch", 4)
-    assert reaper.train_dir == spec.experiment_dir / "train"
+    assert recorder.error_note == watch.note_for  # an errored trial's line names a lost host
+    assert reaper.train_dir == spec.experiment_dir / "train" == watch.train_dir
     assert [type(c) for c in callbacks_for(spec, concurrency=2, workarounds=False)] == [
         OutcomeRecorder,
         ProgressPrinter,
+        NodeWatch,
     ]
 
 
@@ -379,7 +382,7 @@ def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_
     tuner.build_tuner(_spec(tmp_path), nodes=[Node({"CPU": 2.0, "memory": 8e9}, "head", is_head=True)])
     assert ray.is_initialized() is was_up
     on = switch == "1"
-    assert [type(c).__name__ for c in seen["callbacks"]] == ["OutcomeRecorder", "ProgressPrinter"] + (
+    assert [type(c).__name__ for c in seen["callbacks"]] == ["OutcomeRecorder", "ProgressPrinter", "NodeWatch"] + (
         ["OrphanReaper"] if on else []
     )
     assert seen["record_controller"] is on

@@ -393,10 +393,15 @@ def read_missing_metric(run_folder: PathLike, search_token: str) -> dict[str, An
     return {"metric": data["metric"], "reported": [str(r) for r in data.get("reported") or []]}
 
 
-def write_worker_group(run_folder: PathLike, *, group_id: str, run_name: str) -> None:
-    """Record a nested run's worker placement group (see :mod:`hpsearch.runtime.reuse`)."""
+def write_worker_group(run_folder: PathLike, *, group_id: str, run_name: str, node_ids: Sequence[str] = ()) -> None:
+    """Record a nested run's worker placement group and the nodes its workers run on.
+
+    :mod:`hpsearch.runtime.reuse` reads the group; :mod:`hpsearch.runtime.node_watch` reads the
+    nodes, to name the trials a node that leaves the cluster held workers for.
+    """
     os.makedirs(run_folder, exist_ok=True)
-    _write_json(Path(run_folder) / WORKER_GROUP_FILE, {"group_id": group_id, "run_name": run_name}, indent=None)
+    record = {"group_id": group_id, "run_name": run_name, "node_ids": list(node_ids)}
+    _write_json(Path(run_folder) / WORKER_GROUP_FILE, record, indent=None)
 
 
 def read_worker_group(run_folder: PathLike) -> dict[str, Any] | None:

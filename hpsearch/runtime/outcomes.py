@@ -26,6 +26,7 @@ the recorder before the printer in the Tuner's callbacks: Tune calls them in ord
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ class OutcomeRecorder(Callback):
         experiment_dir: The experiment folder; ``None`` to keep the outcomes in memory only.
         budget: The scheduler's budget, ``(time_attr, max_t)``: a trial stopped on a
             result at or past it finished. ``None`` when the scheduler has no budget.
+        error_note: Given an errored trial's id, words that start its error line (what the
+            search saw happen to it, such as the host of its workers leaving the cluster), or ``""``.
 
     Attributes:
         outcomes: Trial id -> how it ended (``finished``, ``stopped``, ``errored``); a
@@ -61,9 +64,11 @@ class OutcomeRecorder(Callback):
         experiment_dir: str | Path | None,
         *,
         budget: tuple[str, float] | None = None,
+        error_note: Callable[[str], str] | None = None,
     ) -> None:
         self.experiment_dir = None if experiment_dir is None else str(experiment_dir)
         self.budget = budget
+        self.error_note = error_note
         self.reports: dict[str, int] = {}
         self._stopped: set[str] = set()
         self.outcomes: dict[str, TrialStatus] = {}
@@ -75,6 +80,7 @@ class OutcomeRecorder(Callback):
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Restored by Tuner.restore in a new run of the search: its reports and runs are counted afresh.
         self.__dict__.update(state)
+        self.__dict__.setdefault("error_note", None)  # a recorder pickled by an older hpsearch
         self.reports = {}
         self._started = {}
         self._resources = None
@@ -110,7 +116,13 @@ class OutcomeRecorder(Callback):
         self._record(trial, status)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        self._record(trial, ERRORED, _error_line(trial))
+        note = ""
+        if self.error_note is not None:
+            try:
+                note = self.error_note(trial.trial_id)
+            except Exception:  # noqa: BLE001 - the note is a courtesy; never fail the search over it
+                pass
+        self._record(trial, ERRORED, note + _error_line(trial))
 
     # -- helpers
     def _budget_spent(self, result: dict[str, Any]) -> bool:

@@ -206,14 +206,21 @@ def claim(generation: int) -> None:
 
 
 def record_worker_group(run_folder: str) -> None:
-    """In a Train worker: rank 0 records the run's worker placement group (for :func:`end_nested_run`)."""
+    """In a Train worker: rank 0 records the run's worker placement group (for :func:`end_nested_run`)
+    and the nodes of its bundles (for :class:`hpsearch.runtime.node_watch.NodeWatch`)."""
     try:
         context = train.get_context()
         if context.get_world_rank() != 0:
             return
         group = ray.util.get_current_placement_group()
         if group is not None:
-            files.write_worker_group(run_folder, group_id=group.id.hex(), run_name=context.get_experiment_name())
+            bundles = placement_group_table(group).get("bundles_to_node_id") or {}
+            files.write_worker_group(
+                run_folder,
+                group_id=group.id.hex(),
+                run_name=context.get_experiment_name(),
+                node_ids=sorted({str(node) for node in bundles.values() if node}),
+            )
     except Exception:  # noqa: BLE001 - without the record a reused actor only waits less precisely
         pass
 

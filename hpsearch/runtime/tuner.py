@@ -45,6 +45,7 @@ from hpsearch.runtime.autoscaling import (
 from hpsearch.runtime.datasets import datasets_for_spec
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
 from hpsearch.runtime.node_check import check_nodes
+from hpsearch.runtime.node_watch import NodeWatch
 from hpsearch.runtime.outcomes import OutcomeRecorder
 from hpsearch.runtime.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
 from hpsearch.runtime.preflight import check_resume_overrides, preflight
@@ -52,7 +53,7 @@ from hpsearch.runtime.progress import ProgressPrinter
 from hpsearch.runtime.search_result import SearchResult
 from hpsearch.runtime.trainable import make_trainable
 from hpsearch.runtime.warm_start import with_space
-from hpsearch.spec import Spec, load_spec, total_trials, varying_params
+from hpsearch.spec import Failure, Spec, load_spec, total_trials, varying_params
 from hpsearch.spec.space import to_tune
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -167,13 +168,16 @@ def callbacks_for(
 
     1. The :class:`~hpsearch.runtime.outcomes.OutcomeRecorder`. It decides how each trial ended.
     2. The :class:`~hpsearch.runtime.progress.ProgressPrinter`. It prints what the recorder decided.
-    3. With ``workarounds``, the :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`.
-    4. The trackers of ``spec.tracking`` (:mod:`hpsearch.runtime.tracking`). Each is checked first.
+    3. The :class:`~hpsearch.runtime.node_watch.NodeWatch`. It says when a node leaves or joins, and
+       gives the recorder the lost host of a trial that errors after losing its workers.
+    4. With ``workarounds``, the :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`.
+    5. The trackers of ``spec.tracking`` (:mod:`hpsearch.runtime.tracking`). Each is checked first.
 
     They are built without starting Ray. With ``autoscaling``, the printer says why trials wait
     for their workers (:mod:`hpsearch.runtime.autoscaling`).
     """
-    recorder = OutcomeRecorder(spec.experiment_dir, budget=_budget(spec))
+    watch = NodeWatch(spec.experiment_dir / TRAIN_RUNS_DIR, _retry_hint(failure_for(spec, autoscaling)))
+    recorder = OutcomeRecorder(spec.experiment_dir, budget=_budget(spec), error_note=watch.note_for)
     printer = ProgressPrinter(
         spec.metric,
         spec.mode,
@@ -184,7 +188,7 @@ def callbacks_for(
         waiting_reason=functools.partial(_waiting_reason, spec, concurrency, autoscaling),
         placement_status=functools.partial(placement_status, spec, autoscaling.groups) if autoscaling else None,
     )
-    callbacks: list[Callback] = [recorder, printer]
+    callbacks: list[Callback] = [recorder, printer, watch]
     if workarounds:
         callbacks.append(_reaper(spec))
     if spec.tracking.enabled():  # after the recorder, because each tracker tags a run with the status it decided
@@ -194,6 +198,17 @@ def callbacks_for(
         check_tracking(spec)  # a tracker that cannot be set up is refused here (SpecError), not mid-search
         callbacks += tracking_callbacks(spec, recorder)
     return callbacks
+
+
+def _retry_hint(failure: Failure) -> str:
+    """What Ray Train does for a trial whose workers' node left the cluster, with the spec's settings."""
+    retries = failure.worker_retries
+    if retries == 0:
+        return "failure.worker_retries is 0, so the trial fails"
+    return (
+        f"Ray Train starts them again where there is room, from their latest checkpoint (failure.worker_retries: "
+        f"{retries}, each start waiting up to {failure.worker_start_timeout_s:g} s: failure.worker_start_timeout_s)"
+    )
 
 
 def _budget(spec: Spec) -> tuple[str, float] | None:

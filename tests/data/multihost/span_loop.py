@@ -66,3 +66,19 @@ def one_rank(config: dict) -> None:
     for epoch in range(1, config.get("epochs", 1) + 1):
         time.sleep(config.get("sleep_s", 0.0))
         ray.train.report({"loss": scaled_loss(config["x"], epoch), "host": socket.gethostname(), "epoch": epoch})
+
+
+def until_released(config: dict) -> None:
+    """One worker reporting ``loss`` and its host every ``sleep_s``, until the file ``config["release"]`` exists.
+
+    A test holds such a trial running for as long as it needs, whatever the machine's speed.
+    """
+    from pathlib import Path
+
+    epoch = 0
+    while True:
+        epoch += 1
+        time.sleep(config.get("sleep_s", 0.0))
+        ray.train.report({"loss": scaled_loss(config["x"], epoch), "host": socket.gethostname(), "epoch": epoch})
+        if Path(config["release"]).exists():
+            return
