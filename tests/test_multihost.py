@@ -198,14 +198,15 @@ def _most_at_once(spans: list[tuple[float, float]], after: float = float("-inf")
 
 def test_a_host_that_joins_mid_search_raises_the_concurrency(hosts: Hosts) -> None:
     """`--cluster` says a third 1-CPU host may come. The head's CPU holds the trial drivers (0.1 each), so
-    the two hosts up train one 0.9-CPU worker at a time: the other trials wait for h3, and train once it joins."""
+    the two hosts up train one 0.9-CPU worker at a time: the other trial waits for h3, and trains once it
+    joins. Both are held running (``until_released``) until both have trained, whatever the machine's speed."""
     shape = "2x{CPU: 1} + 0..1x{CPU: 1}"
+    release = hosts.shared / "joins-release"
     spec = _spec(
         hosts.shared / "joins-spec",
         hosts.shared / "joins-results",
-        trainable=f"{DATA / 'span_loop.py'}:one_rank",
-        num_samples=3,
-        search_space={"x": {"type": "float", "low": 0.0, "high": 1.0}, "epochs": 25, "sleep_s": 1.0},
+        trainable=f"{DATA / 'span_loop.py'}:until_released",
+        search_space={"x": {"type": "float", "low": 0.0, "high": 1.0}, "sleep_s": 1.0, "release": str(release)},
         scaling={"num_workers": 1, "resources_per_worker": {"CPU": 0.9}},
         failure={"node_start_timeout_s": 180},
     )
@@ -214,26 +215,34 @@ def test_a_host_that_joins_mid_search_raises_the_concurrency(hosts: Hosts) -> No
     exp = hosts.shared / "joins-results" / "span"
     try:
         deadline = time.monotonic() + 240
-        while not any(p.stat().st_size for p in exp.glob("*/result.json")):
+        while not _last_hosts(exp):
             assert run.poll() is None, run.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "no trial reported within 240 s"
             time.sleep(0.5)
         joined_at = time.time()
         hosts.start_ray("h3")
+        while len(_last_hosts(exp)) < 2:
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            assert time.monotonic() < deadline + 180, "the second trial did not train within 180 s of h3's start"
+            time.sleep(0.5)
+        time.sleep(2)  # both report at once for a moment
+        release.touch()
         out, err = run.communicate(timeout=400)
     finally:
         if run.poll() is None:
             run.kill()
     assert run.returncode == 0, err[-4000:]
     summary = json.loads((exp / SUMMARY_FILE).read_text())
-    assert summary["counts"] == {"finished": 3, "stopped": 0, "errored": 0}
+    assert summary["counts"] == {"finished": 2, "stopped": 0, "errored": 0}
     spans = _intervals(exp)
     said = f"{err[-3000:]}\nspans {spans}, h3 joined at {joined_at}"
     assert "1 trial(s) at once fit on the 2 nodes up now, 2 with every node the autoscaler can add" in err, said
     assert "waiting for a node to start: their workers fit on nodes the autoscaler can add" in err, said
+    assert "node     h3 (10.213.0.13) joined the cluster" in err, said
     assert "cannot be placed" not in err, said
     assert sum(1 for first, _ in spans if first < joined_at) == 1, said  # before h3: one trial trained
     assert _most_at_once(spans, after=joined_at) == 2, said  # with h3: two train at once
+    assert sorted(_last_hosts(exp).values()) == ["h2", "h3"], said
     print(err)  # what the search printed, for `pytest -s`
 
 
