@@ -501,3 +501,71 @@ def test_a_new_population_is_left_to_ray() -> None:
         pbt.on_trial_add(controller, trial)
     assert pbt.choose_trial_to_run(controller) is trials[0]
     assert [pbt._trial_state[t].last_train_time for t in trials] == [0, 0]
+
+
+@pytest.mark.parametrize("left_by", ["ERROR", "TERMINATED"])
+def test_a_synch_population_goes_on_when_a_trial_ends_before_the_perturbation_point(left_by: str, said) -> None:
+    """Ray's synch PBT runs no trial already at the point until every live one reached it: a trial that errors
+    (or is stopped) on its way there left the others paused for ever. They are ranked without it and go on."""
+    from types import SimpleNamespace
+
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    from hpsearch.runtime.internals import Exploit
+    from hpsearch.runtime.pbt import HpsearchPBT
+
+    exploits: list[Exploit] = []
+
+    class Recording(HpsearchPBT, PopulationBasedTraining):
+        def on_exploit(self, exploit: Exploit) -> None:
+            exploits.append(exploit)  # Ray's step itself needs a running Tune
+
+    pbt = Recording(
+        time_attr="training_iteration", metric="loss", mode="min", perturbation_interval=2, quantile_fraction=0.5,
+        synch=True, hyperparam_mutations={"lr": [0.01, 0.02]},
+    )  # fmt: skip
+    a, b, c = (_RestoredTrial(name, 0, None, None) for name in "abc")
+    trials = [a, b, c]
+    controller = SimpleNamespace(
+        search_alg=None,
+        get_trials=lambda: trials,
+        get_live_trials=lambda: [t for t in trials if not t.is_finished()],
+        _schedule_trial_save=lambda trial, result=None: None,
+    )
+    for trial in trials:
+        pbt.on_trial_add(controller, trial)
+        trial.status = "RUNNING"
+    for trial, loss in ((a, 0.1), (b, 0.5)):  # a and b reach epoch 2 and wait there for c, paused
+        trial.last_result = {"training_iteration": 2, "loss": loss}
+        trial.checkpoint = f"ck-{trial.trial_id}-2"
+        pbt.on_trial_result(controller, trial, trial.last_result)
+        trial.status = "PAUSED"
+    c.status = left_by  # c ends at epoch 1 (its loop raised, or a budget stopped it)
+    chosen = pbt.choose_trial_to_run(controller)
+    assert chosen in (a, b)  # Ray's own choice is None here: the search would wait for c for ever
+    assert [(e.trial, e.donor) for e in exploits] == [(b, a)]  # ranked without c: b copies a
+    assert said.getvalue().splitlines() == [
+        "pbt: trial c ended before training_iteration 2, where the population waits to be ranked; "
+        "the 2 other trial(s) are ranked without it and carry on"
+    ]
+    chosen.status = "RUNNING"
+    assert pbt.choose_trial_to_run(controller) in (a, b)  # both are open to run to the next point
+
+
+def test_an_async_population_never_waits_for_a_trial_that_ended() -> None:
+    """Without synch, Ray's PBT runs any paused trial: a trial that ended holds nothing up (nothing to add)."""
+    from types import SimpleNamespace
+
+    from hpsearch.runtime.pbt import HpsearchPBT
+
+    pbt = HpsearchPBT(
+        time_attr="training_iteration", metric="loss", mode="min", perturbation_interval=2, synch=False,
+        hyperparam_mutations={"lr": [0.01, 0.02]},
+    )  # fmt: skip
+    a, c = _RestoredTrial("a", 0, None, None), _RestoredTrial("c", 0, None, None)
+    trials = [a, c]
+    controller = SimpleNamespace(search_alg=None, get_trials=lambda: trials, get_live_trials=lambda: [a])
+    for trial in trials:
+        pbt.on_trial_add(controller, trial)
+    a.status, c.status = "PAUSED", "ERROR"
+    assert pbt.choose_trial_to_run(controller) is a

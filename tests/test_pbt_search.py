@@ -189,3 +189,46 @@ def test_a_loop_that_never_checkpoints_fails_under_pbt_with_one_line(ray_cluster
     )
     assert [line for line in err.splitlines() if line.startswith("Error:")] == [f"Error: the trial failed: {expected}"]
     assert "Traceback" not in err
+
+
+@pytest.mark.timeout(400)
+def test_a_synch_population_goes_on_when_its_exploited_trial_fails(ray_cluster: Any, tmp_path: Path, capfd) -> None:
+    """Two trials, ranked at every epoch; the worse one copies the better at epoch 1, and its loop cannot take
+    another trial's checkpoint (tests/user_loops.py:fails_on_exploit). Ray's synch PBT would leave the better
+    trial paused at epoch 2 for ever, waiting for it; it goes on alone and finishes."""
+    loops = Path(__file__).resolve().parent / "user_loops.py"
+    spec = {
+        "name": "left",
+        "trainable": f"{loops}:fails_on_exploit",
+        "metric": "loss",
+        "mode": "min",
+        "search_space": {"x": {"type": "grid", "values": [0.3, 0.9]}, "lr": 0.01, "epochs": 2},
+        "scheduler": {
+            "type": "pbt",
+            "perturbation_interval": 1,
+            "quantile_fraction": 0.5,
+            "resample_probability": 0.0,
+            "synch": True,
+            "hyperparam_mutations": {"lr": {"type": "float", "low": 0.001, "high": 0.1, "log": True}},
+        },
+        "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": 0.45}},
+        "resources": {"driver_cpus": 0.05, "max_concurrent_trials": 2},
+        "failure": {"worker_retries": 0},
+        "storage_path": str(tmp_path / "results"),
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["run", str(path)]) == 0  # the better trial finished
+    _, err = capfd.readouterr()
+    results = load_results(tmp_path / "results" / "left")
+    status = dict(zip(results.trials["trial_id"], results.trials["status"]))
+    [exploited] = {
+        line.split()[2] for line in err.splitlines() if line.startswith("pbt: trial ") and "continues" in line
+    }
+    assert sorted(status.items(), key=lambda s: s[0] != exploited) == [
+        (exploited, "errored"),
+        *[(t, "finished") for t in status if t != exploited],
+    ], err[-3000:]
+    [line] = [line for line in err.splitlines() if "where the population waits" in line]
+    assert line.endswith("ended before epoch 2, where the population waits to be ranked; the 1 other trial(s) "
+                         "are ranked without it and carry on")  # fmt: skip

@@ -289,6 +289,9 @@ def _check_exploit() -> None:
     _parameters(f"{scheduler}.on_trial_add", "tune_controller", "trial")
     _parameters("ray.tune.experiment.trial:Trial.set_status", "status")
     _parameters(f"{scheduler}._checkpoint_or_exploit", "trial", "tune_controller", "upper_quantile", "lower_quantile")
+    _parameters(f"{scheduler}.choose_trial_to_run", "tune_controller")
+    _parameters(f"{scheduler}.on_trial_result", "tune_controller", "trial", "result")
+    _mentions(f"{scheduler}.on_trial_result", "_next_perturbation_sync", "get_live_trials")
 
 
 def _check_optuna() -> None:
@@ -570,12 +573,18 @@ INTERNALS: tuple[Internal, ...] = (
             "ray.tune.schedulers.pbt.PopulationBasedTraining._exploit(tune_controller, trial, trial_to_clone) and "
             "_checkpoint_or_exploit(trial, tune_controller, upper_quantile, lower_quantile), "
             "its _trial_state (last_result, last_checkpoint, last_score, last_train_time, last_perturbation_time), "
-            "_time_attr, _metric, _metric_op, _synch, _perturbation_interval and _next_perturbation_sync"
+            "_time_attr, _metric, _metric_op, _synch, _perturbation_interval and _next_perturbation_sync; "
+            "choose_trial_to_run(tune_controller) and on_trial_result(tune_controller, trial, result), whose synch "
+            "step waits for every live trial at _next_perturbation_sync"
         ),
-        feature="pbt/pb2 lineage: each exploit recorded and printed; a resumed population carries on where it was",
+        feature=(
+            "pbt/pb2 lineage: each exploit recorded and printed; a resumed population carries on where it was; a synch "
+            "population goes on when a trial ends before the perturbation point"
+        ),
         without_it=(
             "exploits still happen, but Results.lineage, the lineage plot and the exploit lines stay empty; a resumed "
-            "population starts its perturbation schedule again, so a donor can run ahead and hand over its last epoch"
+            "population starts its perturbation schedule again, so a donor can run ahead and hand over its last epoch; "
+            "a synch population whose trial errors before a perturbation point waits for it for ever"
         ),
         public="none: Tune's schedulers have no exploit callback",
         on_missing="warn",
@@ -1136,6 +1145,42 @@ class ExploitHook:
             # pending trial at once, so it waits paused, as Ray's synch PBT leaves it; the scheduler
             # runs it again once the population reached the point (choose_trial_to_run).
             trial.set_status(Trial.PAUSED)
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Any:
+        """Ray's choice; under ``synch``, a population left waiting for a trial that ended goes on.
+
+        Ray's synchronous PBT perturbs when the last unfinished trial reaches the perturbation
+        point, and until then runs no trial that is already there. A trial that errors or is
+        stopped before the point never reaches it, and the others wait, paused, for ever. When
+        every unfinished trial waits at the point, the perturbation runs now, as Ray runs it: its
+        own result step, given one waiting trial's last result. Should that not move the
+        population on, the point moves past it (no exploit there), so the search never hangs.
+        """
+        chosen = super().choose_trial_to_run(tune_controller)  # type: ignore[misc]  # Ray's, next in the MRO
+        if chosen is not None or not self._synch or not available("pbt-exploit"):  # type: ignore[attr-defined]  # Ray's
+            return chosen
+        from ray.tune.experiment import Trial  # lazy: the scheduler module must import without Tune's trial
+
+        states: Any = self._trial_state  # type: ignore[attr-defined]  # Ray's
+        trials = list(tune_controller.get_trials())
+        unfinished = [t for t in trials if t.status not in (Trial.TERMINATED, Trial.ERROR)]
+        point = self._next_perturbation_sync
+        if not unfinished or any(t.status != Trial.PAUSED or states[t].last_train_time < point for t in unfinished):
+            return None  # nothing waits, or something is still on its way to the point
+        left = [t.trial_id for t in trials if t not in unfinished and states[t].last_train_time < point]
+        self.on_population_carries_on(left, [t.trial_id for t in unfinished], point)
+        reporter = max(unfinished, key=lambda t: states[t].last_train_time)
+        self.on_trial_result(tune_controller, reporter, dict(reporter.last_result))  # type: ignore[attr-defined]  # Ray's
+        chosen = super().choose_trial_to_run(tune_controller)  # type: ignore[misc]  # Ray's
+        if chosen is None:
+            interval = int(self._perturbation_interval)  # type: ignore[attr-defined]  # Ray's
+            self._next_perturbation_sync = max(states[t].last_train_time for t in unfinished) + interval
+            chosen = super().choose_trial_to_run(tune_controller)  # type: ignore[misc]  # Ray's
+        return chosen
+
+    def on_population_carries_on(self, left: list[str], waiting: list[str], point: int) -> None:
+        """Called when the trials ``waiting`` at the perturbation point ``point`` go on without the trials
+        ``left``, which ended before reaching it (see :meth:`choose_trial_to_run`)."""
 
     @property
     def time_attr(self) -> str:

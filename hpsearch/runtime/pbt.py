@@ -116,6 +116,13 @@ class _Lineage(ExploitHook):
             messages.line(f"pbt: could not record the exploit of trial {trial.trial_id}: {err}")
         self._hp_print(record)
 
+    def on_population_carries_on(self, left: list[str], waiting: list[str], point: int) -> None:
+        who = f"trial {left[0]}" if len(left) == 1 else f"trials {', '.join(left)}" if left else "a trial"
+        messages.line(
+            f"pbt: {who} ended before {self.time_attr} {point}, where the population waits to be ranked; "
+            f"the {len(waiting)} other trial(s) are ranked without it and carry on"
+        )
+
     def _hp_run_folder(self, trial: Any) -> Path:
         experiment = self._hp_experiment_dir
         if trial.path:  # Tune's trial folder, in the experiment folder where it is now (it may have moved)
