@@ -1,7 +1,7 @@
 """The ``hpsearch`` command: a thin command table over the public API.
 
 Exit codes: 0 when at least one trial finished without error (or was stopped early, by
-the scheduler or a budget), 1 when none did (or an unexpected failure), 2 for a bad spec
+the scheduler or a budget, after reporting), 1 when none did (or an unexpected failure), 2 for a bad spec
 or bad usage (also: ``resume --set`` of a key other than ``budget.*``, or a resume whose
 budget is already spent), 130 when a search was interrupted before every trial ended. A
 search a budget ended is not interrupted: it exits 0 or 1 by the same rule. A user mistake prints one ``Error:`` block
@@ -130,7 +130,8 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
         print(f"Continue it with a raised budget: {summary.resume_hint}")
     if summary.interrupted:
         return EXIT_INTERRUPTED
-    ok = summary.count(FINISHED) + summary.count(STOPPED)
+    # a trial stopped before its first report (a budget that ended the search as it started) did no work
+    ok = summary.count(FINISHED) + sum(1 for t in summary.trials if t.status == STOPPED and t.iterations > 0)
     return EXIT_OK if ok > 0 else EXIT_FAILED
 
 
