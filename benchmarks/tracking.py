@@ -5,7 +5,7 @@ configurations), FIFO, ``--trials`` trials of ``--epochs`` epochs, 1 worker of 0
 0.1-CPU driver each, 2 at once. The two ways:
 
   off -- no ``tracking`` section (Tune still adds its own TensorBoardX logger, as in every search);
-  on  -- all four trackers: MLflow (a file store), W&B (offline), TensorBoard and a live Optuna
+  on  -- all four trackers: MLflow (its SQLite store), W&B (offline), TensorBoard and a live Optuna
          study (SQLite), each in the experiment's temporary folder: no network.
 
 Each way runs in its own Python process with its own embedded Ray (`_common.run_isolated`);
@@ -58,7 +58,7 @@ def spec_for(way: str, storage: Path, trials: int, epochs: int) -> dict:
     spec["search_space"]["epochs"] = epochs
     if way == "on":
         spec["tracking"] = {
-            "mlflow": {"tracking_uri": (storage / "mlruns").as_uri()},
+            "mlflow": True,  # the SQLite store in the experiment folder, MLflow's recommended local store
             "wandb": {"mode": "offline"},
             "tensorboard": True,
             "optuna": f"sqlite:///{storage / 'optuna.db'}",

@@ -58,7 +58,6 @@ def test_every_setting_says_why_and_how_it_was_measured_and_is_applied_somewhere
             env.FIT_DEFAULTS,
             env.TRIAL_DEFAULTS,
             env.EMBEDDED_DEFAULTS,
-            env.TRACKING_DEFAULTS,
             env.MLFLOW_PROBE,
         )
         for s in group

@@ -1,8 +1,9 @@
 """The trackers of the spec's ``tracking`` section: every trial one run in MLflow, W&B, TensorBoard, Optuna.
 
 Most tests drive the Tune callbacks by hand with fake trials, in Tune's order (the outcome
-recorder first), against local stores: an MLflow file store, W&B offline, TensorBoard event
-files and an Optuna SQLite study. No network, no Ray. One search runs end to end with all
+recorder first), against local stores: an MLflow SQLite store (MLflow 3 refuses a file
+store unless MLFLOW_ALLOW_FILE_STORE=true), W&B offline, TensorBoard event files and an
+Optuna SQLite study. No network, no Ray. One search runs end to end with all
 four trackers on.
 """
 
@@ -29,6 +30,7 @@ from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED
 from hpsearch.runtime.outcomes import OutcomeRecorder
 from hpsearch.runtime.tracking import TrialFacts, best_checkpoint, check_tracking, tracking_callbacks
 from hpsearch.spec import load_spec
+from hpsearch.spec.tracking import mlflow_tracking_uri
 
 
 def _tracker_package(name: str) -> Any:
@@ -136,7 +138,7 @@ def test_a_missing_tracker_package_is_refused_with_its_pip_line(tmp_path, monkey
 
 
 def test_mlflow_one_run_per_trial_with_params_metrics_at_epochs_and_status_tags(tmp_path) -> None:
-    uri = (tmp_path / "mlruns").as_uri()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     search = Search(_spec(tmp_path, mlflow={"tracking_uri": uri, "experiment_name": "digits"}))
     t1, _, _ = _three_trials(search)
 
@@ -339,6 +341,95 @@ def test_an_unreachable_mlflow_is_refused_before_the_search_with_the_spec_key(tm
     assert problem.message.startswith("cannot open MLflow at 'http://127.0.0.1:9': ")
 
 
+def test_mlflow_defaults_to_a_sqlite_store_in_the_experiment_folder(tmp_path, monkeypatch, capfd) -> None:
+    """No tracking_uri: MLflow's recommended SQLite store, in the folder the search writes (not the current
+    directory, MLflow's own default), readable with MLflow's plain client: no MLFLOW_ALLOW_FILE_STORE anywhere."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    spec = _spec(tmp_path, mlflow=True)
+    db = spec.experiment_dir / "mlflow.db"
+    assert spec.tracking.mlflow.tracking_uri is None  # the spec as run names no store: it follows the folder
+    assert mlflow_tracking_uri(None, spec.experiment_dir) == f"sqlite:///{db}"
+
+    check_tracking(spec)  # before `run` writes the folder: the check must not write into it
+    assert not spec.experiment_dir.exists()
+    search = Search(spec)
+    _three_trials(search)
+
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")  # what `mlflow ui --backend-store-uri` opens
+    experiment = client.get_experiment_by_name("track")
+    assert experiment.artifact_location == (spec.experiment_dir / "mlartifacts").as_uri()  # not <cwd>/mlruns/<id>
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.data.tags["hpsearch.status"] for r in runs) == [ERRORED, FINISHED, STOPPED]
+    assert list(cwd.iterdir()) == []  # nothing in the current directory (MLflow's default writes mlflow.db there)
+    assert "Creating initial MLflow database tables" not in capfd.readouterr().err  # the terminal stays hpsearch's
+
+    # MLFLOW_TRACKING_URI, MLflow's own setting, is the default when set (a relative path made absolute)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///team.db")
+    assert mlflow_tracking_uri(None, spec.experiment_dir) == f"sqlite:///{cwd / 'team.db'}"
+    assert mlflow_tracking_uri("http://mlflow:5000", spec.experiment_dir) == "http://mlflow:5000"  # the spec wins
+
+
+def test_an_mlflow_file_store_is_refused_before_the_search_unless_mlflow_allows_it(tmp_path, monkeypatch) -> None:
+    """MLflow 3 refuses a file store in its client and its server unless MLFLOW_ALLOW_FILE_STORE=true: hpsearch
+    refuses it up front with the fix, rather than set the variable for its own writes and leave runs that
+    `mlflow ui` and `mlflow.search_runs` then refuse to read."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for given in ("file:./mlruns", "./mlruns"):  # a bare path is a file store to MLflow too
+        spec = _spec(tmp_path, mlflow={"tracking_uri": given})
+        with pytest.raises(SpecError) as err:
+            check_tracking(spec)
+        [problem] = err.value.problems
+        assert problem.path == "tracking.mlflow.tracking_uri"
+        assert problem.message.startswith(f"is {(tmp_path / 'mlruns').as_uri()!r}, an MLflow file store")
+        assert "unless MLFLOW_ALLOW_FILE_STORE=true" in problem.message
+        assert f"`mlflow migrate-filestore --source {tmp_path / 'mlruns'} --target sqlite:///mlflow.db`" in str(
+            err.value
+        )
+        assert "export MLFLOW_ALLOW_FILE_STORE=true" in problem.message
+        assert not (tmp_path / "mlruns").exists() and not spec.experiment_dir.exists()  # nothing written
+
+    # the same store named by MLflow's own variable, the spec naming none
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:./mlruns")
+    with pytest.raises(SpecError, match=r"tracking.mlflow.tracking_uri: is not set and MLFLOW_TRACKING_URI='file:///"):
+        check_tracking(_spec(tmp_path, mlflow=True))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+
+    # with MLflow's opt-out set (in the shell: it reaches the viewer too), hpsearch writes the file store
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    uri = (tmp_path / "mlruns").as_uri()
+    spec = _spec(tmp_path, mlflow={"tracking_uri": uri})
+    check_tracking(spec)
+    _three_trials(Search(spec))
+    mlflow.set_tracking_uri(uri)
+    assert len(mlflow.search_runs(experiment_names=["track"])) == 3
+
+
+def test_the_cli_refuses_an_mlflow_file_store_with_exit_2_before_ray_starts(tmp_path, monkeypatch, capsys) -> None:
+    from hpsearch import cli
+    from hpsearch.runtime import cluster as ray_cluster
+
+    def no_ray(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("Ray started")
+
+    monkeypatch.setattr(ray_cluster, "connect", no_ray)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    raw = yaml.safe_load((REPO / "search_spaces" / "digits_quick.yaml").read_text())
+    raw.update(name="track", storage_path=str(tmp_path / "results"), tracking={"mlflow": {"tracking_uri": "file:./m"}})
+    path = tmp_path / "track.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"  - tracking.mlflow.tracking_uri: is {(tmp_path / 'm').as_uri()!r}, an MLflow file store" in err
+    assert not (tmp_path / "results" / "track").exists()
+
+
 def test_wandb_online_without_an_api_key_is_refused(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
@@ -347,7 +438,7 @@ def test_wandb_online_without_an_api_key_is_refused(tmp_path, monkeypatch) -> No
 
 
 def test_a_tracker_failing_mid_search_warns_once_and_the_search_goes_on(tmp_path, said) -> None:
-    search = Search(_spec(tmp_path, mlflow={"tracking_uri": (tmp_path / "mlruns").as_uri()}))
+    search = Search(_spec(tmp_path, mlflow={"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}))
     tracker = search.trackers[0]
 
     class Down:
@@ -370,7 +461,7 @@ def test_trackers_come_after_the_recorder_and_none_when_tracking_is_off(tmp_path
 
     spec = _spec(
         tmp_path,
-        mlflow={"tracking_uri": (tmp_path / "mlruns").as_uri()},
+        mlflow=True,
         wandb={"mode": "offline"},
         tensorboard=True,
         optuna=f"sqlite:///{tmp_path / 'o.db'}",
@@ -401,9 +492,11 @@ def test_best_checkpoint_is_the_best_still_on_disk(tmp_path) -> None:
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys) -> None:
+def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys, monkeypatch) -> None:
     """2 trials x 2 epochs (1 worker each, 2 at once) with MLflow, W&B offline, TensorBoard and a live Optuna study."""
     from hpsearch.cli import main
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # MLflow's store is then hpsearch's default
 
     db = tmp_path / "digits.db"
     spec = yaml.safe_load((REPO / "search_spaces" / "digits_quick.yaml").read_text())
@@ -414,7 +507,7 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys) -> None:
         scheduler={"type": "fifo"},
         scaling={"num_workers": 1, "resources_per_worker": {"CPU": 0.45}},
         tracking={
-            "mlflow": {"tracking_uri": (tmp_path / "mlruns").as_uri()},
+            "mlflow": True,  # the default store: sqlite:///<experiment folder>/mlflow.db
             "wandb": {"mode": "offline"},
             "tensorboard": True,
             "optuna": f"sqlite:///{db}",
@@ -447,7 +540,11 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys) -> None:
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "warning: tracking" not in out.err
-    noise = [line for line in (out.out + out.err).splitlines() if "wandb" in line.lower() or "study created" in line]
+    noise = [
+        line
+        for line in (out.out + out.err).splitlines()
+        if "wandb" in line.lower() or "study created" in line or "MLflow database" in line
+    ]
     assert not noise  # the trackers keep the terminal quiet: hpsearch's progress lines only
     assert any(s == "RUNNING" and values for snapshot in seen_live for s, values in snapshot), seen_live[-3:]
 
@@ -457,11 +554,12 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys) -> None:
     trials = results.trials.set_index("trial_id")
     assert sorted(trials["status"]) == [FINISHED, FINISHED]
 
-    # MLflow: one run per trial, metrics at epochs 1 and 2
-    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    # MLflow: one run per trial in the experiment folder's store, metrics at epochs 1 and 2
+    store = f"sqlite:///{exp / 'mlflow.db'}"
+    mlflow.set_tracking_uri(store)
     runs = mlflow.search_runs(experiment_names=["tracked"]).set_index("tags.hpsearch.trial_id")
     assert sorted(runs.index) == sorted(trials.index)
-    client = mlflow.tracking.MlflowClient((tmp_path / "mlruns").as_uri())
+    client = mlflow.tracking.MlflowClient(store)
     for trial_id, run in runs.iterrows():
         assert run["tags.hpsearch.status"] == FINISHED
         assert run["tags.hpsearch.best_checkpoint"] == trials.loc[trial_id, "best_checkpoint"]

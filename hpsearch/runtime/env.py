@@ -226,23 +226,6 @@ LOOPBACK_ONLY = EnvSetting(
     force=True,
 )
 
-MLFLOW_FILE_STORE = EnvSetting(
-    name="MLFLOW_ALLOW_FILE_STORE",
-    value="true",
-    why=(
-        "MLflow 3 refuses a `file:` tracking store unless this variable is set. A spec whose "
-        "tracking.mlflow.tracking_uri names such a store (file:./mlruns, or a bare folder) has chosen it. So "
-        "when the spec names a file store, hpsearch sets the variable in the search's process, where the "
-        "trackers log. It stays set, because Tune logs for the whole search. The variable is not Ray's, but "
-        "every variable hpsearch sets is listed in this module."
-    ),
-    measured=(
-        "Checked with mlflow-skinny 3.17.2 on this machine on 2026-12-01. Creating an experiment in a "
-        "file:./mlruns store raised MlflowException until the variable was set. tests/test_tracking.py runs the "
-        "file store with the variable set."
-    ),
-)
-
 MLFLOW_PROBE = (
     EnvSetting(
         name="MLFLOW_HTTP_REQUEST_MAX_RETRIES",
@@ -283,8 +266,6 @@ FIT_DEFAULTS: tuple[EnvSetting, ...] = (TUNE_STATE_EVERY_S,)
 TRIAL_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, WORKER_GROUP_START_TIMEOUT)
 #: Set around the ``ray.init`` of an embedded local Ray only (:func:`loopback_only`), then restored.
 EMBEDDED_DEFAULTS: tuple[EnvSetting, ...] = (LOOPBACK_ONLY,)
-#: Set in the search's process when the spec's MLflow tracker names a file store (:func:`allow_mlflow_file_store`).
-TRACKING_DEFAULTS: tuple[EnvSetting, ...] = (MLFLOW_FILE_STORE,)
 #: Every setting, once each, by name.
 SETTINGS: Mapping[str, EnvSetting] = {
     s.name: s
@@ -296,7 +277,6 @@ SETTINGS: Mapping[str, EnvSetting] = {
         TUNE_STATE_EVERY_S,
         WORKER_GROUP_START_TIMEOUT,
         LOOPBACK_ONLY,
-        MLFLOW_FILE_STORE,
         *MLFLOW_PROBE,
     )
 }
@@ -374,11 +354,6 @@ def loopback_only(environ: MutableMapping[str, str] | None = None) -> Iterator[N
             env.pop(LOOPBACK_ONLY.name, None)
         else:
             env[LOOPBACK_ONLY.name] = saved_value
-
-
-def allow_mlflow_file_store(environ: MutableMapping[str, str] | None = None) -> None:
-    """In the search's process, when the spec's MLflow tracker names a ``file:`` store (a value already set wins)."""
-    MLFLOW_FILE_STORE.apply(environ=environ)
 
 
 @contextlib.contextmanager

@@ -19,10 +19,14 @@ are found by their ``hpsearch.trial_id`` tag, W&B runs by id (the trial id, ``re
 TensorBoard appends to the trial folder's event files, the Optuna study maps its trials by
 their ``trial_id`` user attribute.
 
+MLflow's store, when the spec names none, is ``MLFLOW_TRACKING_URI`` or else
+``sqlite:///<experiment folder>/mlflow.db`` (:func:`hpsearch.spec.tracking.mlflow_tracking_uri`).
+
 Failures: :func:`check_tracking` opens every tracker before the search starts and refuses
-one that cannot be set up (a :class:`~hpsearch.errors.SpecError` naming the spec's key, so
-exit 2). Once the search runs, a tracker that fails warns once (per tracker), through
-:mod:`hpsearch.messages`, and the search goes on: losing a tracker's records must not lose the search.
+one that cannot be set up, and an MLflow ``file:`` store without ``MLFLOW_ALLOW_FILE_STORE=true``
+(a :class:`~hpsearch.errors.SpecError` naming the spec's key, so exit 2). Once the search
+runs, a tracker that fails warns once (per tracker), through :mod:`hpsearch.messages`, and
+the search goes on: losing a tracker's records must not lose the search.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 import math
 import netrc
 import os
@@ -59,9 +64,10 @@ from hpsearch.experiment.files import read_history
 from hpsearch.experiment.layout import ERRORED, TUNE_COLUMNS, TUNE_STATE_GLOB, flatten_config
 from hpsearch.experiment.metrics import report_step, report_value
 from hpsearch.experiment.ranking import Mode, metric_value, rank_trials
-from hpsearch.runtime.env import allow_mlflow_file_store, mlflow_probe
+from hpsearch.runtime.env import mlflow_probe
 from hpsearch.runtime.internals import TBXWriters
 from hpsearch.spec.space import ConstParam, iter_params
+from hpsearch.spec.tracking import MLFLOW_ARTIFACTS, mlflow_file_store_problem, mlflow_tracking_uri
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.runtime.outcomes import OutcomeRecorder
@@ -252,19 +258,21 @@ def open_optuna_storage(url: str, *, attempts: int = 5) -> Any:
 
 
 @contextlib.contextmanager
-def _mlflow_env(uri: str | None, *, probe: bool = False) -> Iterator[None]:
-    """MLflow's environment for a tracking URI.
-
-    A ``file:`` store is refused by MLflow 3 unless ``MLFLOW_ALLOW_FILE_STORE`` is set; the
-    spec naming one is the user's choice, so it is set (kept set: Tune logs all search long).
-    ``probe``: a first contact with a server gives up after one try of 10 s, not MLflow's
-    default retries with backoff (minutes), so an unreachable URI is refused promptly.
-    """
-
-    if uri is not None and (uri.startswith("file:") or "://" not in uri):
-        allow_mlflow_file_store()
-    with mlflow_probe() if probe else contextlib.nullcontext():
+def _quiet_mlflow_db() -> Iterator[None]:
+    """MLflow's INFO lines on opening a new SQLite store ("Creating initial MLflow database tables...") kept off
+    the terminal: hpsearch's progress lines only. Its warnings and errors still show."""
+    logger = logging.getLogger("mlflow.store.db.utils")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
         yield
+    finally:
+        logger.setLevel(level)
+
+
+def _default_mlflow_store(uri: str, experiment_dir: str | Path) -> bool:
+    """Whether ``uri`` is hpsearch's default MLflow store, the one in the experiment folder."""
+    return uri == mlflow_tracking_uri(None, experiment_dir, environ={})
 
 
 # ----------------------------------------------------------------------------- MLflow
@@ -292,11 +300,13 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
     """
 
     def __init__(self, settings: MlflowSettings, facts: TrialFacts) -> None:
-        super().__init__(
-            tracking_uri=settings.tracking_uri, experiment_name=settings.experiment_name or facts.experiment
-        )
+        uri = mlflow_tracking_uri(settings.tracking_uri, facts.experiment_dir)
+        super().__init__(tracking_uri=uri, experiment_name=settings.experiment_name or facts.experiment)
         self.facts = facts
         self._client: Any = None
+        # the default store's experiment keeps its artifacts in the folder too (MLflow's: <cwd>/mlruns/<id>)
+        folder = Path(facts.experiment_dir)
+        self._artifacts = (folder / MLFLOW_ARTIFACTS).as_uri() if _default_mlflow_store(uri, folder) else None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None}
@@ -305,7 +315,10 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
         # Ray's setup sets both as well, after opening the URI: set here so a failed open leaves them usable
         self._hp_trial_runs: dict[str, str] = {}  # trial id -> run id (Ray's keys its own by trial object)
         self.tags: dict[str, str] = dict(getattr(self, "tags", None) or {})
-        with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "opening the tracking URI"):
+        with _quiet_mlflow_db(), self.facts.guarded("mlflow", "opening the tracking URI"):
+            artifacts = getattr(self, "_artifacts", None)  # None in a tracker an older hpsearch pickled
+            if artifacts is not None:  # before Ray's set-up, which creates the experiment without a location
+                _open_mlflow_experiment(self.tracking_uri, self.experiment_name, artifacts)
             super().setup(*args, **kwargs)
             from mlflow.tracking import MlflowClient  # lazy: mlflow is an optional extra
 
@@ -335,13 +348,13 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
         return str(run_id)
 
     def log_trial_start(self, trial: Any) -> None:
-        with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "starting a run"):
+        with self.facts.guarded("mlflow", "starting a run"):
             self._run_for(trial)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         from mlflow.entities import Metric  # lazy: mlflow is the optional mlflow extra
 
-        with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "logging a report"):
+        with self.facts.guarded("mlflow", "logging a report"):
             run_id = self._run_for(trial)
             now, step = int(time.time() * 1000), self.facts.step(result)
             metrics = [Metric(k, v, now, step) for k, v in self.facts.metrics(result).items()]
@@ -351,20 +364,20 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         from mlflow.entities import RunTag  # lazy: mlflow is the optional mlflow extra
 
-        with _mlflow_env(self.tracking_uri), self.facts.guarded("mlflow", "ending a run"):
+        with self.facts.guarded("mlflow", "ending a run"):
             run_id = self._run_for(trial)
             tags = self.facts.end_tags(trial, failed)
             self._client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
             self._client.set_terminated(run_id, status="FAILED" if tags["hpsearch.status"] == ERRORED else "FINISHED")
 
 
-def _open_mlflow_experiment(uri: str | None, name: str) -> None:
+def _open_mlflow_experiment(uri: str, name: str, artifact_location: str | None = None) -> None:
     """Open the MLflow tracking URI and find or create the experiment, as Ray's MLflow callback does at set-up."""
     from mlflow.tracking import MlflowClient  # lazy: mlflow is an optional extra
 
     client = MlflowClient(tracking_uri=uri)
     if client.get_experiment_by_name(name) is None:
-        client.create_experiment(name)
+        client.create_experiment(name, artifact_location=artifact_location)
 
 
 def _param_text(value: Any) -> str:
@@ -670,8 +683,11 @@ def _study_owner(storage: Any, name: str) -> str | None:
 def check_tracking(spec: Spec) -> None:
     """Open every tracker of ``spec.tracking`` before the search starts; refuse one that cannot be set up.
 
-    MLflow: the tracking URI is opened and the experiment found or created (one try, 10 s
-    at most). W&B online: an API key must be known (``WANDB_API_KEY`` or ``wandb login``).
+    MLflow: a ``file:`` store is refused unless ``MLFLOW_ALLOW_FILE_STORE=true`` (MLflow 3 would
+    refuse it, and so would every reader of the runs); any other store but the default one (in
+    the experiment folder, which ``run`` has not written yet) is opened and the experiment
+    found or created (one try, 10 s at most). W&B online: an API key must be known
+    (``WANDB_API_KEY`` or ``wandb login``).
     Optuna: the storage is opened, and a study of the search's name that another experiment
     folder wrote is refused. TensorBoard writes into the experiment folder: nothing to check.
 
@@ -679,16 +695,23 @@ def check_tracking(spec: Spec) -> None:
         SpecError: naming ``tracking.<tracker>``, what failed and what to do.
     """
     tracking, problems = spec.tracking, []
-    key = json.dumps([str(spec.experiment_dir), tracking.model_dump()], sort_keys=True, default=str)
+    env = [os.environ.get(name) for name in ("MLFLOW_TRACKING_URI", "MLFLOW_ALLOW_FILE_STORE")]  # both decide too
+    key = json.dumps([str(spec.experiment_dir), tracking.model_dump(), env], sort_keys=True, default=str)
     if key in _CHECKED:  # `run` checks before it writes the folder, callbacks_for again: once is enough
         return
     if tracking.mlflow is not None:
-        uri = tracking.mlflow.tracking_uri
-        try:
-            with _mlflow_env(uri, probe=True):
-                _open_mlflow_experiment(uri, tracking.mlflow.experiment_name or spec.name)
-        except Exception as err:  # noqa: BLE001 - whatever MLflow raises, the user must read why
-            problems.append(Problem("tracking.mlflow.tracking_uri", f"cannot open MLflow at {uri!r}: {_one_line(err)}"))
+        uri = mlflow_tracking_uri(tracking.mlflow.tracking_uri, spec.experiment_dir)
+        file_store = mlflow_file_store_problem(tracking.mlflow.tracking_uri, spec.experiment_dir)
+        if file_store is not None:
+            problems.append(file_store)
+        elif not _default_mlflow_store(uri, spec.experiment_dir):  # the default: a SQLite file the storage check
+            try:  # proved writable; opening it now would write into the folder before `run` makes it
+                with mlflow_probe(), _quiet_mlflow_db():
+                    _open_mlflow_experiment(uri, tracking.mlflow.experiment_name or spec.name)
+            except Exception as err:  # noqa: BLE001 - whatever MLflow raises, the user must read why
+                problems.append(
+                    Problem("tracking.mlflow.tracking_uri", f"cannot open MLflow at {uri!r}: {_one_line(err)}")
+                )
     if tracking.wandb is not None and tracking.wandb.mode == "online" and not _wandb_key_known():
         problems.append(
             Problem(

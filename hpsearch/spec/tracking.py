@@ -8,12 +8,20 @@ the spec is read: ``file:./mlruns`` (or a bare ``./mlruns``) -> ``file:///abs/ml
 ``sqlite:///digits.db`` (SQLAlchemy's relative form) -> ``sqlite:////abs/digits.db``. The spec
 as run therefore names absolute locations, and ``hpsearch resume`` run from any folder
 writes to the same store. Server URLs (``http://…``, ``postgresql://…``) are kept as given.
+
+MLflow's store when the spec names none (:func:`mlflow_tracking_uri`): ``MLFLOW_TRACKING_URI``
+if set, else the SQLite store MLflow recommends, ``sqlite:///<experiment folder>/mlflow.db``:
+in the folder, as W&B's offline runs and TensorBoard's event files are, so it moves, is copied
+and is deleted (``run --overwrite``) with its search. MLflow 3 refuses a ``file:`` store unless
+``MLFLOW_ALLOW_FILE_STORE=true`` in every process that opens it, the viewer's included
+(:func:`mlflow_file_store_problem`): hpsearch does not set it on the user's behalf.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,7 +38,17 @@ __all__ = [
     "parse_tracking",
     "absolute_mlflow_uri",
     "absolute_sqlite_url",
+    "MLFLOW_DB",
+    "MLFLOW_ARTIFACTS",
+    "mlflow_tracking_uri",
+    "is_mlflow_file_store",
+    "mlflow_file_store_problem",
 ]
+
+#: The default MLflow store, in the experiment folder (``sqlite:///<experiment>/mlflow.db``).
+MLFLOW_DB = "mlflow.db"
+#: Where the default store's experiment keeps artifacts (MLflow's server calls its own ``mlartifacts``).
+MLFLOW_ARTIFACTS = "mlartifacts"
 
 
 def absolute_mlflow_uri(uri: str) -> str:
@@ -59,10 +77,59 @@ def absolute_sqlite_url(url: str) -> str:
     return f"{prefix}:///{os.path.abspath(Path(path).expanduser())}{query}{params}"
 
 
+def mlflow_tracking_uri(
+    tracking_uri: str | None, experiment_dir: str | Path, environ: Mapping[str, str] | None = None
+) -> str:
+    """The MLflow store a search writes to: the spec's ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else
+    ``sqlite:///<experiment_dir>/mlflow.db`` (absolute).
+
+    Not MLflow's own default, ``sqlite:///mlflow.db`` in the current directory (``./mlruns`` when that
+    already holds runs): a resume run from another directory would write to another store.
+    """
+    env = os.environ if environ is None else environ
+    if tracking_uri:
+        return tracking_uri
+    if env.get("MLFLOW_TRACKING_URI"):
+        return absolute_mlflow_uri(env["MLFLOW_TRACKING_URI"])
+    return f"sqlite:///{Path(os.path.abspath(Path(experiment_dir).expanduser())) / MLFLOW_DB}"
+
+
+def is_mlflow_file_store(uri: str) -> bool:
+    """Whether MLflow reads ``uri`` as its file store: ``file:…`` or a bare path (no scheme)."""
+    return uri.startswith("file:") or absolute_mlflow_uri(uri).startswith("file:")
+
+
+def mlflow_file_store_problem(
+    tracking_uri: str | None, experiment_dir: str | Path, environ: Mapping[str, str] | None = None
+) -> Problem | None:
+    """A file store MLflow 3 would refuse (``MLFLOW_ALLOW_FILE_STORE`` not true), as a problem saying what to do.
+
+    MLflow raises for a ``file:`` store in its client and its server alike unless the variable is
+    ``true`` (or ``1``). Setting it in the search's process only would write runs that
+    ``mlflow ui`` and ``mlflow.search_runs`` then refuse to read, so the search is refused
+    instead, before anything is written, with the two ways out. Pure: MLflow is not imported.
+    """
+    env = os.environ if environ is None else environ
+    uri = mlflow_tracking_uri(tracking_uri, experiment_dir, env)
+    if not is_mlflow_file_store(uri) or env.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1"):
+        return None
+    folder = uri[len("file://") :] if uri.startswith("file://") else uri
+    named = f"is {uri!r}" if tracking_uri else f"is not set and MLFLOW_TRACKING_URI={uri!r} is"
+    return Problem(
+        "tracking.mlflow.tracking_uri",
+        f"{named}, an MLflow file store, which MLflow 3 refuses (in hpsearch's writes and in `mlflow ui`/"
+        "`mlflow.search_runs` alike) unless MLFLOW_ALLOW_FILE_STORE=true: use the SQLite store MLflow recommends "
+        "(leave tracking_uri out for <experiment folder>/mlflow.db, or set sqlite:///mlflow.db; "
+        f"`mlflow migrate-filestore --source {folder} --target sqlite:///mlflow.db` copies existing runs into one), "
+        "or export MLFLOW_ALLOW_FILE_STORE=true in the shell that runs hpsearch and in the one that reads the runs",
+    )
+
+
 class MlflowSettings(StrictModel):
     """MLflow: one run per trial in ``experiment_name`` (default: the search's name)."""
 
-    tracking_uri: str | None = Field(default=None, min_length=1)  # default: MLflow's (MLFLOW_TRACKING_URI, ...)
+    # default: MLFLOW_TRACKING_URI, else sqlite:///<experiment folder>/mlflow.db (mlflow_tracking_uri)
+    tracking_uri: str | None = Field(default=None, min_length=1)
     experiment_name: str | None = Field(default=None, min_length=1)
 
     @field_validator("tracking_uri")
