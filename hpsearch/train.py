@@ -33,7 +33,6 @@ report with :func:`report` (a checkpoint with every report).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import tempfile
@@ -44,7 +43,7 @@ import numpy as np
 import ray.train
 import torch
 
-from hpsearch.experiment.layout import START_FILE
+from hpsearch.runtime.transplant import start_checkpoint
 
 __all__ = ["report", "restore", "apply_hyperparameters", "STATE_FILE"]
 
@@ -142,10 +141,11 @@ def restore(
     Raises:
         FileNotFoundError: The checkpoint was not written by :func:`report`.
     """
-    found, transplant = ray.train.get_checkpoint(), False
-    if found is None:
-        found = _start_checkpoint()
-        transplant = found is not None
+    found, start = ray.train.get_checkpoint(), start_checkpoint()
+    # the donor's, when this run starts from it: returned by get_checkpoint() itself (runtime/transplant.py)
+    # where the installed Ray allows, read from the run's start file here otherwise
+    found = found if found is not None else start
+    transplant = found is not None and start is not None and found.path == start.path
     if found is None:
         return 1
     with found.as_directory() as folder:
@@ -204,16 +204,3 @@ def apply_hyperparameters(
         state["base_lrs"] = list(base_lrs)
         state["_last_lr"] = [group["lr"] for group in optimizer.param_groups]
         scheduler.load_state_dict(state)
-
-
-def _start_checkpoint() -> ray.train.Checkpoint | None:
-    """The donor checkpoint this run starts from under population-based training (written into the
-    run's folder by the trial driver, :mod:`hpsearch.runtime.pbt`), or ``None``."""
-    try:
-        storage = ray.train.get_context().get_storage()
-        fs, folder = storage.storage_filesystem, storage.experiment_fs_path
-        with fs.open_input_stream(os.path.join(folder, START_FILE)) as stream:
-            start = json.loads(stream.read().decode("utf-8"))
-    except (OSError, ValueError, AttributeError, NotImplementedError):  # no start file: a fresh run
-        return None
-    return ray.train.Checkpoint(start["checkpoint"], filesystem=fs)

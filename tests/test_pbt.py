@@ -265,7 +265,7 @@ def test_reports_under_pbt_need_a_checkpoint_and_a_continued_run_its_donors_epoc
     restarted = checkpoint_problem(donor, {"epoch": 1}, object(), first=True)
     assert restarted == (
         "this run continues another trial's checkpoint of epoch 4, but the loop reported epoch 1: "
-        "load it with hpsearch.train.restore(model=..., optimizer=...)"
+        "restore from ray.train.get_checkpoint() at the loop's start, or hpsearch.train.restore(model=...)"
     )
     error = CheckpointNotReportedError(restarted)
     import pickle

@@ -169,26 +169,35 @@ def by_case(config: dict[str, Any]) -> Any:
 
 
 def fails_on_exploit(config: dict[str, Any]) -> None:
-    """Restores as Ray's guides do (``ray.train.get_checkpoint()``, ``torch.load``), and raises when the
-    checkpoint it is given was saved with another ``lr``: the first run after a population-based exploit,
-    which hands the trial a better trial's checkpoint with a mutated learning rate."""
+    """Restores as Ray's guides do (``ray.train.get_checkpoint()``, ``torch.load``, ``load_state_dict``), and
+    raises when the checkpoint it is given was saved with another ``lr``: the first run after a population-based
+    exploit, which hands the trial a better trial's checkpoint with a mutated learning rate. The error says what
+    the loop was given: the checkpoint's epoch and ``lr``, and the ``lr`` its optimizer has after the load."""
     model, optimizer = _setup(config)
     start = 1
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as folder:
             state = torch.load(os.path.join(folder, "state.pt"))
-        if state["lr"] != config["lr"]:
-            raise RuntimeError(f"this loop cannot take another trial's checkpoint (lr {state['lr']} -> {config['lr']})")
         model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if state["lr"] != config["lr"]:
+            raise RuntimeError(
+                f"given a checkpoint of epoch {state['epoch']} saved with lr {state['lr']}; config lr {config['lr']}, "
+                f"optimizer lr {optimizer.param_groups[0]['lr']}"
+            )
         start = state["epoch"] + 1
     for epoch in range(start, config.get("epochs", 2) + 1):
         _train_step(model, optimizer)
         time.sleep(config.get("sleep_s", 0.0))
         with tempfile.TemporaryDirectory() as folder:
-            torch.save(
-                {"model": model.state_dict(), "epoch": epoch, "lr": config["lr"]}, os.path.join(folder, "state.pt")
-            )
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "epoch": epoch,
+                "lr": config["lr"],
+            }
+            torch.save(state, os.path.join(folder, "state.pt"))
             ray.train.report(
                 {"loss": _loss(config, epoch), "epoch": epoch}, checkpoint=Checkpoint.from_directory(folder)
             )

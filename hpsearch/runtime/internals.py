@@ -66,6 +66,7 @@ __all__ = [
     "data_object_store_fraction",
     "ray_data_console_handlers",
     "torch_config_with_worker_setup",
+    "offer_start_checkpoint",
     "NodeInfo",
     "Exploit",
     "ExploitHook",
@@ -204,6 +205,12 @@ def _check_worker_report() -> None:
     module = "ray.train.v2._internal.execution.train_fn_utils"
     _resolve(f"{module}:get_train_fn_utils")
     _parameters(f"{module}:TrainFnUtils.report", "metrics")
+
+
+def _check_worker_checkpoint() -> None:
+    module = "ray.train.v2._internal.execution.train_fn_utils"
+    _parameters(f"{module}:TrainFnUtils.get_checkpoint")
+    _mentions("ray.train.v2.api.train_fn_utils:get_checkpoint", "get_train_fn_utils().get_checkpoint()")
 
 
 def _check_controller_class() -> None:
@@ -456,6 +463,25 @@ INTERNALS: tuple[Internal, ...] = (
         public="none: ray.train.report validates before any user hook",
         on_missing="warn",
         check=_check_worker_report,
+    ),
+    Internal(
+        key="train-worker-checkpoint",
+        relies_on=(
+            "ray.train.v2._internal.execution.train_fn_utils: get_train_fn_utils().get_checkpoint(), which "
+            "ray.train.get_checkpoint() returns"
+        ),
+        feature=(
+            "under pbt/pb2, a loop that restores with ray.train.get_checkpoint() (Ray's guides, Lightning, Hugging Face) "
+            "continues from the donor's checkpoint after an exploit"
+        ),
+        without_it=(
+            "such a loop starts an exploited trial from scratch, and the trial fails at its first report; "
+            "hpsearch.train.restore still loads the donor's checkpoint"
+        ),
+        public="none: Ray Train V2 refuses resume_from_checkpoint and gives a new run no checkpoint",
+        on_missing="warn",
+        check=_check_worker_checkpoint,
+        used_by=_uses_pbt,
     ),
     Internal(
         key="controller-process",
@@ -868,6 +894,33 @@ def wrap_worker_reports(transform: Callable[[Any], dict[str, Any]]) -> bool:
 
 
 _WRAPPED_WORKER_UTILS: set[int] = set()
+
+
+def offer_start_checkpoint(start: Callable[[], Any]) -> bool:
+    """In a Train worker: ``ray.train.get_checkpoint()`` returns ``start()`` while the run has no checkpoint of its own.
+
+    Internal ``train-worker-checkpoint``: ``ray.train.get_checkpoint()`` is the process's
+    ``TrainFnUtils.get_checkpoint()``, patched here on this process's instance, as
+    :func:`wrap_worker_reports` patches its ``report``. Returns ``False`` when the internal is
+    missing or this is not a Train worker.
+    """
+    if not available("train-worker-checkpoint"):
+        return False
+    # lazy: a missing internal turns its feature off; it never fails the import
+    from ray.train.v2._internal.execution.train_fn_utils import get_train_fn_utils
+
+    try:
+        utils = get_train_fn_utils()
+    except RuntimeError:  # not a Train V2 worker
+        return False
+    own = utils.get_checkpoint
+
+    def own_or_start() -> Any:
+        found = own()
+        return found if found is not None else start()
+
+    utils.get_checkpoint = own_or_start  # type: ignore[method-assign]  # on this process's instance only
+    return True
 
 
 def controller_failure(err: BaseException) -> BaseException | None:

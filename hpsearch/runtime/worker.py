@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from hpsearch.runtime import reuse
+from hpsearch.runtime import reuse, transplant
 from hpsearch.runtime.aggregate import plain_metrics
 from hpsearch.runtime.internals import wrap_worker_reports
 
@@ -41,6 +41,7 @@ def worker_loop(train_loop: Callable[..., Any], run_folder: str | None = None) -
     def hpsearch_worker(*args: dict[str, Any]) -> None:  # a *args counts as one: Ray Train passes the config
         if run_folder is not None:
             reuse.record_worker_group(run_folder)
+        transplant.take_over()  # a run from a donor's checkpoint (pbt/pb2): the loop sees it as its own
         plain_reports()
         train_loop(*args[:required])
 

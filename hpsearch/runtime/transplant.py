@@ -1,0 +1,142 @@
+"""A run that starts from another trial's checkpoint, as any train loop restores it.
+
+Under population-based training an exploited trial's next nested run starts from the donor's
+checkpoint, with a mutated config (:mod:`hpsearch.runtime.pbt_driver` writes the run's start
+file). Loops written as Ray's guides write them restore with ``ray.train.get_checkpoint()``:
+plain PyTorch (``torch.load``), Lightning (``trainer.fit(ckpt_path=...)``) and the Hugging Face
+``Trainer`` (``trainer.train(resume_from_checkpoint=...)``). Ray Train V2 gives a new run no
+checkpoint, so such a loop would start from scratch. And once it loads the donor's optimizer
+state, the optimizer takes the donor's learning rate back, not the mutated one (ray-project/ray
+issue 36660 is this for Lightning).
+
+:func:`take_over` runs in every Train worker before the loop, in a run with a start file and no
+checkpoint of its own:
+
+- ``ray.train.get_checkpoint()`` returns the donor's checkpoint (internal
+  ``train-worker-checkpoint``), until the run reports a checkpoint of its own;
+- every optimizer keeps the hyperparameters the loop built it with from the new config when it
+  loads a state: ``lr``, ``weight_decay``, ``momentum``, ``betas``..., as
+  :func:`hpsearch.train.restore` does; an LR scheduler that loads a state keeps the base rates
+  it was built with, and its optimizer's rates are the donor's scaled by new base / donor base
+  (a mutated ``lr`` of 1.2x the donor's continues the schedule at 1.2x).
+
+The optimizer's and scheduler's own ``load_state_dict`` are wrapped, in this worker process only,
+for this run only (a worker that restarts is a new process, and then the run has its own
+checkpoint). Everything else of the donor's state (moments, step counts, the schedule's
+progress, the model) is loaded as saved.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Any
+
+import ray.train
+
+from hpsearch.experiment.layout import START_FILE
+from hpsearch.runtime.internals import offer_start_checkpoint
+
+__all__ = ["start_checkpoint", "take_over"]
+
+
+def start_checkpoint() -> ray.train.Checkpoint | None:
+    """The donor checkpoint this run starts from under population-based training (written into the
+    run's folder by the trial driver), or ``None``."""
+    try:
+        storage = ray.train.get_context().get_storage()
+        fs, folder = storage.storage_filesystem, storage.experiment_fs_path
+        with fs.open_input_stream(os.path.join(folder, START_FILE)) as stream:
+            start = json.loads(stream.read().decode("utf-8"))
+    except (OSError, ValueError, AttributeError, NotImplementedError, RuntimeError):  # no start file: a fresh run
+        return None
+    return ray.train.Checkpoint(start["checkpoint"], filesystem=fs)
+
+
+def take_over() -> bool:
+    """In a Train worker, before the loop: if this run starts from a donor's checkpoint, make the loop see
+    it and keep its optimizers' new hyperparameters (see the module's doc). Whether it does."""
+    if ray.train.get_checkpoint() is not None:
+        return False  # the run's own checkpoint (a restarted worker group): restored as saved
+    donor = start_checkpoint()
+    if donor is None:
+        return False
+    offer_start_checkpoint(lambda: donor)
+    keep_built_hyperparameters()
+    return True
+
+
+_INSTALLED = False
+
+
+def patch_targets() -> list[tuple[type, str]]:
+    """The ``load_state_dict`` methods :func:`keep_built_hyperparameters` wraps: the optimizer's, and each LR
+    scheduler class's that defines its own (``LambdaLR`` replaces the base class's without calling it)."""
+    # lazy: torch is imported by the worker's loop anyway; this module must import without it
+    import torch
+
+    schedulers = [
+        cls
+        for cls in vars(torch.optim.lr_scheduler).values()
+        if isinstance(cls, type)
+        and issubclass(cls, torch.optim.lr_scheduler.LRScheduler)
+        and "load_state_dict" in vars(cls)
+    ]
+    return [(torch.optim.Optimizer, "load_state_dict"), *((cls, "load_state_dict") for cls in schedulers)]
+
+
+def keep_built_hyperparameters() -> None:
+    """From now on in this process, an optimizer or LR scheduler that loads a state keeps the
+    hyperparameters it was built with (see the module's doc)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    [optimizer, *schedulers] = patch_targets()
+    # on the classes, in this worker process only: the loop's own objects and Lightning's or the Trainer's alike
+    setattr(optimizer[0], optimizer[1], _keeping_optimizer(vars(optimizer[0])[optimizer[1]]))
+    for cls, name in schedulers:
+        setattr(cls, name, _keeping_scheduler(vars(cls)[name]))
+    _INSTALLED = True
+
+
+def _keeping_optimizer(load: Any) -> Any:
+    @functools.wraps(load)
+    def load_optimizer(self: Any, state_dict: dict[str, Any]) -> None:
+        built = [{k: v for k, v in group.items() if k != "params"} for group in self.param_groups]
+        load(self, state_dict)
+        self._hp_donor_lr = [group.get("lr") for group in self.param_groups]  # read by the scheduler's load
+        for group, values in zip(self.param_groups, built):
+            group.update({k: v for k, v in values.items() if k != "initial_lr"})
+
+    return load_optimizer
+
+
+def _keeping_scheduler(load: Any) -> Any:
+    @functools.wraps(load)
+    def load_scheduler(self: Any, state_dict: dict[str, Any]) -> None:
+        if getattr(self, "_hp_loading", False):  # a subclass's load calling its base's: the outer one adjusts
+            load(self, state_dict)
+            return
+        built_base = list(getattr(self, "base_lrs", []) or [])
+        self._hp_loading = True
+        try:
+            load(self, state_dict)
+        finally:
+            self._hp_loading = False
+        donor_base = list(getattr(self, "base_lrs", []) or [])
+        optimizer = getattr(self, "optimizer", None)
+        if optimizer is None or not built_base or len(built_base) != len(donor_base):
+            return
+        if len(built_base) != len(optimizer.param_groups):
+            return
+        donor_lr = getattr(optimizer, "_hp_donor_lr", None)
+        for i, group in enumerate(optimizer.param_groups):
+            current = donor_lr[i] if donor_lr and donor_lr[i] is not None else group.get("lr")
+            if donor_base[i] and current is not None:
+                group["lr"] = current * built_base[i] / donor_base[i]
+            group["initial_lr"] = built_base[i]
+        self.base_lrs = built_base
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+    return load_scheduler
