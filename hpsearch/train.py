@@ -43,7 +43,7 @@ import numpy as np
 import ray.train
 import torch
 
-from hpsearch.runtime.transplant import start_checkpoint
+from hpsearch.experiment import files
 
 __all__ = ["report", "restore", "apply_hyperparameters", "STATE_FILE"]
 
@@ -141,11 +141,13 @@ def restore(
     Raises:
         FileNotFoundError: The checkpoint was not written by :func:`report`.
     """
-    found, start = ray.train.get_checkpoint(), start_checkpoint()
-    # the donor's, when this run starts from it: returned by get_checkpoint() itself (runtime/transplant.py)
-    # where the installed Ray allows, read from the run's start file here otherwise
-    found = found if found is not None else start
-    transplant = found is not None and start is not None and found.path == start.path
+    # In a run from a donor's checkpoint, get_checkpoint() returns it where the installed Ray allows, and the
+    # optimizer's and scheduler's loads then keep the new hyperparameters themselves (runtime/transplant.py);
+    # otherwise the run's start file names it, and the hyperparameters are re-applied here.
+    found, transplant = ray.train.get_checkpoint(), False
+    if found is None:
+        found = _start_checkpoint()
+        transplant = found is not None
     if found is None:
         return 1
     with found.as_directory() as folder:
@@ -204,3 +206,15 @@ def apply_hyperparameters(
         state["base_lrs"] = list(base_lrs)
         state["_last_lr"] = [group["lr"] for group in optimizer.param_groups]
         scheduler.load_state_dict(state)
+
+
+def _start_checkpoint() -> ray.train.Checkpoint | None:
+    """The donor checkpoint this run starts from under population-based training (written into the
+    run's folder by the trial driver, :mod:`hpsearch.runtime.pbt_driver`), or ``None``."""
+    try:
+        storage = ray.train.get_context().get_storage()
+        fs, folder = storage.storage_filesystem, storage.experiment_fs_path
+    except (AttributeError, NotImplementedError):  # an older Ray Train without the run's storage
+        return None
+    start = files.read_start(fs, folder)
+    return ray.train.Checkpoint(start["checkpoint"], filesystem=fs) if start else None

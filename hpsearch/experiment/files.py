@@ -78,6 +78,7 @@ __all__ = [
     "write_pointer",
     "read_pointer",
     "write_start",
+    "read_start",
     "read_controller",
     "write_worker_group",
     "read_worker_group",
@@ -447,6 +448,17 @@ def write_start(run_folder: PathLike, start: Mapping[str, Any]) -> None:
     ``donor_trial_id``, ``donor_epoch``); :func:`hpsearch.train.restore` reads it on the workers."""
     os.makedirs(run_folder, exist_ok=True)
     _write_json(Path(run_folder) / START_FILE, dict(start), indent=None)
+
+
+def read_start(filesystem: Any, run_folder: str) -> dict[str, Any] | None:
+    """What :func:`write_start` wrote for a nested run, read through the run's storage filesystem
+    (a ``pyarrow.fs.FileSystem``, as Ray Train gives a worker); ``None`` when the run has no start file."""
+    try:
+        with filesystem.open_input_stream(os.path.join(run_folder, START_FILE)) as stream:
+            start = json.loads(stream.read().decode("utf-8"))
+    except (OSError, ValueError):  # no start file: a fresh run
+        return None
+    return start if isinstance(start, dict) and isinstance(start.get("checkpoint"), str) else None
 
 
 # ----------------------------------------------------------------------------- Ray's logs

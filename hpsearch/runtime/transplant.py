@@ -29,13 +29,11 @@ progress, the model) is loaded as saved.
 from __future__ import annotations
 
 import functools
-import json
-import os
 from typing import Any
 
 import ray.train
 
-from hpsearch.experiment.layout import START_FILE
+from hpsearch.experiment import files
 from hpsearch.runtime.internals import offer_start_checkpoint
 
 __all__ = ["start_checkpoint", "take_over"]
@@ -47,18 +45,20 @@ def start_checkpoint() -> ray.train.Checkpoint | None:
     try:
         storage = ray.train.get_context().get_storage()
         fs, folder = storage.storage_filesystem, storage.experiment_fs_path
-        with fs.open_input_stream(os.path.join(folder, START_FILE)) as stream:
-            start = json.loads(stream.read().decode("utf-8"))
-    except (OSError, ValueError, AttributeError, NotImplementedError, RuntimeError):  # no start file: a fresh run
+    except (AttributeError, NotImplementedError, RuntimeError):  # not a Train worker
         return None
-    return ray.train.Checkpoint(start["checkpoint"], filesystem=fs)
+    start = files.read_start(fs, folder)
+    return ray.train.Checkpoint(start["checkpoint"], filesystem=fs) if start else None
 
 
 def take_over() -> bool:
     """In a Train worker, before the loop: if this run starts from a donor's checkpoint, make the loop see
     it and keep its optimizers' new hyperparameters (see the module's doc). Whether it does."""
-    if ray.train.get_checkpoint() is not None:
-        return False  # the run's own checkpoint (a restarted worker group): restored as saved
+    try:
+        if ray.train.get_checkpoint() is not None:
+            return False  # the run's own checkpoint (a restarted worker group): restored as saved
+    except RuntimeError:  # not in a Ray Train run (the loop called directly)
+        return False
     donor = start_checkpoint()
     if donor is None:
         return False
