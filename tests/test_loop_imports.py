@@ -202,3 +202,30 @@ def test_a_compiled_module_beside_the_loop_is_named_once_with_what_to_do(
 
 # A real search on a host that lacks the loop's folder: tests/test_multihost.py (span_loop.py imports
 # span_helpers.py beside it; its Train workers run on another host).
+
+
+def test_a_package_beside_the_spec_not_importable_from_here_is_refused_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mypkg.loops:train_loop` in the spec's folder, hpsearch run from elsewhere: one line with the three ways out."""
+    project = tmp_path / "proj"
+    (project / "mypkg_beside").mkdir(parents=True)
+    (project / "mypkg_beside" / "__init__.py").write_text("")
+    (project / "mypkg_beside" / "loops.py").write_text("def train_loop(config):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as refused:
+        load_callable("mypkg_beside.loops:train_loop", project)
+    assert str(refused.value) == (
+        f"cannot import module 'mypkg_beside.loops': mypkg_beside is in the spec's folder {project}, which is not on "
+        f"Python's path here ({tmp_path}): run hpsearch from {project}, install mypkg_beside (pip install -e), or "
+        "name the loop by its file (mypkg_beside/loops.py:<function>)"
+    )
+    with pytest.raises(ValueError, match="No module named 'nowhere_pkg'"):  # not beside the spec: Python's own words
+        load_callable("nowhere_pkg.loops:train_loop", project)
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))  # as `python -m hpsearch` in that folder has it
+    try:
+        assert load_callable("mypkg_beside.loops:train_loop", project).__name__ == "train_loop"
+    finally:
+        for name in ("mypkg_beside.loops", "mypkg_beside"):
+            sys.modules.pop(name, None)

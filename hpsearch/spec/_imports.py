@@ -137,11 +137,13 @@ def load_callable(ref: str, base_dir: Path | None = None, *, loop: bool = True) 
     else:
         try:
             with _recording():
-                module = importlib.import_module(target)
+                module = _import_module(target, base_dir)
         except SystemExit as err:
             raise ValueError(_exited_on_import(f"importing module {target!r}", err)) from None
+        except _BesideTheSpec:
+            raise
         except Exception as err:  # noqa: BLE001 - any import failure is the user's to see
-            raise ValueError(f"cannot import module {target!r}: {type(err).__name__}: {err}") from None
+            raise ValueError(f"cannot import module {target!r}: {_import_failure(err)}") from None
         _note_local_package(module)
     obj = getattr(module, func_name, None)
     if obj is None:
@@ -157,6 +159,31 @@ def load_callable(ref: str, base_dir: Path | None = None, *, loop: bool = True) 
     if loop:
         _check_per_worker_loop(ref, obj)
     return cast("Callable[..., Any]", obj)
+
+
+class _BesideTheSpec(ValueError):
+    """A package beside the spec that cannot be imported from where hpsearch runs (the message says what to do)."""
+
+
+def _import_module(target: str, base_dir: Path | None) -> ModuleType:
+    """``import target``; a package that is not importable from here but sits in ``base_dir`` (the spec's
+    folder) is refused with what to do: it would import here only with the spec's folder on the path,
+    and the search and its resume import the loop again, from wherever they run."""
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as err:
+        top = target.partition(".")[0]
+        if err.name != top or base_dir is None:
+            raise
+        folder = base_dir.resolve()
+        if not ((folder / top).is_dir() or (folder / f"{top}.py").is_file()):
+            raise
+        as_file = f"{target.replace('.', '/')}.py"
+        raise _BesideTheSpec(
+            f"cannot import module {target!r}: {top} is in the spec's folder {folder}, which is not on Python's path "
+            f"here ({Path.cwd()}): run hpsearch from {folder}, install {top} (pip install -e), or name the loop "
+            f"by its file ({as_file}:<function>)"
+        ) from None
 
 
 def _check_per_worker_loop(ref: str, obj: Callable[..., Any]) -> None:
@@ -210,8 +237,37 @@ def _import_file(path: Path) -> ModuleType:
         raise ValueError(_exited_on_import(f"importing {path}", err)) from None
     except Exception as err:  # noqa: BLE001
         del sys.modules[name]
-        raise ValueError(f"importing {path} failed: {type(err).__name__}: {err}") from None
+        raise ValueError(f"importing {path} failed: {_import_failure(err)}") from None
     return module
+
+
+#: The packages an extra of hpsearch installs, by the top-level module a train loop imports: module ->
+#: (package, extra). A loop whose import fails for want of one is refused with the extra's pip line, as
+#: a missing tracker is. The lightning package brings the older pytorch_lightning module too.
+EXTRA_OF_MODULE: dict[str, tuple[str, str]] = {
+    "lightning": ("lightning", "lightning"),
+    "pytorch_lightning": ("lightning", "lightning"),
+}
+
+
+def _import_failure(err: BaseException) -> str:
+    """What an import's failure says to the user: the exception, or, for a package an extra of hpsearch
+    installs, its pip line.
+
+    The missing module is looked for along the exception's chain too: ``ray.train.lightning`` raises
+    its own ``ModuleNotFoundError`` (without a module name) from the one about ``pytorch_lightning``.
+    """
+    seen: BaseException | None = err
+    for _ in range(8):  # a chain of causes is short; a cycle must not loop
+        if seen is None:
+            break
+        name = seen.name if isinstance(seen, ModuleNotFoundError) else None
+        top = (name or "").partition(".")[0]
+        if top in EXTRA_OF_MODULE:
+            package, extra = EXTRA_OF_MODULE[top]
+            return f'needs the {package} package, which is not installed: pip install "hpsearch[{extra}]"'
+        seen = seen.__cause__ or seen.__context__
+    return f"{type(err).__name__}: {err}"
 
 
 def _exited_on_import(what: str, err: SystemExit) -> str:

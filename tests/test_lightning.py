@@ -1,0 +1,204 @@
+"""A PyTorch Lightning loop written as Ray's Lightning guide writes it, searched unchanged.
+
+Without the ``lightning`` extra, a spec whose loop imports Lightning is refused when it is checked
+(exit 2), with the extra's pip line (the first tests: no Ray). Then one search of the shipped spec
+(search_spaces/lightning_digits.yaml), shrunk with ``--set`` to a grid of two learning rates, FIFO,
+2 workers of 0.45 CPU and drivers of 0.05 CPU: a target on ``val_loss`` that the good learning rate
+reaches at its first epoch ends it, and ``hpsearch resume`` with the target out of reach runs every
+trial to the end from Ray's Lightning checkpoints. Both trials' workers import Lightning (about 5 s
+of this machine each), so the search and its resume take two to four minutes here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hpsearch.cli import main
+from hpsearch.experiment import files
+
+SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "lightning_digits.yaml"
+GOOD_LR, BAD_LR = 0.03, 1.0e-4
+#: Lightning's epochs 0 to 3. An epoch takes about a second: the target stops the good trial an epoch or
+#: so after its first, and the bad one (started with it) is still running then, so the cut lands mid-trial.
+EPOCHS = 4
+#: The good learning rate's val_loss is well below this after one epoch, the bad one's (about 2.3) far above.
+TARGET = 1.0
+#: How long the search's placement groups may take to go (as ``ray_cluster`` in tests/conftest.py allows).
+LEFTOVER_GRACE_S = 20.0
+INSTALL = 'pip install "hpsearch[lightning]"'
+
+
+@pytest.fixture
+def without_lightning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lightning as if not installed: importing it (or Ray's Lightning module) fails as it would then."""
+    for name in ("lightning", "pytorch_lightning"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import lightning` raises ModuleNotFoundError
+    for name in list(sys.modules):
+        if name.startswith(("lightning.", "pytorch_lightning.", "ray.train.lightning")) or name.endswith(
+            "examples.lightning_digits"
+        ):
+            monkeypatch.delitem(sys.modules, name)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param("import lightning.pytorch as pl\n", id="lightning"),
+        pytest.param("import pytorch_lightning as pl\n", id="pytorch-lightning"),
+        # Ray's module raises its own ModuleNotFoundError, from the one about pytorch_lightning
+        pytest.param("from ray.train.lightning import RayTrainReportCallback\n", id="ray-first"),
+    ],
+)
+def test_a_loop_file_that_imports_lightning_without_it_names_the_extra(
+    tmp_path: Path, without_lightning: None, source: str
+) -> None:
+    from hpsearch.spec import load_spec
+    from hpsearch.spec._imports import load_callable
+
+    loop = tmp_path / "loop.py"
+    loop.write_text(source + "\n\ndef train_loop(config):\n    pass\n")
+    with pytest.raises(ValueError) as err:
+        load_callable(f"{loop}:train_loop")
+    assert str(err.value) == f"importing {loop} failed: needs the lightning package, which is not installed: {INSTALL}"
+    with pytest.raises(
+        ValueError,
+        match=r"trainable: importing .* needs the lightning package, which is not installed: pip install \"hpsearch\[lightning\]\"",
+    ):
+        load_spec({**yaml.safe_load(SPEC.read_text()), "trainable": f"{loop}:train_loop"})
+
+
+def test_the_shipped_spec_without_lightning_exits_2_with_the_pip_line(
+    tmp_path: Path, without_lightning: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["run", str(SPEC), "--set", f"storage_path={out}"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "trainable: cannot import module 'hpsearch.examples.lightning_digits': "
+        f"needs the lightning package, which is not installed: {INSTALL}"
+    ) in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_another_missing_module_is_still_named_as_it_failed(tmp_path: Path) -> None:
+    from hpsearch.spec._imports import load_callable
+
+    loop = tmp_path / "loop.py"
+    loop.write_text("import no_such_package_hps\n")
+    with pytest.raises(ValueError, match="ModuleNotFoundError: No module named 'no_such_package_hps'$"):
+        load_callable(f"{loop}:train_loop")
+
+
+@pytest.fixture(scope="module")
+def search(_ray_session, tmp_path_factory) -> dict[str, Any]:
+    """The search cut by its target, then resumed; what the history held at the cut. Run once for the module.
+
+    Module-scoped, so it checks for left-over placement groups itself, as ``ray_cluster`` does per test.
+    """
+    pytest.importorskip("lightning", reason=f"the lightning extra: {INSTALL}")
+    import hpsearch
+
+    before = set(_ray_session.util.placement_group_table())
+    tmp_path = tmp_path_factory.mktemp("lightning")
+    overrides = {
+        "storage_path": str(tmp_path),
+        "num_samples": "1",
+        "search_space.lr": f"{{type: grid, values: [{GOOD_LR}, {BAD_LR}]}}",
+        "search_space.hidden": "64",
+        "search_space.epochs": str(EPOCHS),
+        "searcher": "{type: random, seed: 0}",
+        "scheduler": "{type: fifo}",
+        "resources.driver_cpus": "0.05",
+        "budget": f"{{target: {{val_loss: {TARGET}}}}}",
+    }
+    sets = [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
+    started = time.monotonic()
+    assert main(["run", str(SPEC), *sets]) == 0
+    exp = tmp_path / "lightning-digits"
+    cut = {tid: files.read_history(exp, tid) for tid in hpsearch.load_results(exp).trials["trial_id"]}
+    summary = files.read_summary(exp)
+    assert main(["resume", str(exp), "--set", "budget.target.val_loss=1.0e-9"]) == 0
+    print(f"lightning search + resume: {time.monotonic() - started:.1f} s")
+    yield {"exp": exp, "cut": cut, "cut_summary": summary}
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while True:
+        left = [
+            g
+            for pg_id, g in _ray_session.util.placement_group_table().items()
+            if pg_id not in before and g["state"] != "REMOVED"
+        ]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not left, f"placement groups left behind by the Lightning search: {left}"
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(600)  # the first Ray test runs the search and its resume (the fixture)
+def test_the_logged_val_loss_ranks_the_trials_and_every_trial_finishes(search) -> None:
+    import hpsearch
+
+    assert search["cut_summary"]["ended_by"] == "target"
+    results = hpsearch.load_results(search["exp"])
+    assert results.metric == "val_loss"
+    trials = results.trials.sort_values("rank")
+    assert list(trials["status"]) == ["finished", "finished"], trials[["lr", "status", "error"]]
+    assert list(trials["lr"]) == [GOOD_LR, BAD_LR]  # the better learning rate ranks first
+    for trial in trials.to_dict("records"):
+        history = results.history[results.history["trial_id"] == trial["trial_id"]].sort_values("iteration")
+        # What RayTrainReportCallback reports every epoch: the logged metrics, Lightning's epoch (from 0) and step.
+        assert history["epoch"].tolist() == list(range(EPOCHS))
+        assert history["iteration"].tolist() == list(range(EPOCHS))
+        assert {"val_loss", "val_acc", "train_loss", "step"} <= set(history.columns)
+        assert history["step"].is_monotonic_increasing and history["step"].iloc[-1] > 0
+        assert trial["best"] == pytest.approx(history["val_loss"].min())
+        assert trial["last"] == pytest.approx(history["val_loss"].iloc[-1])
+
+
+@pytest.mark.ray
+def test_the_checkpoints_are_lightnings_and_hold_the_model_that_logged_the_metric(search) -> None:
+    import torch
+    from ray.train.lightning import RayTrainReportCallback
+
+    import hpsearch
+    from hpsearch.examples.digits import _load_split
+    from hpsearch.examples.lightning_digits import DigitsClassifier
+
+    results = hpsearch.load_results(search["exp"])
+    _, _, x_va, y_va = _load_split()
+    for trial in results.trials.to_dict("records"):
+        history = results.history[results.history["trial_id"] == trial["trial_id"]].sort_values("iteration")
+        assert history["checkpoint"].notna().all()  # every epoch's report carries one
+        ckpt = Path(history["checkpoint"].iloc[-1]) / RayTrainReportCallback.CHECKPOINT_NAME
+        assert ckpt.is_file() and Path(trial["best_checkpoint"]).is_dir()
+        # The last checkpoint's model, evaluated on the whole validation split, gives the val_loss it logged.
+        model = DigitsClassifier.load_from_checkpoint(ckpt, map_location="cpu")
+        assert model.hparams["lr"] == trial["lr"]
+        model.eval()
+        with torch.no_grad():
+            val_loss = torch.nn.functional.cross_entropy(model(x_va), y_va).item()
+        assert val_loss == pytest.approx(history["val_loss"].iloc[-1], rel=1e-4)
+
+
+@pytest.mark.ray
+def test_resume_continues_each_cut_trial_from_its_checkpoint(search) -> None:
+    exp, cut = search["exp"], search["cut"]
+    resumed = 0
+    for trial_id, before in cut.items():
+        after = files.read_history(exp, trial_id)[len(before) :]
+        checkpointed = [r["epoch"] for r in before if r.get("checkpoint_path")]
+        if not after:
+            assert [r["epoch"] for r in before] == list(range(EPOCHS))  # it had ended before the cut
+            continue
+        resumed += 1
+        # The first epoch after the resume is the one after the checkpoint: nothing trained twice, nothing skipped.
+        assert after[0]["epoch"] == (checkpointed[-1] + 1 if checkpointed else 0)
+        assert [r["epoch"] for r in after] == list(range(after[0]["epoch"], EPOCHS))
+    assert resumed >= 1, {tid: [r["epoch"] for r in h] for tid, h in cut.items()}
