@@ -454,3 +454,16 @@ def test_plot_data_without_values_says_why(tmp_path: Path) -> None:
     )
     assert an.scheduler_effect(results).reason is None  # the trials ran iterations
     assert an.learning_curves(load_results(write_experiment(tmp_path / "e", standard_trials()))).reason is None
+
+
+def test_each_trials_history_reads_in_epoch_order_whatever_order_the_reports_were_written(tmp_path: Path) -> None:
+    """A report that reached the history file but not Tune before a cut, then the resumed run's reports: the
+    file holds epoch 1 before epoch 0 came back from Tune's side; the table is in epoch order."""
+    trials = [
+        FakeTrial("aaaa0001", {"lr": 0.01, "hidden": 32}, [0.5, 0.9, 0.4, 0.3], epochs=[1, 0, 2, 3]),
+        FakeTrial("aaaa0002", {"lr": 0.02, "hidden": 64}, [0.8, 0.7], epochs=[0, 1]),
+    ]
+    history = an.load_results(write_experiment(tmp_path / "exp", trials)).history
+    assert list(history["trial_id"]) == ["aaaa0001"] * 4 + ["aaaa0002"] * 2  # trials in their table's order
+    assert list(history["iteration"]) == [0, 1, 2, 3, 0, 1]
+    assert list(history["val_loss"])[:4] == [0.9, 0.5, 0.4, 0.3]  # each value with its epoch

@@ -346,7 +346,11 @@ def load_results(
         )
     trials = _trials(rows, history, exp)
     order = {t: i for i, t in enumerate(trials["trial_id"])}
-    history = history.sort_values("trial_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
+    # each trial's rows in epoch order: a report that reached the history file but not Tune before a cut, and
+    # the reports of the run that resumed it, were written in that order, not the epochs'
+    history["_order"] = history["trial_id"].map(order)
+    history = history.sort_values(["_order", "iteration"], kind="stable", na_position="last", ignore_index=True)
+    history = history.drop(columns="_order")
     outcomes = files.read_outcome_records(exp)
     usage = files.read_usage(exp)
     _add_outcomes(trials, outcomes, summary, state, ended, _budget(spec))
