@@ -222,7 +222,21 @@ def test_the_printer_says_why_trials_wait_when_it_changes_and_with_each_status(t
             printer.on_step_end(0, trials)
     assert out.getvalue().splitlines() == [
         "[00:06] waiting  2 trials waiting for a node to start: …",
-        "[00:21] waiting  1 trial cannot be placed: …",
+        # 21 s: "cannot be placed" seen once is not said yet: said when the next look (31 s) finds it again
         "[00:31] status   0 done (0 stopped early, 0 errored), 2 running, 0 pending",
         "[00:31] waiting  1 trial cannot be placed: …",
     ]
+
+
+def test_a_group_pending_for_one_look_as_a_node_joins_is_never_said_to_be_unplaceable(tmp_path: Path) -> None:
+    """Seen in CI: h3 joined, and for one look its group was still pending with the cluster at its maximum size."""
+    said = iter(["1 trial waiting for a node to start: …", "1 trial cannot be placed: …", None, None])
+    out, clock = io.StringIO(), Clock()
+    printer = ProgressPrinter(
+        "loss", "min", OutcomeRecorder(tmp_path), clock=clock, placement_status=lambda: next(said), placement_every_s=5
+    )
+    with messages.to(out):
+        for t in (6, 11, 16, 21):
+            clock.now = t
+            printer.on_step_end(0, [FakeTrial("t1")])
+    assert out.getvalue().splitlines() == ["[00:06] waiting  1 trial waiting for a node to start: …"]

@@ -115,6 +115,31 @@ def test_the_leftovers_of_a_killed_run_are_ended_and_named_in_one_line(tmp_path,
         assert session.end_leftovers(tmp_path / "exp") == []  # nothing is left the second time
 
 
+def test_a_ray_worker_started_after_the_record_is_ended_too(tmp_path, started):
+    """An idle worker the raylet started after the session was recorded, left when its raylet was killed."""
+    folder = tmp_path / "session_2026-01-01_00-00-00_000000_3"
+    (folder / "logs").mkdir(parents=True)
+    log = folder / "logs" / "worker-01.out"
+    proc = subprocess.Popen(
+        ["ray::IDLE", "-c", SLEEP], executable=sys.executable, env=dict(os.environ, HOLD_OPEN=str(log))
+    )
+    idle = psutil.Process(proc.pid)
+    try:
+        deadline = time.monotonic() + 20
+        while not any(f.path == str(log) for f in idle.open_files()):
+            assert time.monotonic() < deadline, "the stand-in never opened its log"
+            time.sleep(0.05)
+        not_ray = started(hold_open=folder / "logs" / "raylet.out")  # a user's `tail -f` of a log: not Ray's
+        _write(tmp_path / "exp", _session(folder, [], driver=_gone_driver()))
+        ended = session.end_leftovers(tmp_path / "exp")
+        assert [p.pid for p in ended] == [idle.pid]
+        assert not_ray.is_running()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
 def test_no_other_process_is_ended(tmp_path, started):
     folder = tmp_path / "session_2026-01-01_00-00-00_000000_2"
     folder.mkdir()

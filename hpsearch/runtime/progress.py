@@ -61,7 +61,8 @@ class ProgressPrinter(Callback):
         placement_status: On an autoscaling cluster: says why running trials wait for their workers
             (``waiting for a node to start`` or ``cannot be placed``), or ``None`` when none waits.
             Asked every ``placement_every_s`` seconds; its line is printed when it changes, and with
-            every status line.
+            every status line; a ``cannot be placed`` line only once two looks in a row found it (a
+            node that has just joined holds a pending group for a moment before Ray places it).
         placement_every_s: Seconds between two questions to ``placement_status``.
         clock: Seconds, for the elapsed time on each line and the status interval.
     """
@@ -99,6 +100,7 @@ class ProgressPrinter(Callback):
         self._placement_every_s = placement_every_s
         self._last_placement_check = self._start
         self._placement: str | None = None  # the placement line last printed
+        self._placement_seen: str | None = None  # the placement line the last look found
 
     # -- helpers
     def _print(self, text: str) -> None:
@@ -115,6 +117,7 @@ class ProgressPrinter(Callback):
         self.__dict__.setdefault("_placement_status", None)  # a printer pickled before autoscaling support
         self.__dict__.setdefault("_placement_every_s", 5.0)
         self.__dict__.setdefault("_placement", None)
+        self.__dict__.setdefault("_placement_seen", None)
         self._seed_pending = True
         self._start = self._last_status = self._last_placement_check = self._clock()
 
@@ -212,6 +215,11 @@ class ProgressPrinter(Callback):
             line = self._placement_status()
         except Exception as err:  # noqa: BLE001 - a diagnosis must never break the search
             line = f"could not read the cluster: {err}"
+        seen_before, self._placement_seen = self._placement_seen, line
+        if line and " cannot be placed: " in line and line != seen_before:
+            # Seen once, it may be a moment's: a node that has just joined, before Ray placed the group on it.
+            # Said when the next look, placement_every_s later, finds the same.
+            return
         if line and (always or line != self._placement):
             self._print(f"waiting  {line}")
         self._placement = line

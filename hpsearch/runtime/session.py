@@ -260,7 +260,22 @@ def leftovers(session: RaySession) -> list[psutil.Process]:
         proc = _alive(psutil, recorded)
         if proc is not None and proc.pid != os.getpid() and _names_session(psutil, proc, session):
             found.append(proc)
+    # Ray's workers start after the record (an idle worker the raylet pre-started, say): one that outlived
+    # its raylet is a process Ray named `ray::...` that holds a file of the session's folder open (its log).
+    known = {proc.pid for proc in found} | {os.getpid()}
+    for proc in psutil.process_iter():
+        if proc.pid not in known and _ray_named(proc) and _names_session(psutil, proc, session):
+            found.append(proc)
     return found
+
+
+def _ray_named(proc: psutil.Process) -> bool:
+    """Whether Ray named the process (``ray::IDLE``, ``ray::TrainController``...): its title, as Ray sets it."""
+    try:
+        title = str(proc.name()), str((proc.cmdline()[:1] or [""])[0])
+    except psutil.Error:
+        return False
+    return any(t.startswith("ray::") for t in title)
 
 
 def end_leftovers(experiment_dir: str | Path) -> list[SessionProcess]:
