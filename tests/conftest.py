@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import pytest
+from leftovers import LEFTOVER_GRACE_S, placement_groups_left
 
 #: How long a test's placement groups may take to go once it ends. Ray Train's cleaner
 #: frees a stopped trial's worker group within a second or two on an idle machine.
-LEFTOVER_GRACE_S = 20.0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -55,16 +54,7 @@ def ray_cluster(_ray_session):
     """
     before = set(_ray_session.util.placement_group_table())
     yield _ray_session
-    deadline = time.monotonic() + LEFTOVER_GRACE_S
-    while True:
-        left = {
-            pg_id: {"state": g["state"], "bundles": list(g["bundles"].values()), "strategy": g["strategy"]}
-            for pg_id, g in _ray_session.util.placement_group_table().items()
-            if pg_id not in before and g["state"] != "REMOVED"
-        }
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    left = placement_groups_left(_ray_session, before)
     if not left:
         return
     message = f"placement groups left behind {LEFTOVER_GRACE_S:.0f} s after this test: {left}"

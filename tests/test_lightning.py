@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from leftovers import placement_groups_left
 
 from hpsearch.cli import main
 from hpsearch.experiment import files
@@ -29,8 +30,6 @@ GOOD_LR, BAD_LR = 0.03, 1.0e-4
 EPOCHS = 4
 #: The good learning rate's val_loss is well below this after one epoch, the bad one's (about 2.3) far above.
 TARGET = 1.0
-#: How long the search's placement groups may take to go (as ``ray_cluster`` in tests/conftest.py allows).
-LEFTOVER_GRACE_S = 20.0
 INSTALL = 'pip install "hpsearch[lightning]"'
 
 
@@ -127,16 +126,7 @@ def search(_ray_session, tmp_path_factory) -> dict[str, Any]:
     assert main(["resume", str(exp), "--set", "budget.target.val_loss=1.0e-9"]) == 0
     print(f"lightning search + resume: {time.monotonic() - started:.1f} s")
     yield {"exp": exp, "cut": cut, "cut_summary": summary}
-    deadline = time.monotonic() + LEFTOVER_GRACE_S
-    while True:
-        left = [
-            g
-            for pg_id, g in _ray_session.util.placement_group_table().items()
-            if pg_id not in before and g["state"] != "REMOVED"
-        ]
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    left = placement_groups_left(_ray_session, before)
     assert not left, f"placement groups left behind by the Lightning search: {left}"
 
 

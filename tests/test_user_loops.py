@@ -11,12 +11,12 @@ The last test is a loop that never reports the spec's metric.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from leftovers import placement_groups_left
 
 from hpsearch.experiment import files
 
@@ -69,10 +69,6 @@ def _loops(workers: int) -> dict[str, float]:
     return {loop: x for loop, x, n in CASES.values() if n == workers}
 
 
-#: How long the searches' placement groups may take to go (as ``ray_cluster`` in tests/conftest.py allows).
-LEFTOVER_GRACE_S = 20.0
-
-
 def _best(x: float) -> float:
     """The loss a loop reports at its last (best) epoch, the second."""
     return (x - 0.3) ** 2 + 1.0 / 2
@@ -102,16 +98,7 @@ def searches(_ray_session, tmp_path_factory) -> dict[int, Path]:
         hpsearch.run(spec)
         folders[workers] = tmp_path / spec["name"]
     yield folders
-    deadline = time.monotonic() + LEFTOVER_GRACE_S
-    while True:
-        left = [
-            g
-            for pg_id, g in _ray_session.util.placement_group_table().items()
-            if pg_id not in before and g["state"] != "REMOVED"
-        ]
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    left = placement_groups_left(_ray_session, before)
     assert not left, f"placement groups left behind by the user-loop searches: {left}"
 
 

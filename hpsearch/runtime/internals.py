@@ -872,14 +872,8 @@ def wrap_worker_reports(transform: Callable[[Any], dict[str, Any]]) -> bool:
     process's ``TrainFnUtils`` ("can be patched if new user APIs behaviors is wanted", Ray's
     comment). Returns ``False`` when the internal is missing or this is not a Train worker.
     """
-    if not available("train-worker-report"):
-        return False
-    # lazy: a missing internal turns its feature off; it never fails the import
-    from ray.train.v2._internal.execution.train_fn_utils import get_train_fn_utils
-
-    try:
-        utils = get_train_fn_utils()
-    except RuntimeError:  # not a Train V2 worker
+    utils = _train_fn_utils("train-worker-report")
+    if utils is None:
         return False
     if id(utils) in _WRAPPED_WORKER_UTILS:
         return True
@@ -888,12 +882,26 @@ def wrap_worker_reports(transform: Callable[[Any], dict[str, Any]]) -> bool:
     def plain_report(metrics: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
         report(transform(metrics), *args, **kwargs)
 
-    utils.report = plain_report  # type: ignore[method-assign]  # on this process's instance only
+    utils.report = plain_report  # on this process's instance only
     _WRAPPED_WORKER_UTILS.add(id(utils))
     return True
 
 
 _WRAPPED_WORKER_UTILS: set[int] = set()
+
+
+def _train_fn_utils(key: str) -> Any | None:
+    """This Train worker's ``TrainFnUtils`` (what every ``ray.train`` call goes through), or ``None`` when the
+    internal ``key`` is missing or this is not a Train V2 worker."""
+    if not available(key):
+        return None
+    # lazy: a missing internal turns its feature off; it never fails the import
+    from ray.train.v2._internal.execution.train_fn_utils import get_train_fn_utils
+
+    try:
+        return get_train_fn_utils()
+    except RuntimeError:  # not a Train V2 worker
+        return None
 
 
 def offer_start_checkpoint(start: Callable[[], Any]) -> bool:
@@ -904,14 +912,8 @@ def offer_start_checkpoint(start: Callable[[], Any]) -> bool:
     :func:`wrap_worker_reports` patches its ``report``. Returns ``False`` when the internal is
     missing or this is not a Train worker.
     """
-    if not available("train-worker-checkpoint"):
-        return False
-    # lazy: a missing internal turns its feature off; it never fails the import
-    from ray.train.v2._internal.execution.train_fn_utils import get_train_fn_utils
-
-    try:
-        utils = get_train_fn_utils()
-    except RuntimeError:  # not a Train V2 worker
+    utils = _train_fn_utils("train-worker-checkpoint")
+    if utils is None:
         return False
     own = utils.get_checkpoint
 
@@ -919,7 +921,7 @@ def offer_start_checkpoint(start: Callable[[], Any]) -> bool:
         found = own()
         return found if found is not None else start()
 
-    utils.get_checkpoint = own_or_start  # type: ignore[method-assign]  # on this process's instance only
+    utils.get_checkpoint = own_or_start  # on this process's instance only
     return True
 
 
