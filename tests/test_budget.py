@@ -532,7 +532,8 @@ def test_wall_time_then_resource_hours_end_the_search_counted_across_resume(
         budget={"max_wall_time": "10s"},
     )
     exp = _exp(tmp_path, "wall")
-    assert main(["run", str(spec)]) == 0
+    # 1 when the cut came before any trial reported (a loaded machine): a stopped trial with no report is no success
+    assert main(["run", str(spec)]) in (0, 1)
     summary = _summary(exp)
     assert summary["ended_by"] == "max_wall_time" and summary["ended_reason"].startswith("the wall-time budget of 10s")
     usage = files.read_usage(exp)
@@ -555,12 +556,9 @@ def test_wall_time_then_resource_hours_end_the_search_counted_across_resume(
     assert f"Resource-hours: {used:.4g} CPU-hours" in out
 
     limit = used + 0.0008  # about 2.5 s more of two trials at once
-    assert (
-        main(
-            ["resume", str(exp), "--set", "budget.max_wall_time=1h", "--set", f"budget.max_resource_hours.CPU={limit}"]
-        )
-        == 0
-    )
+    assert main(
+        ["resume", str(exp), "--set", "budget.max_wall_time=1h", "--set", f"budget.max_resource_hours.CPU={limit}"]
+    ) in (0, 1)  # as above: the budget may end it before a report
     summary = _summary(exp)
     assert summary["ended_by"] == "max_resource_hours"
     assert summary["resource_hours"]["CPU"] >= limit
