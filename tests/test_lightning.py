@@ -192,3 +192,81 @@ def test_resume_continues_each_cut_trial_from_its_checkpoint(search) -> None:
         assert after[0]["epoch"] == (checkpointed[-1] + 1 if checkpointed else 0)
         assert [r["epoch"] for r in after] == list(range(after[0]["epoch"], EPOCHS))
     assert resumed >= 1, {tid: [r["epoch"] for r in h] for tid, h in cut.items()}
+
+
+LOOPS = Path(__file__).resolve().parent / "lightning_loops.py"
+
+
+def _spec_file(tmp_path: Path, name: str, scheduler: dict[str, Any], lrs: list[float], epochs: int) -> Path:
+    """A search of ``tests/lightning_loops.py:guide_loop_logging_lr``: a grid of learning rates, 1-worker trials."""
+    spec = {
+        "name": name,
+        "trainable": f"{LOOPS}:guide_loop_logging_lr",
+        "metric": "val_loss",
+        "mode": "min",
+        "search_space": {"lr": {"type": "grid", "values": lrs}, "hidden": 32, "epochs": epochs},
+        "searcher": {"type": "random", "seed": 0},
+        "scheduler": scheduler,
+        "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": 0.45}},
+        "resources": {"driver_cpus": 0.05, "max_concurrent_trials": 2},
+        "failure": {"worker_retries": 0},
+        "storage_path": str(tmp_path / "results"),
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(400)
+def test_asha_stops_the_worse_lightning_trial_at_its_first_rung(ray_cluster: Any, tmp_path: Path) -> None:
+    """One trial at a time, the good learning rate first: ASHA's first rung (Lightning's epoch 1, its second
+    epoch) then holds the good trial's val_loss, and the worse trial stops there."""
+    pytest.importorskip("lightning", reason=f"the lightning extra: {INSTALL}")
+    import hpsearch
+
+    scheduler = {"type": "asha", "max_t": 2, "grace_period": 1, "reduction_factor": 2}
+    spec = _spec_file(tmp_path, "asha", scheduler, [GOOD_LR, BAD_LR], epochs=3)
+    assert main(["run", str(spec), "--set", "resources.max_concurrent_trials=1"]) == 0
+    results = hpsearch.load_results(tmp_path / "results" / "asha")
+    by_lr = results.trials.set_index("lr")
+    assert by_lr.loc[GOOD_LR, "status"] == "finished" and by_lr.loc[GOOD_LR, "last_iteration"] == 2
+    assert by_lr.loc[BAD_LR, "status"] == "stopped", by_lr[["status", "error"]]
+    assert by_lr.loc[BAD_LR, "last_iteration"] == 1  # the rung, at the end of its second epoch (epochs count from 0)
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(500)
+def test_under_pbt_a_guide_loop_continues_from_the_donor_with_the_mutated_lr(ray_cluster: Any, tmp_path: Path) -> None:
+    """The loop restores as Ray's guide does (``trainer.fit(ckpt_path=...)`` from ``ray.train.get_checkpoint()``),
+    with no hpsearch helper. After the exploit it trains on from the donor's checkpoint (its val_loss the donor's,
+    not its own) with the mutated learning rate in its optimizer (not the donor's, which Lightning's restore of the
+    optimizer state would bring back: ray-project/ray#36660)."""
+    pytest.importorskip("lightning", reason=f"the lightning extra: {INSTALL}")
+    import hpsearch
+
+    scheduler = {
+        "type": "pbt",
+        "perturbation_interval": 1,  # at Lightning's epoch 1: the first report is epoch 0
+        "quantile_fraction": 0.5,  # of 2: the worse copies the better
+        "resample_probability": 0.0,  # lr x1.2 or x0.8 of the donor's
+        "synch": True,  # both ranked at epoch 1: the exploit is certain
+        "hyperparam_mutations": {"lr": {"type": "float", "low": 1.0e-4, "high": 0.1, "log": True}},
+    }
+    spec = _spec_file(tmp_path, "pbt", scheduler, [GOOD_LR, BAD_LR], epochs=3)
+    assert main(["run", str(spec)]) == 0
+    exp = tmp_path / "results" / "pbt"
+    results = hpsearch.load_results(exp)
+    assert sorted(results.trials["status"]) == ["finished", "finished"]
+    # ranked at epochs 1 and 2: the exploit at epoch 2, the last, leaves nothing to train; the one at epoch 1 is checked
+    [exploit] = [row for row in results.lineage.to_dict("records") if row["epoch"] == 1]
+    assert exploit["donor_epoch"] == 1
+    [record] = [r for r in files.read_lineage(exp, exploit["trial_id"]) if r["epoch"] == 1]
+    new_lr = record["new_config"]["lr"]
+    assert new_lr in (pytest.approx(GOOD_LR * 1.2), pytest.approx(GOOD_LR * 0.8))
+    history = results.history[results.history["trial_id"] == exploit["trial_id"]].set_index("epoch")
+    assert list(history.index) == [0, 1, 2]  # Lightning continued at the epoch after the donor's
+    after = history.loc[2]  # its report of epoch 2, the first after the exploit
+    assert after["lr_now"] == pytest.approx(new_lr)  # the optimizer trains with the mutated lr
+    assert after["val_loss"] < 0.5 * exploit["value"]  # the donor's model: its own was far worse
+    assert after["val_loss"] < 2.0 * exploit["donor_value"]
