@@ -36,6 +36,7 @@ __all__ = [
     "SearchResult",
     "make_trainable",
     "load_results",
+    "load_model",
     "to_optuna_study",
     "plots",
     "analysis",
@@ -63,6 +64,7 @@ _LAZY = {
     "SearchResult": "hpsearch.runtime.search_result",
     "make_trainable": "hpsearch.runtime.trainable",
     "load_results": "hpsearch.analysis",
+    "load_model": "hpsearch.results.checkpoints",
     "to_optuna_study": "hpsearch.results.optuna_export",
 }
 #: Submodules loaded on first use (``hpsearch.plots`` imports matplotlib).
@@ -72,6 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hpsearch import analysis
     from hpsearch.analysis import load_results
     from hpsearch.results import plots
+    from hpsearch.results.checkpoints import load_model
     from hpsearch.results.optuna_export import to_optuna_study
     from hpsearch.runtime.search_result import SearchResult
     from hpsearch.runtime.trainable import make_trainable

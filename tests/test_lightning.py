@@ -175,6 +175,13 @@ def test_the_checkpoints_are_lightnings_and_hold_the_model_that_logged_the_metri
         with torch.no_grad():
             val_loss = torch.nn.functional.cross_entropy(model(x_va), y_va).item()
         assert val_loss == pytest.approx(history["val_loss"].iloc[-1], rel=1e-4)
+    # hpsearch.load_model: the best trial's best checkpoint, through the class's load_from_checkpoint, in one call
+    best = hpsearch.load_model(results, DigitsClassifier)
+    assert isinstance(best, DigitsClassifier) and not best.training and best.hparams["lr"] == GOOD_LR
+    with torch.no_grad():
+        val_loss = torch.nn.functional.cross_entropy(best(x_va), y_va).item()
+    at_best = results.history[results.history["checkpoint"] == results.best["best_checkpoint"]]  # its report
+    assert val_loss == pytest.approx(at_best["val_loss"].item(), rel=1e-4)
 
 
 @pytest.mark.ray
