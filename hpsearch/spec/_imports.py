@@ -130,13 +130,14 @@ def load_callable(ref: str, base_dir: Path | None = None, *, loop: bool = True) 
         path = Path(resolve_reference(ref, base_dir or Path.cwd()).rpartition(":")[0])
         if not path.is_file():
             raise ValueError(f"file not found: {path}")
-        with _recording(), _on_path(path.parent):
+        with _recording() as brought_in, _on_path(path.parent):
             module = _import_file(path)
+        _refuse_without_extra(module, brought_in, f"importing {path} failed")
         _FOLDERS[module.__name__] = path.resolve().parent  # resolved, as the modules' files are
         _BROUGHT_IN[module.__name__] = path.resolve()
     else:
         try:
-            with _recording():
+            with _recording() as brought_in:
                 module = _import_module(target, base_dir)
         except SystemExit as err:
             raise ValueError(_exited_on_import(f"importing module {target!r}", err)) from None
@@ -144,6 +145,7 @@ def load_callable(ref: str, base_dir: Path | None = None, *, loop: bool = True) 
             raise
         except Exception as err:  # noqa: BLE001 - any import failure is the user's to see
             raise ValueError(f"cannot import module {target!r}: {_import_failure(err)}") from None
+        _refuse_without_extra(module, brought_in, f"cannot import module {target!r}")
         _note_local_package(module)
     obj = getattr(module, func_name, None)
     if obj is None:
@@ -243,11 +245,66 @@ def _import_file(path: Path) -> ModuleType:
 
 #: The packages an extra of hpsearch installs, by the top-level module a train loop imports: module ->
 #: (package, extra). A loop whose import fails for want of one is refused with the extra's pip line, as
-#: a missing tracker is. The lightning package brings the older pytorch_lightning module too.
+#: a missing tracker is. The lightning package brings the older pytorch_lightning module too; the
+#: transformers extra brings accelerate, which transformers' Trainer needs.
 EXTRA_OF_MODULE: dict[str, tuple[str, str]] = {
     "lightning": ("lightning", "lightning"),
     "pytorch_lightning": ("lightning", "lightning"),
+    "transformers": ("transformers", "transformers"),
+    "accelerate": ("accelerate", "transformers"),
 }
+#: Ray's integration modules that import without the packages they integrate, by those packages' top-level
+#: modules (each in :data:`EXTRA_OF_MODULE`). ``ray.train.huggingface.transformers`` catches the ImportError
+#: and raises it only when ``prepare_trainer`` is called, on the Train workers; ``transformers.Trainer``
+#: needs accelerate only once it is built, there too. A loop that uses the module without them is refused
+#: when it is loaded, as one whose own import fails.
+NEEDS_OF_RAY_MODULE: dict[str, tuple[str, ...]] = {
+    "ray.train.huggingface": ("transformers", "accelerate"),
+}
+
+
+def _refuse_without_extra(module: ModuleType, brought_in: set[str], what: str) -> None:
+    """Refuse a loaded module whose Ray integration lacks a package, as if its import had failed.
+
+    The module uses an integration when one of its names comes from it (``from ray.train.huggingface.transformers
+    import RayTrainReportCallback``, a module alias) or when its import brought the integration in (``import
+    ray.train.huggingface.transformers``). On refusal the module and the integration modules it brought in leave
+    ``sys.modules``, so that loading it again, refused again or with the extra installed since, imports them anew.
+
+    Raises:
+        ValueError: ``what``, then the extra's pip line.
+    """
+    missing = _missing_extra(module, brought_in)
+    if missing is None:
+        return
+    for name in brought_in | {module.__name__}:
+        if name == module.__name__ or name.startswith(tuple(NEEDS_OF_RAY_MODULE)):
+            sys.modules.pop(name, None)
+    raise ValueError(f"{what}: {missing}")
+
+
+def _missing_extra(module: ModuleType, brought_in: set[str]) -> str | None:
+    """The pip line of an extra that a loaded module's Ray integration needs and lacks, or ``None``."""
+    used = set(brought_in)
+    for value in list(vars(module).values()):
+        try:
+            name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+        except Exception:  # noqa: BLE001 - a lazy proxy among the module's names may fail any way; it names nothing
+            continue
+        if isinstance(name, str):
+            used.add(name)
+    for ray_module, needs in NEEDS_OF_RAY_MODULE.items():
+        if not any(name == ray_module or name.startswith(f"{ray_module}.") for name in used):
+            continue
+        for top in needs:
+            try:
+                found = importlib.util.find_spec(top) is not None
+            except (ImportError, ValueError):  # a module in sys.modules without a spec, a broken parent
+                found = False
+            if not found:
+                package, extra = EXTRA_OF_MODULE[top]
+                return f'needs the {package} package, which is not installed: pip install "hpsearch[{extra}]"'
+    return None
 
 
 def _import_failure(err: BaseException) -> str:
@@ -279,13 +336,16 @@ def _exited_on_import(what: str, err: SystemExit) -> str:
 
 
 @contextlib.contextmanager
-def _recording() -> Iterator[None]:
-    """Note in :data:`_BROUGHT_IN` every module imported inside the block (also when the import fails)."""
+def _recording() -> Iterator[set[str]]:
+    """Note in :data:`_BROUGHT_IN` every module imported inside the block (also when the import fails); the
+    set it gives holds their names once the block has ended."""
     before = set(sys.modules)
+    brought_in: set[str] = set()
     try:
-        yield
+        yield brought_in
     finally:
-        for name in [n for n in sys.modules if n not in before]:
+        brought_in.update(n for n in sys.modules if n not in before)
+        for name in brought_in:
             where = _location(sys.modules[name])
             if where is not None:
                 _BROUGHT_IN[name] = where
