@@ -19,6 +19,17 @@ rank 0 writes files; every rank still calls ``ray.train.report`` (it is a barrie
 0's random states are restored on every rank: with ranks seeded alike and given equal
 shards (``DistributedSampler`` pads them), their states are the same.
 
+A model sharded by FSDP (``FullyShardedDataParallel``, as ``prepare_model(...,
+parallel_strategy="fsdp")`` wraps it, or ``fully_shard``) is saved sharded: no rank holds the
+whole model, so every rank writes its own shard of the model and the optimizer with
+``torch.distributed.checkpoint`` (``get_state_dict``, then ``save``: collectives, every rank
+takes part) into the folder :data:`SHARDS_DIR` of its own temporary checkpoint folder, rank 0
+also writes the rest (epoch, scheduler, random states, extra) and the shards' index, and every
+rank reports its folder. Ray Train gives all ranks' reports of one epoch the same checkpoint
+folder in storage and uploads each rank's files into it, so the stored checkpoint holds every
+shard. :func:`restore` loads it on every rank (``load``, then ``set_state_dict``); one process
+with no process group can read every shard too (``torch.distributed.checkpoint.load``).
+
 Which checkpoints are kept (``checkpoint.num_to_keep`` in the spec): the best by the
 search metric, and always the latest, from which a restarted trial resumes.
 
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -45,14 +57,77 @@ import torch
 
 from hpsearch.experiment import files
 
-__all__ = ["report", "restore", "apply_hyperparameters", "STATE_FILE"]
+__all__ = ["report", "restore", "apply_hyperparameters", "STATE_FILE", "SHARDS_DIR"]
 
 #: The file, inside each checkpoint directory, that holds the training state.
 STATE_FILE = "hpsearch_state.pt"
+#: The folder, inside the checkpoint of an FSDP-sharded model, that holds every rank's shard of the
+#: model and optimizer (``torch.distributed.checkpoint``'s format: ``.metadata`` and ``__<rank>_0.distcp``).
+SHARDS_DIR = "hpsearch_shards"
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(model, "module", model)  # DistributedDataParallel keeps the model in .module
+
+
+def _sharded(model: torch.nn.Module) -> bool:
+    """Whether FSDP shards the model's parameters across the ranks (``FullyShardedDataParallel`` or
+    ``fully_shard``, at the root or on any submodule)."""
+    # Whoever wrapped the model imported torch.distributed.fsdp; importing it here would cost every
+    # other loop seconds (about 2.5 s on this project's machine).
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is None:
+        return False
+    kinds = tuple(
+        kind
+        for kind in (getattr(fsdp, "FullyShardedDataParallel", None), getattr(fsdp, "FSDPModule", None))
+        if isinstance(kind, type)
+    )
+    return bool(kinds) and any(isinstance(module, kinds) for module in model.modules())
+
+
+def _save_shards(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, folder: str) -> None:
+    """Write this rank's shard of the model and optimizer into ``folder``. A collective: every rank calls it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict  # lazy: sharded models only
+    from torch.distributed.checkpoint.state_dict_saver import save  # lazy: as above (dcp.save)
+
+    # full_state_dict=False: each rank's own shard (DTensor / ShardedTensor), nothing gathered.
+    model_state, optimizer_state = get_state_dict(
+        model, [optimizer] if optimizer is not None else [], options=StateDictOptions(full_state_dict=False)
+    )
+    shards: dict[str, Any] = {"model": model_state}
+    if optimizer is not None:
+        shards["optimizer"] = optimizer_state
+    save(shards, checkpoint_id=folder)
+
+
+def _load_shards(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, folder: str, with_optimizer: bool
+) -> None:
+    """Load the model's (and, when both were saved and given, the optimizer's) shards from ``folder`` into
+    this rank's part of them. A collective: every rank calls it."""
+    from torch.distributed.checkpoint.state_dict import (  # lazy: sharded checkpoints only
+        StateDictOptions,
+        get_state_dict,
+        set_state_dict,
+    )
+    from torch.distributed.checkpoint.state_dict_loader import load  # lazy: as above (dcp.load)
+
+    optimizers = [optimizer] if optimizer is not None and with_optimizer else []
+    options = StateDictOptions(full_state_dict=False)
+    # The state dicts to load into: the shapes and shards of this rank's model and optimizer.
+    model_state, optimizer_state = get_state_dict(model, optimizers, options=options)
+    shards: dict[str, Any] = {"model": model_state}
+    if optimizers:
+        shards["optimizer"] = optimizer_state
+    load(shards, checkpoint_id=folder)
+    set_state_dict(
+        model,
+        optimizers,
+        model_state_dict=shards["model"],
+        optim_state_dict=shards.get("optimizer", {}),
+        options=options,
+    )
 
 
 def _rng_states() -> dict[str, Any]:
@@ -84,7 +159,8 @@ def report(
     checkpoint: bool = True,
     extra: Mapping[str, Any] | None = None,
 ) -> None:
-    """Report one epoch's metrics from this rank, with a checkpoint from rank 0.
+    """Report one epoch's metrics from this rank, with a checkpoint from rank 0 (from every rank when FSDP
+    shards the model: each writes its shard).
 
     Call it on every rank, once per epoch. ``epoch`` is added to the metrics (the
     schedulers count epochs, which survive restarts; Tune's iteration count does not).
@@ -92,26 +168,36 @@ def report(
     Args:
         metrics: This rank's metrics; hpsearch aggregates them across ranks.
         epoch: The epoch just finished, counting from 1.
-        model: The model (DDP-wrapped or not).
+        model: The model (DDP- or FSDP-wrapped, or not).
         optimizer: Its optimizer, saved with it.
         scheduler: An LR scheduler (anything with ``state_dict``), saved with it.
         checkpoint: False to report without saving (e.g. to checkpoint every k epochs).
         extra: Anything else picklable to save (e.g. a data-loader position).
     """
     metrics = {**metrics, "epoch": epoch}
-    if not checkpoint or ray.train.get_context().get_world_rank() != 0:
+    if not checkpoint:
         ray.train.report(metrics, checkpoint=None)
         return
-    state = {
-        "epoch": epoch,
-        "model": _unwrap(model).state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-        "rng": _rng_states(),
-        "extra": dict(extra or {}),
-    }
+    sharded = _sharded(model)
+    rank = ray.train.get_context().get_world_rank()
+    if rank != 0 and not sharded:
+        ray.train.report(metrics, checkpoint=None)
+        return
     with tempfile.TemporaryDirectory() as folder:
-        torch.save(state, os.path.join(folder, STATE_FILE))
+        if sharded:  # every rank, in the same order: the shards are written collectively
+            _save_shards(model, optimizer, os.path.join(folder, SHARDS_DIR))
+        if rank == 0:
+            state = {
+                "epoch": epoch,
+                "model": None if sharded else _unwrap(model).state_dict(),
+                "optimizer": None if sharded or optimizer is None else optimizer.state_dict(),
+                "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                "rng": _rng_states(),
+                "extra": dict(extra or {}),
+                # what SHARDS_DIR holds, in a sharded checkpoint
+                "shards": {"model": True, "optimizer": optimizer is not None} if sharded else None,
+            }
+            torch.save(state, os.path.join(folder, STATE_FILE))
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
 
@@ -127,7 +213,8 @@ def restore(
     Call it at the start of the loop, on every rank, after ``prepare_model`` and after
     building the optimizer (its state then lands on the model's device) and the LR scheduler.
     Returns 1 when the run starts fresh. ``extra``, if given, is updated with what
-    :func:`report` saved as ``extra``.
+    :func:`report` saved as ``extra``. A sharded (FSDP) checkpoint is loaded by every rank
+    together (a collective), each into its own shard.
 
     Under population-based training a run may start from another trial's checkpoint (an
     exploit). Then the optimizer keeps the donor's state (moments, step counts) but takes the
@@ -140,6 +227,7 @@ def restore(
 
     Raises:
         FileNotFoundError: The checkpoint was not written by :func:`report`.
+        ValueError: The checkpoint holds a whole model and ``model`` is sharded by FSDP.
     """
     # In a run from a donor's checkpoint, get_checkpoint() returns it where the installed Ray allows, and the
     # optimizer's and scheduler's loads then keep the new hyperparameters themselves (runtime/transplant.py);
@@ -150,6 +238,8 @@ def restore(
         transplant = found is not None
     if found is None:
         return 1
+    built = _hyperparameters(optimizer) if transplant and optimizer is not None else None
+    built_base = list(getattr(scheduler, "base_lrs", []) or []) if transplant else []
     with found.as_directory() as folder:
         path = os.path.join(folder, STATE_FILE)
         if not os.path.exists(path):
@@ -158,11 +248,18 @@ def restore(
             )
         # The RNG states hold numpy arrays and Python tuples: not loadable with weights_only=True.
         state = torch.load(path, map_location="cpu", weights_only=False)
-    built = _hyperparameters(optimizer) if transplant and optimizer is not None else None
-    built_base = list(getattr(scheduler, "base_lrs", []) or []) if transplant else []
-    _unwrap(model).load_state_dict(state["model"])
-    if optimizer is not None and state.get("optimizer") is not None:
-        optimizer.load_state_dict(state["optimizer"])
+        shards = state.get("shards")
+        if shards:  # every rank loads its part, while the folder is there
+            _load_shards(model, optimizer, os.path.join(folder, SHARDS_DIR), with_optimizer=bool(shards["optimizer"]))
+    if not shards:
+        if _sharded(model):
+            raise ValueError(
+                f"checkpoint {found.path} holds a whole model, saved from a model FSDP did not shard; this model "
+                "is sharded: restore it into the model as it was saved (the same parallel strategy)"
+            )
+        _unwrap(model).load_state_dict(state["model"])
+        if optimizer is not None and state.get("optimizer") is not None:
+            optimizer.load_state_dict(state["optimizer"])
     if scheduler is not None and state.get("scheduler") is not None:
         scheduler.load_state_dict(state["scheduler"])
     if built is not None and optimizer is not None:

@@ -11,7 +11,8 @@ whole validation split with its (DDP-synchronised, hence identical) model.
 Each epoch every rank reports, through :func:`hpsearch.train.report`, the metrics
 ``epoch`` (1-based), ``train_loss`` (this rank's mean training loss), ``val_loss``,
 ``val_acc``, ``n_params`` and ``lr_now`` (the learning rate the epoch trained with); on checkpoint epochs rank 0 saves the model, the optimizer, the
-epoch and the random states. The loop resumes from the latest checkpoint with
+epoch and the random states (under ``parallel: fsdp`` every rank also saves its own shard
+of the model and optimizer). The loop resumes from the latest checkpoint with
 :func:`hpsearch.train.restore`, continuing exactly where it stopped.
 
 Config keys (missing keys take the default, unknown keys are ignored):
@@ -32,11 +33,28 @@ Config keys (missing keys take the default, unknown keys are ignored):
     threads (int): Torch threads per worker. Default 1: the shipped model is
         too small to gain from more, and workers sharing a machine would only
         contend; give a wide model a worker of several CPUs and as many threads.
+    parallel (str): ``ddp`` (the default): ``prepare_model`` wraps the model in
+        ``DistributedDataParallel``, every rank holds all of it. ``fsdp``: it is
+        wrapped in ``FullyShardedDataParallel`` instead, each rank holding a
+        shard of the parameters, gradients and optimizer state (each rank's
+        shard is then checkpointed by that rank, see :mod:`hpsearch.train`);
+        evaluation runs through the wrapped model (its forward gathers the
+        shards). On GPU workers that is ``prepare_model(model,
+        parallel_strategy="fsdp")``; on CPU workers Ray's ``prepare_model``
+        refuses FSDP (it requires CUDA), so the loop wraps the model itself
+        with the device FSDP needs there (``device_id=cpu``; gloo).
+    precision (str): ``32`` (the default): float32 throughout. ``bf16``: the
+        forward passes and the loss (training and evaluation) run under
+        ``torch.autocast`` with bfloat16, on CPU or GPU; the parameters, the
+        gradients and the optimizer state stay float32 (bfloat16 needs no loss
+        scaling).
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -52,6 +70,7 @@ from hpsearch import train as hp
 
 _SPLIT_SEED = 0
 _VAL_FRACTION = 0.2
+_N_FEATURES, _N_CLASSES = 64, 10  # 8x8 pixels, 10 digits
 
 
 def _load_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -79,6 +98,26 @@ def _build_model(n_in: int, n_out: int, hidden: int, layers: int, dropout: float
     return nn.Sequential(*blocks)
 
 
+def build_model(config: Mapping[str, Any]) -> nn.Module:
+    """The MLP :func:`train_loop` trains for this config (``hidden``, ``layers``, ``dropout``; same defaults).
+
+    A trial's config (``results.best.to_dict()``, say) rebuilds its model, for :func:`hpsearch.load_model`.
+    """
+    return _build_model(
+        _N_FEATURES,
+        _N_CLASSES,
+        int(config.get("hidden", 128)),
+        int(config.get("layers", 2)),
+        float(config.get("dropout", 0.1)),
+    )
+
+
+def validation_split() -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed validation split every trial evaluates on: ``(x_val, y_val)``."""
+    _, _, x_va, y_va = _load_split()
+    return x_va, y_va
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -101,6 +140,34 @@ def _optimizer(config: dict[str, Any], model: nn.Module, lr: float, weight_decay
     return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
 
 
+def _prepare_model(model: nn.Module, parallel: str, device: torch.device) -> nn.Module:
+    """``parallel``: ``ddp`` wraps the model as ``prepare_model`` does by default; ``fsdp`` shards it (FSDP)."""
+    if parallel == "ddp":
+        return ray.train.torch.prepare_model(model)
+    if parallel != "fsdp":
+        raise ValueError(f"parallel must be 'ddp' or 'fsdp', got {parallel!r}")
+    if device.type != "cpu":
+        return ray.train.torch.prepare_model(model, parallel_strategy="fsdp")
+    # On CPU, Ray's prepare_model raises "FSDP is only available with GPU-enabled training" whenever CUDA is
+    # unavailable, and FullyShardedDataParallel without a device_id needs an accelerator; with device_id=cpu
+    # it shards over gloo. So: moved to the device by prepare_model, wrapped here, as prepare_model would.
+    model = ray.train.torch.prepare_model(model, parallel_strategy=None)
+    if ray.train.get_context().get_world_size() == 1:
+        return model  # as prepare_model: nothing to shard across
+    from torch.distributed.fsdp import FullyShardedDataParallel  # lazy: a 2-3 s import, only for parallel: fsdp
+
+    return FullyShardedDataParallel(model, device_id=device)
+
+
+def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """``precision``: ``32`` runs as written; ``bf16`` runs the block under bfloat16 autocast."""
+    if precision == "32":
+        return contextlib.nullcontext()
+    if precision != "bf16":
+        raise ValueError(f"precision must be '32' or 'bf16', got {precision!r}")
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
 def train_loop(config: dict[str, Any]) -> None:
     """Train the digits MLP on one Ray Train worker.
 
@@ -110,24 +177,24 @@ def train_loop(config: dict[str, Any]) -> None:
     """
     torch.set_num_threads(int(config.get("threads", 1)))
 
-    hidden = int(config.get("hidden", 128))
-    layers = int(config.get("layers", 2))
-    dropout = float(config.get("dropout", 0.1))
     lr = float(config.get("lr", 1e-3))
     weight_decay = float(config.get("weight_decay", 0.0))
     batch_size = int(config.get("batch_size", 64))
     epochs = int(config.get("epochs", 10))
     seed = int(config.get("seed", 0))
     checkpoint_every = max(1, int(config.get("checkpoint_every", 1)))
+    parallel = str(config.get("parallel", "ddp"))
+    precision = str(config.get("precision", "32"))
 
     _seed_everything(seed)
     device = ray.train.torch.get_device()
 
     x_tr, y_tr, x_va, y_va = _load_split()
     x_va, y_va = x_va.to(device), y_va.to(device)
-    n_classes = 10
-
-    model = ray.train.torch.prepare_model(_build_model(x_tr.shape[1], n_classes, hidden, layers, dropout))
+    net = build_model(config)
+    # Counted before wrapping: FSDP's ranks each hold a (flattened, padded) shard of the parameters.
+    n_params = sum(p.numel() for p in net.parameters() if p.requires_grad)
+    model = _prepare_model(net, parallel, device)
     optimizer = _optimizer(config, model, lr, weight_decay)
     # After prepare_model, so the optimizer's state lands on the model's device. Under pbt/pb2 it may load
     # another trial's checkpoint, and then keeps this config's lr, weight decay, momentum and betas.
@@ -147,16 +214,18 @@ def train_loop(config: dict[str, Any]) -> None:
         loss_sum, n_seen = 0.0, 0
         for xb, yb in train_loader:
             optimizer.zero_grad()
-            loss = loss_fn(model(xb), yb)
+            with _autocast(precision, device):
+                loss = loss_fn(model(xb), yb)
             loss.backward()
             optimizer.step()
             loss_sum += loss.item() * len(yb)
             n_seen += len(yb)
 
-        # Evaluate the unwrapped module: no DDP collectives, full split.
-        net = getattr(model, "module", model)
+        # Evaluate the unwrapped module: no DDP collectives, full split. FSDP's unwrapped module holds only
+        # this rank's shard: every rank evaluates through the wrapper, whose forward gathers the parameters.
+        net = model if parallel == "fsdp" else getattr(model, "module", model)
         net.eval()
-        with torch.no_grad():
+        with torch.no_grad(), _autocast(precision, device):
             logits = net(x_va)
             val_loss = loss_fn(logits, y_va).item()
             val_acc = (logits.argmax(dim=1) == y_va).float().mean().item()
@@ -166,7 +235,7 @@ def train_loop(config: dict[str, Any]) -> None:
             "val_loss": val_loss,
             "val_acc": val_acc,
             # the model's size, an objective of search_spaces/digits_multi_objective.yaml
-            "n_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
+            "n_params": n_params,
             # the learning rate this epoch trained with: under pbt it follows the mutations
             "lr_now": optimizer.param_groups[0]["lr"],
         }
