@@ -32,7 +32,7 @@ from hpsearch.planning.rayjob import KUBERAY_SINCE, job_name, rayjob_manifest, r
 from hpsearch.planning.render import describe_groups, render_autoscaling, render_plan
 from hpsearch.results.optuna_export import to_optuna_study
 from hpsearch.results.report import write_report
-from hpsearch.spec import check_storage, load_spec, total_trials, varying_params
+from hpsearch.spec import Scaling, check_storage, load_spec, total_trials, varying_params
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.analysis import SearchSummary, TrialOutcome
@@ -54,6 +54,11 @@ def _load(args: argparse.Namespace) -> Spec:
     return load_spec(args.spec, overrides=args.set or ())
 
 
+def _workers_text(scaling: Scaling) -> str:
+    """A trial's workers as ``validate`` says them: the number, or an elastic trial's ``min..max``."""
+    return str(scaling.elastic) if scaling.elastic else str(scaling.workers)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check a spec (that its trainable imports, that storage_path can be written) without starting Ray."""
     spec = _load(args)
@@ -61,7 +66,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     n = total_trials(spec)
     print(
         f"{args.spec}: valid. {plural(n, 'trial')} of {'up to ' if spec.scaling.searched() else ''}"
-        f"{spec.scaling.workers} worker(s) each; "
+        f"{_workers_text(spec.scaling)} worker(s) each; "
         f"searcher {spec.searcher.type}, scheduler {spec.scheduler.type}; "
         f"results in {spec.experiment_dir}"
     )

@@ -371,7 +371,7 @@ CORPUS = [
     (
         "trainable-no-function",
         put("trainable", "hpsearch.examples.digits:train"),
-        "trainable: 'hpsearch.examples.digits' has no attribute 'train' (callables there: train_loop)",
+        "trainable: 'hpsearch.examples.digits' has no attribute 'train' (callables there: build_model, train_loop, validation_split)",
     ),
     (
         "trainable-missing-file",
@@ -587,7 +587,7 @@ CORPUS = [
         "set-unknown-key",
         with_set("scaling.num_worker=2"),
         "scaling.num_worker: unknown key; did you mean 'num_workers'? (allowed: num_workers, use_gpu, "
-        "resources_per_worker, placement_strategy)",
+        "resources_per_worker, placement_strategy, resize_interval_s)",
     ),
     ("set-nan", with_set("search_space.lr.low=.nan"), "search_space.lr.low: must be a finite number, got nan"),
     (

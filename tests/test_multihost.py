@@ -310,3 +310,76 @@ def _last_hosts(exp: Path) -> dict[str, str]:
         if rows:
             out[str(rows[-1]["trial_id"])] = str(rows[-1]["host"])
     return out
+
+
+def _reports(exp: Path) -> list[dict[str, Any]]:
+    """Every report Tune received, of every trial, in the order received."""
+    rows = []
+    for result in exp.glob("*/result.json"):
+        rows += [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+    return sorted(rows, key=lambda r: float(r["timestamp"]))
+
+
+def test_an_elastic_trial_started_with_one_worker_grows_to_two_when_a_host_joins(hosts: Hosts) -> None:
+    """``num_workers: {min: 1, max: 2}`` of 0.95-CPU workers. The head's CPU holds the trial's 0.1-CPU driver,
+    and hpsearch tells Ray's autoscaling coordinator so: only h2 has room, and the trial starts with one
+    worker. h3 then joins: Ray's coordinator sees it at its next tick (every 20 s), the trial checks every
+    2 s (``scaling.resize_interval_s``), and its worker group restarts with two workers, one on each host,
+    from its latest checkpoint. Held running (``release``) until it has reported with two."""
+    hosts.wait_for_nodes(2)  # h3 is down: never started alone, or killed in the test before
+    release = hosts.shared / "elastic-release"
+    spec = _spec(
+        hosts.shared / "elastic-spec",
+        hosts.shared / "elastic-results",
+        trainable=f"{DATA / 'elastic_loop.py'}:grows",
+        num_samples=1,
+        search_space={"sleep_s": 0.5, "release": str(release), "max_epochs": 400},
+        scaling={"num_workers": {"min": 1, "max": 2}, "resources_per_worker": {"CPU": 0.95}, "resize_interval_s": 2},
+        failure={"worker_retries": 1, "trial_retries": 0, "worker_start_timeout_s": 60},
+    )
+    started = time.monotonic()
+    run = hosts.popen("h1", [sys.executable, "-m", "hpsearch", "run", str(spec), "--address", hosts.address])
+    exp = hosts.shared / "elastic-results" / "span"
+    try:
+        deadline = time.monotonic() + 240
+        while not _reports(exp):
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no report within 240 s"
+            time.sleep(0.5)
+        first_report = time.monotonic() - started
+        hosts.start_ray("h3")
+        joined = time.monotonic()
+        while not any(r["world"] == 2 for r in _reports(exp)):
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            assert time.monotonic() < joined + 180, "the trial did not grow within 180 s of h3's start"
+            time.sleep(0.5)
+        grew_after = time.monotonic() - joined
+        time.sleep(2)  # a report or two with both
+        release.touch()
+        out, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    wall = time.monotonic() - started
+    said = err[-4000:]
+    print(
+        f"first report {first_report:.0f} s after the start; two workers {grew_after:.0f} s after h3's start; {wall:.0f} s in all"
+    )
+    assert run.returncode == 0, said
+    results = load_results(exp)
+    assert results.counts["finished"] == 1, said
+    history = results.history
+    worlds = list(history["world"])
+    assert worlds[0] == 1 and worlds[-1] == 2 and worlds == sorted(worlds), worlds  # one worker, then two
+    assert set(history.loc[history["world"] == 2, "hosts"]) == {"h2,h3"}, history[["iteration", "world", "hosts"]]
+    assert set(history.loc[history["world"] == 1, "hosts"]) == {"h2"}  # the head's room is the driver's
+    epochs = list(history["iteration"])
+    assert epochs == list(range(1, len(epochs) + 1)), epochs  # every epoch once: the resize continued from a checkpoint
+    assert history.loc[history["world"] == 2, "started_at"].min() > 1  # ...the checkpoint of an epoch before it
+    starts = results.workers
+    assert list(starts["workers"]) == [1, 2] and list(starts["nodes"]) == [1, 2], starts
+    assert starts["started_at"].is_monotonic_increasing
+    plan = json.loads((exp / PLAN_FILE).read_text())
+    assert plan["elastic"]["start_workers"] == [1], plan["elastic"]  # the planner said what Ray would do
+    assert "node     h3 (10.213.0.13) joined the cluster" in err, said
+    print(err)  # what the search printed, for `pytest -s`

@@ -290,3 +290,39 @@ def test_without_the_torch_backend_internal_trials_get_rays_own_torch_config(
         "worker's GLOO_SOCKET_IFNAME set to the interface of its node's IP) (Ray internal torch-backend-start: "
         "ray.train.torch.config has no class _TorchBackend)"
     ]
+
+
+# ----------------------------------------------------------------------------- elastic trials
+
+
+def test_the_coordinator_check_fails_when_ray_no_longer_sizes_elastic_groups_from_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ray.train.v2._internal.execution.scaling_policy.elastic import ElasticScalingPolicy
+
+    real = internals.inspect.getsource
+    method = ElasticScalingPolicy.make_decision_for_non_running_worker_group
+    monkeypatch.setattr(
+        internals.inspect, "getsource", lambda obj: "def sized_elsewhere(self): ..." if obj is method else real(obj)
+    )
+    with pytest.raises(ContractBroken, match=r"no longer refers to self._get_reserved_resources\(\)"):
+        internals._check_coordinator()
+
+
+def test_the_coordinator_check_fails_when_its_entry_point_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    coordinator = importlib.import_module("ray.data._internal.cluster_autoscaler.default_autoscaling_coordinator")
+    monkeypatch.delattr(coordinator, "get_or_create_autoscaling_coordinator")
+    with pytest.raises(ContractBroken, match="has no attribute get_or_create_autoscaling_coordinator"):
+        internals._check_coordinator()
+
+
+def test_an_elastic_search_is_refused_without_the_coordinator_and_a_fixed_one_is_not(
+    tmp_path: Path, broken_contracts, said
+) -> None:
+    broken_contracts({"train-autoscaling-coordinator": "...ResourceRequestPriority has no HIGH"})
+    internals.preflight(_spec(tmp_path)[1])  # a fixed number of workers never asks the coordinator
+    assert said.getvalue() == ""
+    elastic = {"num_workers": {"min": 1, "max": 2}, "resources_per_worker": {"CPU": 0.5}}
+    with pytest.raises(IncompatibleLibraryError, match=r"train-autoscaling-coordinator \(elastic trials"):
+        internals.preflight(_spec(tmp_path, scaling=elastic)[1])
+    assert not internals.hold_in_coordinator("hpsearch-drivers-x", [{"CPU": 1.0}], expire_after_s=1, timeout_s=1)

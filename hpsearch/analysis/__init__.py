@@ -15,7 +15,7 @@ from hpsearch.analysis._curves import (
     optimization_history,
 )
 from hpsearch.analysis._lineage import LINEAGE_COLUMNS, LineageData, lineage_table, pbt_lineage
-from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, Results, load_results
+from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, WORKER_COLUMNS, Results, load_results, workers_table
 from hpsearch.analysis._optuna import ParamImportances, param_importances
 from hpsearch.analysis._params import (
     ParallelCoordinates,
@@ -48,6 +48,8 @@ __all__ = [
     "STATUSES",
     "TRIAL_COLUMNS",
     "HISTORY_COLUMNS",
+    "WORKER_COLUMNS",
+    "workers_table",
     "best_trials",
     "cost_table",
     "SearchSummary",

@@ -119,7 +119,7 @@ def _reserved(results: Results, ended: pd.DataFrame) -> tuple[pd.Series, dict[st
         return pd.Series([None] * n, dtype="Int64"), {}
     bundle = {k: float(v) for k, v in scaling.worker_bundle().items() if float(v) > 0}
     return (
-        pd.Series([scaling.workers] * n, dtype="Int64"),
+        pd.Series([scaling.planned_workers] * n, dtype="Int64"),
         {k: pd.Series([v] * n, dtype="float64") for k, v in bundle.items()},
     )
 

@@ -67,6 +67,8 @@ __all__ = [
     "STATUSES",
     "TRIAL_COLUMNS",
     "HISTORY_COLUMNS",
+    "WORKER_COLUMNS",
+    "workers_table",
     "RESOURCE_HOURS_PREFIX",
     "RESERVED_PREFIX",
     "is_config_column",
@@ -101,6 +103,9 @@ RESOURCE_HOURS_PREFIX = "resource_hours."
 RESERVED_PREFIX = "reserved."
 #: The fixed columns of :attr:`Results.history`; every reported metric follows ``reported_at``.
 HISTORY_COLUMNS = ("trial_id", "iteration", "training_iteration", "wall_time_s", "reported_at", "checkpoint")
+
+#: The columns of :attr:`Results.workers`: one row per start of a trial's Train workers.
+WORKER_COLUMNS = ("trial_id", "started_at", "workers", "nodes", "node_ids", "run_name")
 
 _TUNE_STATES = {
     "TERMINATED": FINISHED,
@@ -217,6 +222,12 @@ class Results:
         when it was replaced, the donor and the epoch it continued from, what changed, and the seconds
         the exploit cost (empty for other schedulers; see :func:`hpsearch.analysis.lineage_table`)."""
         return lineage_table(self)
+
+    @property
+    def workers(self) -> pd.DataFrame:
+        """The Train workers each trial had over time: one row per start of its worker group (see
+        :func:`workers_table`); an elastic trial's resizes show as starts with another ``workers``."""
+        return workers_table(self)
 
     @property
     def best(self) -> pd.Series | None:
@@ -385,6 +396,38 @@ def load_results(
     )
 
 
+def workers_table(results: Results) -> pd.DataFrame:
+    """One row per start of a trial's Train workers, each trial's in time order, trials in creation order.
+
+    Rank 0 records every start of the trial's worker group: the first, each restart after a failure
+    or a lost node, each resize of an elastic trial (``scaling.num_workers: {min, max}``), across its
+    runs (retries, ``resume``). Columns: ``trial_id``, ``started_at`` (UTC), ``workers`` (the group's
+    size), ``nodes`` (how many nodes its workers ran on), ``node_ids`` (Ray's ids of those nodes, a
+    tuple) and ``run_name`` (the nested run: the trial id, or under pbt/pb2 the run after an exploit).
+    A group is the trial's until the next start or the trial's end. Empty for a folder written before
+    hpsearch recorded the starts.
+    """
+    rows = []
+    for trial_id in results.trials["trial_id"]:
+        for start in files.read_worker_starts(results.experiment_dir / TRAIN_RUNS_DIR / str(trial_id)):
+            at = start["started_at"]
+            rows.append(
+                {
+                    "trial_id": trial_id,
+                    "started_at": pd.Timestamp(at, unit="s", tz="UTC") if at is not None else pd.NaT,
+                    "workers": start["workers"],
+                    "nodes": len(start["node_ids"]),
+                    "node_ids": tuple(start["node_ids"]),
+                    "run_name": start["run_name"],
+                }
+            )
+    table = pd.DataFrame(rows, columns=list(WORKER_COLUMNS))
+    table["started_at"] = pd.to_datetime(table["started_at"], utc=True)
+    for column in ("workers", "nodes"):
+        table[column] = table[column].astype("Int64")
+    return table
+
+
 def _absent_params(trials: pd.DataFrame, space: Mapping[str, Param]) -> None:
     """A conditional parameter is an empty cell where its condition was false (the trial's config lacks it);
     one that no trial had is still a column, all empty, beside the other config columns."""
@@ -437,7 +480,8 @@ def _reserved(spec: Mapping[str, Any] | None, configs: Mapping[str, Any]) -> dic
             own = scaling.for_trial(config if isinstance(config, Mapping) else None)
         except ValueError:  # a config without its searched scaling values
             continue
-        out[trial_id] = (own.workers, {k: float(v) for k, v in own.worker_bundle().items() if float(v) > 0})
+        # an elastic trial counts at its minimum, as its resource-hours do (its sizes over time: Results.workers)
+        out[trial_id] = (own.planned_workers, {k: float(v) for k, v in own.worker_bundle().items() if float(v) > 0})
     return out
 
 

@@ -82,6 +82,8 @@ __all__ = [
     "read_controller",
     "write_worker_group",
     "read_worker_group",
+    "read_worker_starts",
+    "WORKER_STARTS_KEPT",
     "append_ray_logs",
     "read_ray_logs",
     "Run",
@@ -394,21 +396,73 @@ def read_missing_metric(run_folder: PathLike, search_token: str) -> dict[str, An
     return {"metric": data["metric"], "reported": [str(r) for r in data.get("reported") or []]}
 
 
-def write_worker_group(run_folder: PathLike, *, group_id: str, run_name: str, node_ids: Sequence[str] = ()) -> None:
+#: The most worker-group starts kept per trial (the latest): a trial restarts its workers after a failure,
+#: a node's loss or, when elastic, a resize.
+WORKER_STARTS_KEPT = 1000
+
+
+def write_worker_group(
+    run_folder: PathLike,
+    *,
+    group_id: str,
+    run_name: str,
+    node_ids: Sequence[str] = (),
+    workers: int | None = None,
+    started_at: float | None = None,
+) -> None:
     """Record a nested run's worker placement group and the nodes its workers run on.
 
     :mod:`hpsearch.runtime.reuse` reads the group; :mod:`hpsearch.runtime.node_watch` reads the
-    nodes, to name the trials a node that leaves the cluster held workers for.
+    nodes, to name the trials a node that leaves the cluster held workers for. With ``workers``
+    (the group's size), this start is also added to the trial's ``starts``, kept across its runs
+    (:func:`read_worker_starts`): how many workers the trial had, on which nodes, since when
+    (``started_at``, seconds since the epoch).
     """
     os.makedirs(run_folder, exist_ok=True)
-    record = {"group_id": group_id, "run_name": run_name, "node_ids": list(node_ids)}
-    _write_json(Path(run_folder) / WORKER_GROUP_FILE, record, indent=None)
+    path = Path(run_folder) / WORKER_GROUP_FILE
+    record: dict[str, Any] = {"group_id": group_id, "run_name": run_name, "node_ids": list(node_ids)}
+    starts = _starts(read_json(path))
+    if workers is not None:
+        starts.append(
+            {"started_at": started_at, "workers": int(workers), "node_ids": list(node_ids), "run_name": run_name}
+        )
+    if starts:
+        record["starts"] = starts[-WORKER_STARTS_KEPT:]
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # replaced whole: a reader never sees half of it
+    _write_json(partial, record, indent=None)
+    os.replace(partial, path)
 
 
 def read_worker_group(run_folder: PathLike) -> dict[str, Any] | None:
     """The worker-group record of a trial's latest nested run, or ``None`` (its loop never started)."""
     data = read_json(Path(run_folder) / WORKER_GROUP_FILE)
     return data if isinstance(data, dict) else None
+
+
+def read_worker_starts(run_folder: PathLike) -> list[dict[str, Any]]:
+    """Each start of a trial's worker groups, oldest first: ``started_at`` (seconds since the epoch),
+    ``workers``, ``node_ids`` and ``run_name``. Empty when none was recorded (a trial whose loop never
+    started, or a folder of an hpsearch that did not record them)."""
+    return _starts(read_json(Path(run_folder) / WORKER_GROUP_FILE))
+
+
+def _starts(record: Any) -> list[dict[str, Any]]:
+    starts = record.get("starts") if isinstance(record, dict) else None
+    out = []
+    for start in starts if isinstance(starts, list) else []:
+        if not isinstance(start, dict) or not isinstance(start.get("workers"), int):
+            continue
+        at = start.get("started_at")
+        nodes = start.get("node_ids")
+        out.append(
+            {
+                "started_at": float(at) if isinstance(at, (int, float)) else None,
+                "workers": start["workers"],
+                "node_ids": [str(n) for n in nodes] if isinstance(nodes, list) else [],
+                "run_name": str(start.get("run_name") or ""),
+            }
+        )
+    return out
 
 
 # ----------------------------------------------------------------------------- PBT lineage

@@ -9,6 +9,12 @@ combination apart would find no more trials at once. Smaller trials leave some o
 and the plan says so. A searched value that can never be placed, even with every other searched value
 at its smallest, refuses the spec (:class:`~hpsearch.errors.PlanError`, exit 2), naming the value:
 its trials would wait for resources forever.
+
+An elastic trial (``scaling.num_workers: {min: 2, max: 8}``) is planned at its minimum: that is what
+it needs to start, and the trials at once are those whose minimums fit. The plan then says what the
+maximum takes (a trial's resources at it, how many such trials fit at once) and, counted as Ray
+2.58-2.60 shares the room, how many workers each of the trials at once starts with
+(:func:`~hpsearch.planning.planner.elastic_starts`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,16 @@ from dataclasses import replace
 from typing import Any
 
 from hpsearch.errors import PlanError
-from hpsearch.planning.planner import GB, Node, Plan, TrialDemand, fmt_resources, plan_trials, positive
+from hpsearch.planning.planner import (
+    GB,
+    Node,
+    Plan,
+    TrialDemand,
+    elastic_starts,
+    fmt_resources,
+    plan_trials,
+    positive,
+)
 from hpsearch.spec import Scaling, Spec
 from hpsearch.spec.space import iter_params
 
@@ -43,7 +58,49 @@ def plan_for(spec: Spec, nodes: Sequence[Node], *, up_to: bool = False) -> Plan:
         fits = plan_trials(nodes, demand_for(spec), reserve=reserve).capacity
         requested = min(requested, fits)
     plan = plan_trials(nodes, demand_for(spec), requested=requested, reserve=reserve)
+    if spec.scaling.elastic is not None:
+        plan = replace(plan, elastic=_elastic(spec, plan, nodes, reserve))
     return replace(plan, searched=searched) if searched else plan
+
+
+def _elastic(spec: Spec, plan: Plan, nodes: Sequence[Node], reserve: Mapping[str, float]) -> dict[str, Any]:
+    """What an elastic trial's maximum takes, and what each trial at once starts with as Ray shares the room."""
+    elastic = spec.scaling.elastic
+    assert elastic is not None
+    at_max = replace(plan.demand, num_workers=elastic.max)
+    out: dict[str, Any] = {
+        "min_workers": elastic.min,
+        "max_workers": elastic.max,
+        "resize_interval_s": spec.scaling.resize_interval_s,
+        "per_trial_at_max": at_max.total(),
+    }
+    try:
+        out["trials_at_once_at_max"] = plan_trials(nodes, at_max, reserve=reserve).capacity
+    except PlanError as err:
+        out["trials_at_once_at_max"] = 0
+        out["at_max_reason"] = str(err)
+    starts = elastic_starts(
+        nodes,
+        plan.demand,
+        trials=plan.max_concurrent_trials,
+        minimum=elastic.min,
+        maximum=elastic.max,
+        reserve=reserve,
+    )
+    out["start_workers"] = starts
+    if 0 in starts:  # the most trials at once that all start: fewer drivers leave more room
+        out["all_start_at_once"] = max(
+            (
+                n
+                for n in range(1, plan.max_concurrent_trials + 1)
+                if 0
+                not in elastic_starts(
+                    nodes, plan.demand, trials=n, minimum=elastic.min, maximum=elastic.max, reserve=reserve
+                )
+            ),
+            default=1,
+        )
+    return out
 
 
 def reserve_for(spec: Spec) -> dict[str, float]:
@@ -71,7 +128,7 @@ def _demand(spec: Spec, scaling: Scaling) -> TrialDemand:
     return TrialDemand(
         driver={"CPU": spec.resources.driver_cpus},
         worker=scaling.worker_bundle(),
-        num_workers=scaling.workers,
+        num_workers=scaling.planned_workers,
         strategy=scaling.placement_strategy,
         driver_node=spec.resources.driver_node,
         driver_memory=spec.resources.driver_memory_gb * GB,
@@ -89,7 +146,7 @@ def _never_placed(spec: Spec, scaling: Scaling, nodes: Sequence[Node], reserve: 
 
 
 def _trial(scaling: Scaling) -> str:
-    return f"{scaling.workers} workers x {fmt_resources(positive(scaling.worker_bundle()))}"
+    return f"{scaling.planned_workers} workers x {fmt_resources(positive(scaling.worker_bundle()))}"
 
 
 def _refuse_unplaceable(spec: Spec, nodes: Sequence[Node], reserve: Mapping[str, float]) -> None:

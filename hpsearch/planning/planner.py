@@ -50,6 +50,7 @@ __all__ = [
     "NodeUsage",
     "Plan",
     "plan_trials",
+    "elastic_starts",
     "data_cpus_per_trial",
     "MEMORY",
     "GB",
@@ -201,6 +202,9 @@ class Plan:
     #: When memory, not CPUs or GPUs, limits the trials at once: where, the figures and the spec key
     #: to change (see :func:`memory_limit`); empty otherwise.
     memory_limit: Mapping[str, Any] = field(default_factory=dict)
+    #: Elastic trials (``scaling.num_workers: {min, max}``): the plan is for the minimum; this says what
+    #: the maximum takes and how Ray shares the room (see :func:`hpsearch.planning.for_spec.plan_for`).
+    elastic: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def planned_for(self) -> str | None:
@@ -286,6 +290,8 @@ class Plan:
             ),
             # Only when memory limits the plan: plans limited by CPUs or GPUs read as before.
             **({"memory_limit": dict(self.memory_limit)} if self.memory_limit else {}),
+            # Only with elastic trials: plans without them read as before.
+            **({"elastic": dict(self.elastic)} if self.elastic else {}),
         }
 
 
@@ -599,6 +605,41 @@ def plan_trials(
             "at most: their data tasks take turns"
         )
     return Plan(chosen, capacity, demand, list(nodes), placements, usage, warnings, reserved, memory_limit=limit)
+
+
+def elastic_starts(
+    nodes: Sequence[Node],
+    demand: TrialDemand,
+    *,
+    trials: int,
+    minimum: int,
+    maximum: int,
+    reserve: Mapping[str, float] | None = None,
+) -> list[int]:
+    """The workers each of ``trials`` elastic trials starts with, earliest first (0: it waits for room).
+
+    This is how Ray 2.58-2.60 shares a cluster among elastic worker groups: its autoscaling coordinator
+    takes each node's total resources, less the requests made before (hpsearch's trial drivers, made
+    first, and the data reserve on the head node), and gives each trial, in the order the trials
+    asked, as many worker bundles as are left, up to its maximum. A trial given fewer than its
+    minimum starts no worker group and waits; what it was given stays its own, so the trials after
+    it wait too. Counted per node, in Ray's units (``demand.worker``: Ray's bundle, without the
+    planner's memory estimate).
+    """
+    if trials < 1:
+        return []
+    free = [_units(node.resources) for node in _keep_free(nodes, reserve or {})]
+    if free:
+        head = _head_index(nodes)
+        free[head] = _minus(free[head], _units(demand.driver), trials)
+    worker = _units(demand.worker)
+    left = sum(max(0, _fit(f, worker)) for f in free) if worker else _INF
+    out = []
+    for _ in range(trials):
+        given = min(maximum, left)
+        left -= given
+        out.append(given if given >= minimum else 0)
+    return out
 
 
 def _usage(

@@ -41,6 +41,7 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
         f"  trials at once  {plan.max_concurrent_trials}"
         + (f" (of {total_trials} in total)" if total_trials is not None else "")
         + (f"; the cluster fits {plan.capacity}" if plan.capacity != plan.max_concurrent_trials else ""),
+        *_elastic_lines(plan, total_trials),
     ]
     if plan.reserved:
         share = plan.data_cpus_per_trial
@@ -88,6 +89,44 @@ def _searched_lines(plan: Plan) -> list[str]:
         return []
     values = "; ".join(f"{k} {list(v)}" for k, v in plan.searched.items())
     return [f"  searched        {values}", f"                  {plan.planned_for}"]
+
+
+def _elastic_lines(plan: Plan, total_trials: int | None = None) -> list[str]:
+    """Elastic trials: planned at the minimum; what the maximum takes; what each trial at once starts with."""
+    e = plan.elastic
+    if not e:
+        return []
+    low, high = e["min_workers"], e["max_workers"]
+    fits = e["trials_at_once_at_max"]
+    lines = [
+        f"  elastic         {low} to {high} workers per trial (scaling.num_workers), planned at the minimum ({low})",
+        f"                  at the maximum a trial = {fmt_resources(e['per_trial_at_max'])}; "
+        + (
+            f"trials at once at the maximum: {fits}"
+            if fits
+            else f"no trial of {high} workers fits: {e.get('at_max_reason', '')}"
+        ),
+    ]
+    starts = list(e.get("start_workers") or [])[:total_trials]
+    running = [n for n in starts if n]
+    waiting = len(starts) - len(running)
+    if starts:
+        lines.append(
+            "                  Ray gives room to the earliest trial first: the trials at once start with "
+            + (" + ".join(str(n) for n in running) + " workers" if running else "no workers")
+            + (f"; {waiting} of them wait for an earlier trial to end" if waiting else "")
+        )
+    if waiting and e.get("all_start_at_once"):
+        lines.append(
+            f"                  (resources.max_concurrent_trials: {e['all_start_at_once']} starts every trial at once)"
+        )
+    interval = e.get("resize_interval_s")
+    lines.append(
+        f"                  a running trial grows when room appears, checked every {interval or 60:g} s"
+        + ("" if interval else " (Ray's default; scaling.resize_interval_s)")
+        + "; each resize restarts its workers from the latest checkpoint"
+    )
+    return lines
 
 
 def describe_groups(plan: AutoscalingPlan) -> str:

@@ -21,31 +21,41 @@ For each trial, the driver sets:
 Each worker runs the loop wrapped by :mod:`hpsearch.runtime.worker`. A trial whose report lacks
 a required metric ends with :class:`~hpsearch.errors.MetricNotReportedError`, in one line. The
 error is remembered, so Tune's retries of that trial in this search fail at once.
+
+An elastic trial (``scaling.num_workers: {min, max}``) gets Ray's ``ScalingConfig(num_workers=(min,
+max))``. Ray sizes its worker group from what its autoscaling coordinator reserves for it: each
+node's total resources less the requests made before the trial's. Tune's trial drivers are not
+among them, so before the first elastic trial's own request the driver tells the coordinator what
+the search's drivers hold on the head node (:class:`DriverRoom`), and keeps telling it while the
+driver's actor lives.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ray import train, tune
 
+from hpsearch import messages
 from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import TRAIN_RUNS_DIR
+from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
 from hpsearch.runtime import pbt_driver, ray_workarounds, reuse
 from hpsearch.runtime.controller import CheckpointRules, aggregating_callback
 from hpsearch.runtime.datasets import build_for_trial, data_config
 from hpsearch.runtime.env import apply_trial_defaults
-from hpsearch.runtime.internals import controller_failure, torch_config_with_worker_setup
+from hpsearch.runtime.internals import controller_failure, hold_in_coordinator, torch_config_with_worker_setup
 from hpsearch.runtime.node_check import pin_worker_interface
 from hpsearch.runtime.worker import worker_loop
 from hpsearch.spec import Aggregate, Failure, Scaling
 
-__all__ = ["Feed", "TrialData", "run_nested"]
+__all__ = ["Feed", "TrialData", "run_nested", "scaling_config_kwargs", "driver_room", "DriverRoom"]
 
 
 @dataclass(frozen=True)
@@ -116,18 +126,24 @@ def run_nested(
     # With searched scaling, this trial's own values come from its config. The config keeps them under
     # `scaling`, so the loop can read its scale, and the config it sees is the one Tune and load_results show.
     own = scaling.for_trial(config)
+    if own.elastic is not None:  # before the trial's own request to the coordinator (made in fit())
+        exp_dir = Path(context.get_trial_dir()).parent
+        told = DRIVER_ROOM.keep(
+            f"hpsearch-drivers-{search_token or exp_dir.name}",
+            driver_room(files.read_plan(exp_dir), context.get_trial_resources().bundles),
+        )
+        if not told:  # in the trial's log: why its worker group may be sized for room the drivers hold
+            messages.say(
+                f"trial {trial_id}: Ray's autoscaling coordinator did not take the trial drivers' room within "
+                f"{DriverRoom.FIRST_TIMEOUT_S:g} s; it may size this elastic trial for room they hold"
+            )
     trainer = TorchTrainer(
         worker_loop(reuse.current(train_loop), trial_folder),
         train_loop_config=config,
         # Ray's TorchConfig; on a host whose name resolves to a loopback address each worker first pins
         # gloo's interface to its node's IP, or the other hosts' workers cannot reach it (node_check).
         torch_config=torch_config_with_worker_setup(pin_worker_interface) if own.workers > 1 else None,
-        scaling_config=train.ScalingConfig(
-            num_workers=own.workers,
-            use_gpu=own.use_gpu,
-            resources_per_worker=own.worker_bundle(),
-            placement_strategy=own.placement_strategy,
-        ),
+        scaling_config=train.ScalingConfig(**scaling_config_kwargs(own)),
         # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
         run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
             name=run_name,
@@ -165,6 +181,82 @@ def run_nested(
             raise
         _remember_missing_metric(trial_folder, search_token, cause)
         raise cause from None  # the trial's error is the one line, not Ray's wrapper around it
+
+
+def scaling_config_kwargs(own: Scaling) -> dict[str, Any]:
+    """Ray Train's ``ScalingConfig`` arguments for a trial's own (constant or elastic) scaling."""
+    out: dict[str, Any] = {
+        "num_workers": own.workers,
+        "use_gpu": own.use_gpu,
+        "resources_per_worker": own.worker_bundle(),
+        "placement_strategy": own.placement_strategy,
+    }
+    if own.elastic is not None:
+        out["num_workers"] = (own.elastic.min, own.elastic.max)  # a tuple: Ray refuses a list
+        if own.resize_interval_s is not None:
+            out["elastic_resize_monitor_interval_s"] = own.resize_interval_s
+    return out
+
+
+def driver_room(
+    plan: Mapping[str, Any] | None, driver_bundles: Sequence[Mapping[str, float]]
+) -> list[dict[str, float]]:
+    """What the search's trial drivers hold, as bundles for Ray's autoscaling coordinator.
+
+    One driver's bundles (Tune's, pinned to the head node) for each of the plan's trials at once,
+    and the CPUs the plan keeps free on the head node for Ray Data (``data.cpus``): the room the
+    planner left out of the trials' workers. Without a plan (a trainable run outside ``hpsearch
+    run``), this driver's own bundles.
+    """
+    trials = int((plan or {}).get("max_concurrent_trials") or 1)
+    own = [{k: float(v) for k, v in bundle.items() if float(v) > 0} for bundle in driver_bundles]
+    # a sliver of the head's one unit each (a pbt driver slot holds more: the sum would not fit, and go uncounted)
+    own = [{**bundle, HEAD_RESOURCE: HEAD_SLIVER} if HEAD_RESOURCE in bundle else bundle for bundle in own]
+    out = own * trials
+    reserved = {k: float(v) for k, v in ((plan or {}).get("reserved") or {}).items() if float(v) > 0}
+    if reserved:
+        out.append({**reserved, HEAD_RESOURCE: HEAD_SLIVER})
+    return [bundle for bundle in out if bundle]
+
+
+class DriverRoom:
+    """The room the search's trial drivers hold, told to Ray's autoscaling coordinator and kept told.
+
+    The coordinator forgets a request not repeated within ``EXPIRE_S``; a thread of the driver's
+    actor repeats it every ``REPEAT_S`` (as Ray Train repeats its own), so it lapses once no driver
+    of the search is left. One per process.
+    """
+
+    #: Ray Train repeats its own requests every 20 s and lets them lapse after 180 s (AUTOSCALING_REQUESTS_*).
+    REPEAT_S = 20.0
+    EXPIRE_S = 180.0
+    #: The first request waits this long for the coordinator (an actor Ray starts on first use).
+    FIRST_TIMEOUT_S = 60.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._request: tuple[str, list[dict[str, float]]] | None = None
+        self._thread: threading.Thread | None = None
+
+    def keep(self, requester_id: str, bundles: list[dict[str, float]]) -> bool:
+        """Tell the coordinator now (waiting for its answer), then keep telling it; whether it answered."""
+        with self._lock:
+            self._request = (requester_id, bundles)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._repeat, name="hpsearch-driver-room", daemon=True)
+                self._thread.start()
+        return hold_in_coordinator(requester_id, bundles, expire_after_s=self.EXPIRE_S, timeout_s=self.FIRST_TIMEOUT_S)
+
+    def _repeat(self) -> None:
+        while True:
+            threading.Event().wait(self.REPEAT_S)
+            with self._lock:
+                request = self._request
+            if request is not None:
+                hold_in_coordinator(*request, expire_after_s=self.EXPIRE_S, timeout_s=self.REPEAT_S / 2)
+
+
+DRIVER_ROOM = DriverRoom()
 
 
 def _remember_missing_metric(trial_folder: str, search_token: str, error: MetricNotReportedError) -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "ray_data_console_handlers",
     "torch_config_with_worker_setup",
     "offer_start_checkpoint",
+    "hold_in_coordinator",
     "NodeInfo",
     "Exploit",
     "ExploitHook",
@@ -367,6 +368,31 @@ def _check_torch_backend() -> None:
     _parameters("ray.train.v2._internal.execution.worker_group.execution_group:ExecutionGroup.execute", "fn")
 
 
+_COORDINATOR = "ray.data._internal.cluster_autoscaler.default_autoscaling_coordinator"
+_COORDINATOR_BASE = "ray.data._internal.cluster_autoscaler.base_autoscaling_coordinator"
+_TRAIN_COORDINATOR_CLIENT = (
+    "ray.train.v2._internal.execution.scaling_policy.autoscaling_coordinator_client:TrainAutoscalingCoordinatorClient"
+)
+
+
+def _check_coordinator() -> None:
+    _resolve(f"{_COORDINATOR}:get_or_create_autoscaling_coordinator")
+    actor = f"{_COORDINATOR}:_AutoscalingCoordinatorActor"
+    _parameters(f"{actor}.request_resources", "requester_id", "resources", "expire_after_s", "priority")
+    _parameters(f"{actor}.cancel_request", "requester_id")
+    if getattr(_resolve(f"{_COORDINATOR_BASE}:ResourceRequestPriority"), "HIGH", None) is None:
+        raise ContractBroken(f"{_COORDINATOR_BASE}.ResourceRequestPriority has no HIGH")
+    # The coordinator shares the room in the order of priority, then of the first request: the drivers' request,
+    # at Ray Train's own priority and made before the trial's, is counted first.
+    _mentions(f"{_COORDINATOR}:OngoingRequest.__lt__", "self.priority", "self.first_request_time")
+    _mentions(f"{_TRAIN_COORDINATOR_CLIENT}.send_resource_request", "ResourceRequestPriority.HIGH")
+    # An elastic worker group is sized from what the coordinator reserved for it.
+    _mentions(
+        "ray.train.v2._internal.execution.scaling_policy.elastic:ElasticScalingPolicy.make_decision_for_non_running_worker_group",
+        "self._get_reserved_resources()",
+    )
+
+
 def _uses_pbt(spec: Spec) -> bool:
     return spec.scheduler.type in ("pbt", "pb2")
 
@@ -398,6 +424,10 @@ def _uses_tensorboard(spec: Spec) -> bool:
 
 def _several_workers(spec: Spec) -> bool:
     return spec.scaling.workers > 1
+
+
+def _elastic(spec: Spec) -> bool:
+    return spec.scaling.elastic is not None
 
 
 #: Ray Train's environment variables hpsearch sets, by the name of the constant Ray reads them through.
@@ -689,6 +719,28 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="warn",
         check=_check_torch_backend,
         used_by=_several_workers,
+    ),
+    Internal(
+        key="train-autoscaling-coordinator",
+        relies_on=(
+            f"{_COORDINATOR}: get_or_create_autoscaling_coordinator() and its actor's request_resources(requester_id, "
+            "resources, expire_after_s, priority) and cancel_request(requester_id), ResourceRequestPriority.HIGH, "
+            "requests counted by priority then first request (OngoingRequest.__lt__), Ray Train's own requests at "
+            "HIGH, and ElasticScalingPolicy sizing a worker group from what the coordinator reserved"
+        ),
+        feature="elastic trials (scaling.num_workers: {min, max}) sized without the room the trial drivers hold",
+        without_it=(
+            "Ray counts the head node's CPUs that the trial drivers hold as room for workers: an elastic trial can be "
+            "given more workers than fit, and its worker group never starts (the trial fails after "
+            "failure.worker_start_timeout_s, failure.controller_retries times)"
+        ),
+        public=(
+            "none: Ray Train's elastic policy reads the room from its autoscaling coordinator, which has no public API "
+            "(ray.autoscaler.sdk.request_resources asks the autoscaler for nodes; the coordinator does not see it)"
+        ),
+        on_missing="refuse",
+        check=_check_coordinator,
+        used_by=_elastic,
     ),
 )
 
@@ -1045,6 +1097,40 @@ def ray_data_console_handlers(handlers: Sequence[logging.Handler]) -> list[loggi
     if not available("ray-data-file-handler"):
         return []
     return [h for h in handlers if type(h).__name__ != RAY_DATA_FILE_HANDLER]
+
+
+def hold_in_coordinator(
+    requester_id: str, bundles: Sequence[Mapping[str, float]], *, expire_after_s: float, timeout_s: float
+) -> bool:
+    """Tell Ray's autoscaling coordinator that ``bundles`` are held (internal ``train-autoscaling-coordinator``).
+
+    The request is made at Ray Train's own priority, so it is counted before every request made after
+    it, and it lapses ``expire_after_s`` after its last repetition. An empty ``bundles`` withdraws it.
+    ``False`` when the internal is missing or the coordinator did not answer within ``timeout_s``.
+    """
+    if not available("train-autoscaling-coordinator"):
+        return False
+    # lazy: Ray Data's modules load only in a trial driver of an elastic search
+    import ray
+
+    coordinator = import_module(_COORDINATOR).get_or_create_autoscaling_coordinator()
+    try:
+        if not bundles:
+            ray.get(coordinator.cancel_request.remote(requester_id=requester_id), timeout=timeout_s)
+            return True
+        priority = import_module(_COORDINATOR_BASE).ResourceRequestPriority.HIGH
+        ray.get(
+            coordinator.request_resources.remote(
+                requester_id=requester_id,
+                resources=[dict(b) for b in bundles],
+                expire_after_s=expire_after_s,
+                priority=priority,
+            ),
+            timeout=timeout_s,
+        )
+    except Exception:  # noqa: BLE001 - a busy or restarting coordinator: the caller tries again later
+        return False
+    return True
 
 
 def torch_config_with_worker_setup(setup: Callable[[], object]) -> Any | None:

@@ -206,8 +206,10 @@ def claim(generation: int) -> None:
 
 
 def record_worker_group(run_folder: str) -> None:
-    """In a Train worker: rank 0 records the run's worker placement group (for :func:`end_nested_run`)
-    and the nodes of its bundles (for :class:`hpsearch.runtime.node_watch.NodeWatch`)."""
+    """In a Train worker: rank 0 records the run's worker placement group (for :func:`end_nested_run`),
+    the nodes of its bundles (for :class:`hpsearch.runtime.node_watch.NodeWatch`), and this start of the
+    trial's workers: when, how many, where (``load_results``' ``workers`` table: an elastic trial's size
+    over time)."""
     try:
         context = train.get_context()
         if context.get_world_rank() != 0:
@@ -220,6 +222,8 @@ def record_worker_group(run_folder: str) -> None:
                 group_id=group.id.hex(),
                 run_name=context.get_experiment_name(),
                 node_ids=sorted({str(node) for node in bundles.values() if node}),
+                workers=context.get_world_size(),
+                started_at=time.time(),
             )
     except Exception:  # noqa: BLE001 - without the record a reused actor only waits less precisely
         pass

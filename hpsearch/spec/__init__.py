@@ -26,6 +26,7 @@ from pydantic import (
     TypeAdapter,
     field_serializer,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -45,6 +46,7 @@ from hpsearch.spec.warm_start import WarmStart, parse_warm_start
 __all__ = [
     "Spec",
     "Scaling",
+    "ElasticWorkers",
     "Resources",
     "Failure",
     "CheckpointSettings",
@@ -129,6 +131,55 @@ def _values(value: Any) -> list[Any]:
     return list(value.values) if isinstance(value, _SEARCHED_TYPES) else [value]
 
 
+#: Placement strategies Ray 2.58-2.60 cannot size an elastic worker group for: its elastic policy counts the
+#: workers that fit on every node together (``ElasticScalingPolicy._count_possible_workers``), and its
+#: resource requests carry no strategy (``TrainAutoscalingCoordinatorClient.send_resource_request``).
+ELASTIC_REFUSED_STRATEGIES = ("STRICT_PACK", "STRICT_SPREAD")
+
+
+class ElasticWorkers(StrictModel):
+    """``num_workers: {min: 2, max: 8}``: an elastic trial, Ray Train's ``ScalingConfig(num_workers=(2, 8))``.
+
+    Ray starts the trial with as many workers as it finds room for, at least ``min``, and restarts
+    its worker group with more (up to ``max``) when room appears: every restart continues from the
+    trial's latest checkpoint.
+    """
+
+    min: int
+    max: int
+
+    @field_validator("min", "max", mode="before")
+    @classmethod
+    def _count(cls, value: Any) -> Any:
+        wrong = _worker_count(value)
+        if wrong is not None:
+            raise ValueError(wrong)
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> ElasticWorkers:
+        if self.max < self.min:
+            raise field_error("max", f"must be at least min ({self.min}), got {self.max}")
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.min}..{self.max}"
+
+
+_ELASTIC_FORM = "{min: N, max: M} (an elastic trial)"
+_SEARCHED_FORM = "{type: choice|grid, values: [...]} (a searched number of workers)"
+
+
+def _elastic_workers(raw: Mapping[str, Any]) -> ElasticWorkers:
+    """``{min: N, max: M}``, each problem raised with its key (``@min: ...``)."""
+    if not any(key in raw for key in ("min", "max")):
+        raise ValueError(f"must be a whole number, {_ELASTIC_FORM} or {_SEARCHED_FORM}")
+    elastic, found = validate_section(ElasticWorkers, raw, "")
+    if elastic is None:
+        raise ValueError(f"@{found[0].path}: {found[0].message}")
+    return elastic
+
+
 class Scaling(StrictModel):
     """Ray Train's ``ScalingConfig`` for each trial (Ray's own names).
 
@@ -141,18 +192,34 @@ class Scaling(StrictModel):
     - :meth:`largest` is the combination that every other one fits inside: each value at its
       largest. This works because the values form a cartesian product, and a trial's demand
       grows with each of them.
+
+    ``num_workers`` may instead be elastic, ``{min: 2, max: 8}`` (:class:`ElasticWorkers`, Ray's
+    ``num_workers=(2, 8)``): every trial then starts with what Ray finds room for and grows when
+    room appears. :attr:`elastic` is that range, :attr:`planned_workers` its minimum (what the
+    planner counts) and :attr:`workers` its maximum.
     """
 
-    num_workers: PositiveInt | _space.ChoiceParam | _space.GridParam = 1
+    num_workers: PositiveInt | _space.ChoiceParam | _space.GridParam | ElasticWorkers = 1
     use_gpu: bool = False
     resources_per_worker: dict[str, float | _space.ChoiceParam | _space.GridParam] | None = None
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
+    #: Elastic trials only: how often Ray Train considers resizing a healthy worker group
+    #: (``ScalingConfig.elastic_resize_monitor_interval_s``; Ray's default, 60 s, when unset).
+    resize_interval_s: PositiveFloat | None = None
 
     @field_validator("num_workers", mode="wrap")
     @classmethod
     def _num_workers(cls, value: Any, handler: Callable[[Any], Any]) -> Any:
         if isinstance(value, Mapping):
-            return _searched_values(value, _worker_count)
+            if "type" in value:
+                return _searched_values(value, _worker_count)
+            return _elastic_workers(value)
+        if isinstance(value, (list, tuple)):
+            low, high = (value[0], value[-1]) if value else ("N", "M")
+            raise ValueError(
+                f"must be a whole number of workers, not a list: write {{min: {low}, max: {high}}} for an elastic "
+                f"trial (Ray's num_workers=({low}, {high})), or {{type: choice, values: {list(value)}}} to search it"
+            )
         return _POSITIVE_INT.validate_python(value, strict=True)
 
     @field_validator("resources_per_worker", mode="wrap")
@@ -171,7 +238,14 @@ class Scaling(StrictModel):
 
     @field_serializer("num_workers")
     def _dump_workers(self, value: Any) -> Any:
-        return value.model_dump(exclude_none=True) if isinstance(value, _SEARCHED_TYPES) else value
+        return value.model_dump(exclude_none=True) if isinstance(value, (*_SEARCHED_TYPES, ElasticWorkers)) else value
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[Scaling], dict[str, Any]]) -> dict[str, Any]:
+        out = handler(self)
+        if out.get("resize_interval_s") is None:  # written only when set: a spec without it reads as before
+            out.pop("resize_interval_s", None)
+        return out
 
     @field_serializer("resources_per_worker")
     def _dump_resources(self, value: Any) -> Any:
@@ -181,7 +255,32 @@ class Scaling(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> Scaling:
+        if self.resize_interval_s is not None and self.elastic is None:
+            raise field_error(
+                "resize_interval_s",
+                f"applies only to an elastic trial (num_workers: {{min: N, max: M}}), but num_workers is "
+                f"{show(self._dump_workers(self.num_workers))}; remove it",
+            )
+        if self.elastic is not None and self.placement_strategy in ELASTIC_REFUSED_STRATEGIES:
+            raise field_error(
+                "placement_strategy",
+                f"must be PACK or SPREAD for an elastic trial (num_workers: {{min, max}}), got "
+                f"{self.placement_strategy!r}: Ray sizes an elastic worker group by the workers that fit on all "
+                "nodes together, so a group that must sit on one node (STRICT_PACK) or one worker per node "
+                "(STRICT_SPREAD) can be sized beyond what that allows, and then never starts",
+            )
         res = self.resources_per_worker or {}
+        if self.elastic is not None:
+            for gpus in _values(res.get("GPU", 0)):
+                if 0 < gpus < 1 and abs(round(1 / gpus) * gpus - 1) > 1e-9:
+                    n = next(n for n in range(1, 100) if math.floor(n / gpus + 1e-9) > n * math.floor(1 / gpus))
+                    raise field_error(
+                        "resources_per_worker.GPU",
+                        f"must divide one GPU evenly for an elastic trial (0.5, 0.25, 0.2, ...), got {gpus!r}: Ray "
+                        f"counts an elastic group's workers by dividing a node's GPUs by it ({math.floor(n / gpus + 1e-9)}"
+                        f" on {n} GPUs) but places them per GPU ({n * math.floor(1 / gpus)}), and a group sized beyond "
+                        "what it can place never starts",
+                    )
         for key, amount in res.items():
             if not isinstance(amount, _SEARCHED_TYPES) and amount < 0:
                 raise field_error(f"resources_per_worker.{key}", f"must be >= 0, got {amount!r}")
@@ -215,7 +314,12 @@ class Scaling(StrictModel):
             tree["resources_per_worker"] = amounts
         return tree
 
-    def _with(self, num_workers: int, amounts: Mapping[str, float]) -> Scaling:
+    @property
+    def elastic(self) -> ElasticWorkers | None:
+        """The elastic range (``num_workers: {min, max}``), or ``None`` for a fixed or searched number."""
+        return self.num_workers if isinstance(self.num_workers, ElasticWorkers) else None
+
+    def _with(self, num_workers: int | ElasticWorkers, amounts: Mapping[str, float]) -> Scaling:
         """A constant scaling with these values (already validated); a searched GPU of 0 asks for no GPU."""
         res: dict[str, float] = {k: amounts[k] for k in (self.resources_per_worker or {}) if k in amounts}
         res.update({k: v for k, v in (self.resources_per_worker or {}).items() if isinstance(v, (int, float))})
@@ -253,32 +357,42 @@ class Scaling(StrictModel):
         workers = picked.get("num_workers", largest.num_workers)
         amounts = {**(largest.resources_per_worker or {})}
         amounts.update({k.removeprefix("resources_per_worker."): v for k, v in picked.items() if k != "num_workers"})
-        return self._with(int(workers), amounts)  # type: ignore[arg-type]  # constants once picked
+        workers = workers if isinstance(workers, ElasticWorkers) else int(workers)
+        return self._with(workers, amounts)  # type: ignore[arg-type]  # constants once picked
 
     def combinations(self) -> list[Scaling]:
-        """Every constant scaling a trial can get, in the order of the values (one: itself, when nothing is searched)."""
-        if not self.searched():
+        """Every constant scaling a trial can get, in the order of the values (one: itself, when nothing is
+        searched). An elastic trial can run any number of workers from its minimum to its maximum: one each."""
+        if not self.searched() and self.elastic is None:
             return [self]
         res = self.resources_per_worker or {}
         keys = [k for k, v in res.items() if isinstance(v, _SEARCHED_TYPES)]
+        counts = range(self.elastic.min, self.elastic.max + 1) if self.elastic else _values(self.num_workers)
         out = []
-        for workers in _values(self.num_workers):
+        for workers in counts:
             for amounts in itertools.product(*(_values(res[k]) for k in keys)):
                 out.append(self._with(int(workers), dict(zip(keys, amounts))))
         return out
 
     def largest(self) -> Scaling:
-        """The combination with every searched value at its largest: every trial of the search fits inside it."""
+        """The combination with every searched value at its largest: every trial of the search fits inside it.
+        An elastic number of workers stays elastic (its maximum is :attr:`workers`)."""
         if not self.searched():
             return self
         res = self.resources_per_worker or {}
         amounts = {k: max(v.values) for k, v in res.items() if isinstance(v, _SEARCHED_TYPES)}
-        return self._with(int(max(_values(self.num_workers))), amounts)
+        return self._with(self.elastic or int(max(_values(self.num_workers))), amounts)
 
     @property
     def workers(self) -> int:
-        """How many workers a trial runs (searched: the largest trial's)."""
-        return int(self.largest().num_workers)  # type: ignore[arg-type]  # constant once largest
+        """The most workers a trial runs (searched: the largest trial's; elastic: its maximum)."""
+        largest = self.largest().num_workers
+        return largest.max if isinstance(largest, ElasticWorkers) else int(largest)  # type: ignore[arg-type]  # constant once largest
+
+    @property
+    def planned_workers(self) -> int:
+        """The workers the planner counts per trial: :attr:`workers`, or an elastic trial's minimum."""
+        return self.elastic.min if self.elastic else self.workers
 
     def worker_bundle(self) -> dict[str, float]:
         """The resources one Train worker reserves, as Ray Train computes them (searched: the largest trial's)."""
@@ -710,6 +824,7 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         sections[key], found = validate_section(model, get(key), key)
         problems += found
     searched_scaling = sections["scaling"].searched() if sections["scaling"] is not None else {}
+    problems += _elastic_problems(sections["scaling"], sections["resources"])
     if searched_scaling and SCALING_GROUP in tree:
         names = ", ".join(f"scaling.{n}" for n, _ in _space.iter_params(searched_scaling))
         problems.append(
@@ -811,6 +926,26 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         budget=budget,
         warm_start=warm_start or WarmStart(),
     )
+
+
+def _elastic_problems(scaling: Scaling | None, resources: Resources | None) -> list[Problem]:
+    """An elastic trial's drivers must be where hpsearch tells Ray they are: on the head node.
+
+    Ray sizes an elastic worker group from each node's total resources less what the requests it knows
+    of hold; hpsearch adds its trial drivers' share of the head node to those requests
+    (:mod:`hpsearch.runtime.driver`), which it can only do where it knows the drivers run.
+    """
+    if scaling is None or scaling.elastic is None or resources is None or resources.driver_node == "head":
+        return []
+    return [
+        Problem(
+            "resources.driver_node",
+            f"must be 'head' for an elastic trial (scaling.num_workers: {{min: {scaling.elastic.min}, max: "
+            f"{scaling.elastic.max}}}), got 'any': Ray sizes an elastic worker group from each node's total "
+            "resources, and hpsearch can keep its trial drivers' share out of that count only on the node it "
+            "pins them to",
+        )
+    ]
 
 
 def total_trials(spec: Spec) -> int:
