@@ -102,6 +102,8 @@ def _normalise(text: str, exp: Path) -> list[str]:
     text = re.sub(r"^\[\d\d:\d\d\] ", "[mm:ss] ", text, flags=re.MULTILINE)
     text = re.sub(r"(?<![0-9a-z])[0-9a-f]{5}_(\d{5})(?!\d)", r"xxxxx_\1", text)  # same width: tables stay aligned
     text = re.sub(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", "<STAMP>", text)
+    # the errors table's header is padded to the error's width before the paths in it are shortened here
+    text = re.sub(r"^(  trial_id +x +error) +(traceback)$", r"\1  \2", text, flags=re.MULTILINE)
     text = re.sub(r"Wall time: \d+\.\d s", "Wall time: <S> s", text)
     text = re.sub(r"^Resource-hours: [0-9.e-]+ CPU-hours", "Resource-hours: <H> CPU-hours", text, flags=re.MULTILINE)
     return text.splitlines()
@@ -118,6 +120,10 @@ def _hpsearch(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 TRAIN_ERROR = "<EXP>/hpsearch_maybe_raise_xxxxx_00001_1_x=bad_<STAMP>/error.txt"
+#: The log of the rank the error came from, in the trial's last attempt (failure.worker_retries: 1 started a second).
+RANK_LOG = "<EXP>/train/xxxxx_00001/logs/attempt-2/rank-0.log"
+#: The errored trial's line: its error, the rank it came from and that rank's log.
+BAD_ERROR = f"ValueError: x='bad' is not a usable value (rank 0; its log: {RANK_LOG})"
 CLOSING = [
     "",
     "Best trials by loss (min):",
@@ -125,8 +131,8 @@ CLOSING = [
     "xxxxx_00000  finished  2        2           0.5          good",
     "",
     "Errors (1): one line each, the full tracebacks are in the files named",
-    "  trial_id     x    error                                      traceback",
-    f"  xxxxx_00001  bad  ValueError: x='bad' is not a usable value  {TRAIN_ERROR}",
+    "  trial_id     x    error  traceback",
+    f"  xxxxx_00001  bad  {BAD_ERROR}  {TRAIN_ERROR}",
     "",
     "Experiment folder: <EXP>",
     "Ray's logs: <RAY_LOGS>",
@@ -172,7 +178,7 @@ def test_a_search_with_a_failing_trial_prints_one_line_for_it_and_none_of_rays(t
     events = rest[len(notes) : len(rest) - len(CLOSING)]
     assert rest[len(notes) :] == events + CLOSING
     assert sorted(line for line in events if not STATUS.fullmatch(line)) == [  # two trials at once: any order
-        "[mm:ss] ERROR    xxxxx_00001  ValueError: x='bad' is not a usable value  (traceback: " + TRAIN_ERROR + ")",
+        f"[mm:ss] ERROR    xxxxx_00001  {BAD_ERROR}  (traceback: {TRAIN_ERROR})",
         "[mm:ss] finished xxxxx_00000  loss=0.5 at epoch 2 (2 reports)",
         "[mm:ss] start    xxxxx_00000  x=good",
         "[mm:ss] start    xxxxx_00001  x=bad",

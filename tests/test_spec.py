@@ -85,6 +85,7 @@ def test_minimal_dict_spec_gets_every_default() -> None:
             "controller_retries": 2,
             "worker_start_timeout_s": 60.0,
             "node_start_timeout_s": 900.0,
+            "report_timeout_s": None,
         },
         "checkpoint": {"num_to_keep": 2},
         "aggregate": {"default": "mean", "metrics": {}},

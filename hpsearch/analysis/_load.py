@@ -832,9 +832,14 @@ def _status(
 
 
 def _error(trial: Any, outcomes: Mapping[str, dict[str, Any]], summarised: Mapping[str, dict[str, Any]]) -> str:
-    """The line that says what went wrong: from ``error.txt`` (the whole traceback) where there is one."""
+    """The line that says what went wrong: hpsearch's own line where it recorded one (the error's line with
+    what the search saw: a host that left, the rank it came from and its log, a hang), else from
+    ``error.txt`` (the whole traceback)."""
     if trial.status != ERRORED:
         return ""
+    recorded = (outcomes.get(trial.trial_id) or {}).get("error")
+    if recorded:
+        return short_error(str(recorded), limit=1000)  # one line (a multi-line record written by hand)
     if isinstance(trial.trial_dir, str):
         try:
             text = (Path(trial.trial_dir) / TUNE_ERROR_FILE).read_text(encoding="utf-8", errors="replace")

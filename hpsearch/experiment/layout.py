@@ -18,6 +18,12 @@ One search is one folder, ``<storage_path>/<name>/``::
         hpsearch_history.jsonl  every report forwarded to Tune, across restarts (HISTORY_FILE)
         hpsearch_controller.json  who ran the nested run's controller          (CONTROLLER_FILE)
         hpsearch_worker_group.json  the nested run's worker placement group    (WORKER_GROUP_FILE)
+        logs/                   every rank's output and the controller's, kept per attempt (LOGS_DIR)
+            controller.log      the Train controller's output, each run of it appended (CONTROLLER_LOG)
+            attempt-<N>/        one start of the trial's worker group, from 1 (ATTEMPT_DIR)
+                hpsearch_attempt.json  its number and worker placement group (ATTEMPT_FILE)
+                rank-<R>.log    rank R's stdout and stderr while its loop ran (RANK_LOG)
+                rank-<R>.json   rank R's progress: started, reports, in a report, ended (RANK_PROGRESS)
         hpsearch_missing_metric.json  the metric a run of the trial missed    (MISSING_METRIC_FILE)
         hpsearch_lineage.jsonl  pbt/pb2: one line per exploit (donor, epoch, configs) (LINEAGE_FILE)
         pbt-<donor>-e<epoch>/   pbt/pb2: the run that continued from a donor's checkpoint
@@ -43,9 +49,17 @@ __all__ = [
     "RAY_SESSION_FILE",
     "REPORT_NAME",
     "TRAIN_RUNS_DIR",
+    "CHECK_SUFFIX",
+    "CHECK_FILE",
     "HISTORY_FILE",
     "CONTROLLER_FILE",
     "WORKER_GROUP_FILE",
+    "LOGS_DIR",
+    "CONTROLLER_LOG",
+    "ATTEMPT_DIR",
+    "ATTEMPT_FILE",
+    "RANK_LOG",
+    "RANK_PROGRESS",
     "MISSING_METRIC_FILE",
     "LINEAGE_FILE",
     "START_FILE",
@@ -104,6 +118,11 @@ RAY_LOGS_FILE: Final = "hpsearch_ray_logs.jsonl"
 RAY_SESSION_FILE: Final = "hpsearch_ray_session.json"
 #: The report's default file name, without its suffix (``.html`` or ``.md``).
 REPORT_NAME: Final = "hpsearch_report"
+#: ``hpsearch check`` writes only in ``<storage_path>/<name>.check``: the experiment folder's name and this.
+CHECK_SUFFIX: Final = ".check"
+#: In the check's folder: its verdicts and measured times (start-up, per report, teardown), read by
+#: ``hpsearch plan --estimate``.
+CHECK_FILE: Final = "hpsearch_check.json"
 #: Folder, inside the experiment folder, that holds every trial's nested Train run (``train/<trial_id>/``).
 TRAIN_RUNS_DIR: Final = "train"
 #: Every report Tune was sent for a trial, one JSON line each, in ``train/<trial_id>/``.
@@ -114,6 +133,23 @@ CONTROLLER_FILE: Final = "hpsearch_controller.json"
 #: Written into ``train/<trial_id>/`` by rank 0 of the nested run when its loop starts: the workers'
 #: placement group, so a reused trial actor can wait until the run's workers are gone.
 WORKER_GROUP_FILE: Final = "hpsearch_worker_group.json"
+#: Folder, in ``train/<trial_id>/``, of the trial's logs: the controller's, and one folder per attempt.
+LOGS_DIR: Final = "logs"
+#: In ``logs/``: the Train controller's stdout and stderr (Ray Train's warnings, its errors), each run
+#: of the controller appended after a header line.
+CONTROLLER_LOG: Final = "controller.log"
+#: In ``logs/``: one folder per start of the trial's worker group (an attempt), numbered from 1
+#: (``attempt-1``): a worker-group restart, a Tune retry, a resume and an elastic resize each start one.
+ATTEMPT_DIR: Final = "attempt-{n}"
+#: In an attempt's folder: its number, its worker placement group (how its ranks agree on the
+#: number), its world size and when it started. The folder appears with it, whole.
+ATTEMPT_FILE: Final = "hpsearch_attempt.json"
+#: In an attempt's folder: rank R's stdout and stderr (file descriptors 1 and 2, so C-level output
+#: too) while its loop ran, and the traceback of an error its loop raised.
+RANK_LOG: Final = "rank-{rank}.log"
+#: In an attempt's folder: rank R's progress (started, reports completed, inside a report, how its
+#: loop ended), replaced whole at each change.
+RANK_PROGRESS: Final = "rank-{rank}.json"
 #: Written into ``train/<trial_id>/`` by the trial driver when a run of the trial reported without the
 #: search's metric: which search (a token per ``run``/``resume``) and what was missing, so that Tune's
 #: retries of the trial in the same search fail at once instead of running the loop again.

@@ -3,8 +3,9 @@
 What it holds: the trial counts, the best trial, the wall time, the budget that ended
 the search and the resource-hours (in total, and per trial in the table of every trial),
 what early stopping saved; every plot of :mod:`hpsearch.plots`; with several objectives the
-Pareto front (its plot and a table of its trials); the best trials table; the errors;
-every trial; the spec and the resource plan. The HTML embeds its plots (base64 PNG) and
+Pareto front (its plot and a table of its trials); the best trials table; the errors (each
+with the log of the rank it came from); every trial; every trial's logs (its latest attempt's
+rank logs and its controller's, linked relative to the report); the spec and the resource plan. The HTML embeds its plots (base64 PNG) and
 its style, so the one file can be mailed or attached to a ticket.
 
 Example:
@@ -20,6 +21,7 @@ import html
 import io
 import json
 import os
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from hpsearch import analysis as an
 from hpsearch._version import __version__
 from hpsearch.analysis import Results, best_trials, load_results
 from hpsearch.analysis._load import RESOURCE_HOURS_PREFIX
+from hpsearch.experiment import files
 from hpsearch.experiment.layout import ERRORED, PLAN_FILE, REPORT_NAME, SPEC_FILE, STOPPED, TUNE_ERROR_FILE
 from hpsearch.formatting import cell, duration, number, plural
 from hpsearch.planning.planner import fmt_resources
@@ -39,7 +42,16 @@ from hpsearch.results import plots
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["write_report", "render_html", "render_markdown", "report_figures", "REPORT_NAME", "FORMATS"]
+__all__ = [
+    "write_report",
+    "render_html",
+    "render_markdown",
+    "report_figures",
+    "trial_logs",
+    "TrialLogs",
+    "REPORT_NAME",
+    "FORMATS",
+]
 
 FORMATS = ("html", "md")
 _DPI = 110
@@ -79,7 +91,7 @@ def write_report(
     path.parent.mkdir(parents=True, exist_ok=True)
     figures = report_figures(results)
     if fmt == "html":
-        path.write_text(render_html(results, figures), encoding="utf-8")
+        path.write_text(render_html(results, figures, base=path.parent), encoding="utf-8")
         return path
     images = {}
     for fig in figures:
@@ -87,7 +99,7 @@ def write_report(
             image = path.with_name(f"{path.stem}_{fig.key}.png")
             image.write_bytes(fig.png)
             images[fig.key] = image.name
-    path.write_text(render_markdown(results, figures, images), encoding="utf-8")
+    path.write_text(render_markdown(results, figures, images, base=path.parent), encoding="utf-8")
     return path
 
 
@@ -408,6 +420,46 @@ def _errors(results: Results) -> list[dict[str, str]]:
     ]
 
 
+@dataclass
+class TrialLogs:
+    """A trial's logs as the report links them: its latest attempt's rank logs and its controller's."""
+
+    trial_id: str
+    attempt: int | None  # the latest attempt's number; None: no attempt recorded (only a controller log)
+    attempts: int
+    folder: str | None  # the latest attempt's folder, relative to the report
+    ranks: list[tuple[int, str]]  # (rank, its log relative to the report), the ranks that started
+    controller: str | None  # the controller's log relative to the report, when there is one
+
+
+def _relative(target: Path, base: Path) -> str:
+    return Path(os.path.relpath(target, base)).as_posix()
+
+
+def trial_logs(results: Results, base: Path | None = None) -> dict[str, TrialLogs]:
+    """Each trial's logs (trial id -> :class:`TrialLogs`), paths relative to ``base`` (the report's folder;
+    default the experiment folder). Trials that kept none are left out."""
+    base = Path(base) if base is not None else results.experiment_dir
+    out = {}
+    for trial_id in results.trials["trial_id"]:
+        folder = files.run_dir(results.experiment_dir, str(trial_id))
+        attempts = files.read_rank_progress(folder)
+        controller = files.controller_log(folder)
+        has_controller = controller.is_file()
+        if not attempts and not has_controller:
+            continue
+        latest = attempts[-1] if attempts else None
+        out[str(trial_id)] = TrialLogs(
+            trial_id=str(trial_id),
+            attempt=latest.attempt if latest is not None else None,
+            attempts=len(attempts),
+            folder=_relative(latest.folder, base) if latest is not None else None,
+            ranks=[(r.rank, _relative(r.log, base)) for r in latest.ranks if r.log is not None] if latest else [],
+            controller=_relative(controller, base) if has_controller else None,
+        )
+    return out
+
+
 def _plan_lines(plan: dict[str, Any] | None) -> list[str]:
     if not plan:
         return []
@@ -467,10 +519,39 @@ details summary { cursor: pointer; color: var(--accent); margin: 6px 0; }
 """
 
 
-def render_html(results: Results, figures: list[Figure]) -> str:
-    """The report as one self-contained HTML page."""
+def _href(path: str) -> str:
+    return html.escape(urllib.parse.quote(path), quote=True)
+
+
+def _logs_html(logs: TrialLogs) -> str:
+    """A trial's logs as links: its latest attempt's folder, each rank's log, the controller's log."""
+    e = html.escape
+    parts = []
+    if logs.folder is not None:
+        parts.append(f"<a href='{_href(logs.folder + '/')}'>attempt-{logs.attempt}/</a>:")
+        parts += [f"<a href='{_href(log)}'>rank {rank}</a>" for rank, log in logs.ranks]
+    if logs.controller is not None:
+        parts.append(f"<a href='{_href(logs.controller)}'>{e('controller')}</a>")
+    return " ".join(parts)
+
+
+def _failing_log(logs: TrialLogs | None, error: str) -> tuple[str, str] | None:
+    """The log an errored trial's error came from, as (text, relative path): the rank its line names
+    (``(rank 1; its log: ...)``), else the latest attempt's folder."""
+    if logs is None or logs.folder is None:
+        return None
+    for rank, log in logs.ranks:
+        if f"(rank {rank}; its log: " in error:
+            return f"the log of rank {rank}", log
+    return f"the logs of attempt {logs.attempt}", logs.folder + "/"
+
+
+def render_html(results: Results, figures: list[Figure], *, base: Path | None = None) -> str:
+    """The report as one self-contained HTML page; its links to the logs are relative to ``base`` (the
+    folder the page is written to; default the experiment folder)."""
 
     e = html.escape
+    logs = trial_logs(results, base)
     best = results.best
     out = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
@@ -532,11 +613,13 @@ def render_html(results: Results, figures: list[Figure]) -> str:
         out.append(
             "<div class='scroll'><table><tr><th>trial</th><th class='t'>error (and the file with its traceback)</th></tr>"
         )
-        out += [
-            f"<tr><td>{e(x['trial_id'])}</td><td class='t wrap'><span class='err'>{e(x['error'])}</span><br>"
-            f"<code class='muted'>{e(x['file'])}</code></td></tr>"
-            for x in errors
-        ]
+        for x in errors:
+            log = _failing_log(logs.get(x["trial_id"]), x["error"])
+            link = f" &middot; <a href='{_href(log[1])}'>{e(log[0])}</a>" if log else ""
+            out.append(
+                f"<tr><td>{e(x['trial_id'])}</td><td class='t wrap'><span class='err'>{e(x['error'])}</span><br>"
+                f"<code class='muted'>{e(x['file'])}</code>{link}</td></tr>"
+            )
         out.append("</table></div>")
     else:
         out.append("<p class='muted'>No trial errored.</p>")
@@ -545,8 +628,20 @@ def render_html(results: Results, figures: list[Figure]) -> str:
         "<details><summary>show the table</summary>",
         _table_html(_trials_table(results), results, mark_best=True),
         "</details>",
-        "<h2>Spec and plan</h2>",
     ]
+    if logs:
+        out += [
+            f"<h2>Logs ({len(logs)} trials)</h2>",
+            "<details><summary>each trial's latest attempt: every rank's output, and the controller's</summary>",
+            "<div class='scroll'><table><tr><th class='t'>trial</th><th>attempt</th><th class='t'>logs</th></tr>",
+            *(
+                f"<tr><td>{e(t.trial_id)}</td><td>{'-' if t.attempt is None else f'{t.attempt} of {t.attempts}'}</td>"
+                f"<td class='t'>{_logs_html(t)}</td></tr>"
+                for t in logs.values()
+            ),
+            "</table></div></details>",
+        ]
+    out.append("<h2>Spec and plan</h2>")
     plan_lines = _plan_lines(results.plan)
     if plan_lines:
         out.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in plan_lines) + "</ul>")
@@ -600,8 +695,12 @@ def _table_html(table: pd.DataFrame, results: Results, *, mark_best: bool = Fals
 # ----------------------------------------------------------------------------- Markdown
 
 
-def render_markdown(results: Results, figures: list[Figure], images: dict[str, str]) -> str:
-    """The report as Markdown; ``images`` maps a figure's key to its PNG's path relative to the report."""
+def render_markdown(
+    results: Results, figures: list[Figure], images: dict[str, str], *, base: Path | None = None
+) -> str:
+    """The report as Markdown; ``images`` maps a figure's key to its PNG's path relative to the report,
+    and its links to the logs are relative to ``base`` (the report's folder; default the experiment folder)."""
+    logs = trial_logs(results, base)
     lines = [
         f"# {results.name}",
         "",
@@ -641,16 +740,28 @@ def render_markdown(results: Results, figures: list[Figure], images: dict[str, s
     lines += ["", f"## {_best_title(results)}", "", _table_md(_best_table(results))]
     errors = _errors(results)
     lines += ["", f"## Errors ({len(errors)})", ""]
-    lines += [f"- `{x['trial_id']}`: {x['error']} (`{x['file']}`)" for x in errors] or ["No trial errored."]
-    lines += [
-        "",
-        f"## All trials ({len(results.trials)})",
-        "",
-        _table_md(_trials_table(results)),
-        "",
-        "## Spec and plan",
-        "",
-    ]
+    for x in errors:
+        log = _failing_log(logs.get(x["trial_id"]), x["error"])
+        link = f"; [{log[0]}](<{log[1]}>)" if log else ""
+        lines.append(f"- `{x['trial_id']}`: {x['error']} (`{x['file']}`{link})")
+    if not errors:
+        lines.append("No trial errored.")
+    lines += ["", f"## All trials ({len(results.trials)})", "", _table_md(_trials_table(results))]
+    if logs:
+        lines += [
+            "",
+            f"## Logs ({len(logs)} trials)",
+            "",
+            "Each trial's latest attempt: every rank's output, and the controller's.",
+            "",
+        ]
+        for t in logs.values():
+            links = [f"[attempt-{t.attempt}/](<{t.folder}/>):"] if t.folder is not None else []
+            links += [f"[rank {rank}](<{log}>)" for rank, log in t.ranks]
+            links += [f"[controller](<{t.controller}>)"] if t.controller is not None else []
+            of = f" (attempt {t.attempt} of {t.attempts})" if t.attempt is not None else ""
+            lines.append(f"- `{t.trial_id}`{of}: " + " ".join(links))
+    lines += ["", "## Spec and plan", ""]
     lines += [f"- {line}" for line in _plan_lines(results.plan)]
     if results.spec:
         lines += ["", "```yaml", yaml.safe_dump(results.spec, sort_keys=False).rstrip(), "```"]

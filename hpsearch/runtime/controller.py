@@ -14,8 +14,11 @@ In the controller, for each report:
 - the report is checked to hold the search's metrics, and under pbt/pb2 a checkpoint;
 - it is forwarded to Tune and appended to the trial's history file.
 
-At the first report, the controller records itself for
-:class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`.
+As the callback arrives in the controller's process (unpickled there), the controller records
+itself for :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper` and for the trial driver's
+watchdog (:class:`hpsearch.runtime.rank_watch.Watchdog`, which ends a run whose ranks hang), and its
+output is copied into the trial's ``logs/controller.log`` (:func:`hpsearch.runtime.rank_watch.keep_controller_output`).
+It records itself again at the first report.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from hpsearch.experiment.layout import EPOCH
 from hpsearch.experiment.metrics import flat_metrics, has_metric  # has_metric: Tune's lookup (a/b in {"a": {"b": ...}})
 from hpsearch.runtime import ray_workarounds
 from hpsearch.runtime.aggregate import aggregate_metrics
+from hpsearch.runtime.rank_watch import keep_controller_output
 from hpsearch.spec import Aggregate
 
 __all__ = ["CheckpointRules", "aggregating_callback", "checkpoint_problem"]
@@ -92,6 +96,12 @@ def aggregating_callback(
 
     class AggregatingTuneReportCallback(TuneReportCallback):
         reports = 0
+
+        def __setstate__(self, state: dict[str, Any]) -> None:
+            # Unpickled: in the controller's process as it starts (and maybe elsewhere, which changes nothing).
+            self.__dict__.update(state)
+            if keep_controller_output(run_folder):  # its output into the trial's logs/controller.log
+                ray_workarounds.record_controller(run_folder)  # before any worker starts: the watchdog can end it
 
         def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
             if self.reports == 0 and record_controller:  # this runs in the controller: say which process to check on

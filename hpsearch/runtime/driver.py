@@ -22,6 +22,12 @@ Each worker runs the loop wrapped by :mod:`hpsearch.runtime.worker`. A trial who
 a required metric ends with :class:`~hpsearch.errors.MetricNotReportedError`, in one line. The
 error is remembered, so Tune's retries of that trial in this search fail at once.
 
+While ``fit()`` runs, a :class:`~hpsearch.runtime.rank_watch.Watchdog` thread reads the ranks'
+progress records every second. Ranks that reported unequally (one returned while another waits at
+a later report's barrier) end the trial at once, and with ``failure.report_timeout_s`` a trial that
+sent no report for that long: its controller is ended, with its workers, and the trial fails with
+one line (:class:`~hpsearch.runtime.rank_watch.RankHangError`) naming the ranks.
+
 An elastic trial (``scaling.num_workers: {min, max}``) gets Ray's ``ScalingConfig(num_workers=(min,
 max))``. Ray sizes its worker group from what its autoscaling coordinator reserves for it: each
 node's total resources less the requests made before the trial's. Tune's trial drivers are not
@@ -52,6 +58,7 @@ from hpsearch.runtime.datasets import build_for_trial, data_config
 from hpsearch.runtime.env import apply_trial_defaults
 from hpsearch.runtime.internals import controller_failure, hold_in_coordinator, torch_config_with_worker_setup
 from hpsearch.runtime.node_check import pin_worker_interface
+from hpsearch.runtime.rank_watch import Watchdog
 from hpsearch.runtime.worker import worker_loop
 from hpsearch.spec import Aggregate, Failure, Scaling
 
@@ -168,12 +175,15 @@ def run_nested(
         **fed,
     )
     reuse.claim(generation)  # leave if a later trial took this actor while this one was setting up
+    watchdog = Watchdog(trial_folder, failure.report_timeout_s)  # ranks that report unequally, or stall
     try:
-        trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
+        with watchdog:
+            trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
         reuse.claim(generation)
         if record_controller:  # the work-arounds are on, so Tune must take the last report first (bug 3)
             ray_workarounds.wait_for_forwarded_reports()
     except Exception as err:
+        watchdog.raise_verdict()  # the watchdog ended the run: its one line is the trial's error
         cause = controller_failure(err)  # the error the callback raised, from inside a ControllerError
         if isinstance(cause, CheckpointNotReportedError):
             raise cause from None  # one line, not Ray's wrapper around it

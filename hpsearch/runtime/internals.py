@@ -58,6 +58,7 @@ __all__ = [
     "DriverSession",
     "add_trainable_mixin",
     "wrap_worker_reports",
+    "watch_worker_reports",
     "controller_failure",
     "loopback_flag",
     "set_driver_error_printing",
@@ -488,8 +489,15 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(
         key="train-worker-report",
         relies_on="ray.train.v2._internal.execution.train_fn_utils: get_train_fn_utils().report(metrics, ...)",
-        feature="reports made plain Python on the workers (tensors and NumPy scalars)",
-        without_it="a loop that reports a tensor fails its trial (the controller still converts NumPy values)",
+        feature=(
+            "reports made plain Python on the workers (tensors and NumPy scalars); each rank's reports counted "
+            "(its progress record), which ends a trial whose ranks report unequally or stall"
+        ),
+        without_it=(
+            "a loop that reports a tensor fails its trial (the controller still converts NumPy values); the ranks' "
+            "records count no reports, so a rank that skips a report hangs its trial and failure.report_timeout_s "
+            "ends no stall (every rank's log is still kept)"
+        ),
         public="none: ray.train.report validates before any user hook",
         on_missing="warn",
         check=_check_worker_report,
@@ -940,6 +948,41 @@ def wrap_worker_reports(transform: Callable[[Any], dict[str, Any]]) -> bool:
 
 
 _WRAPPED_WORKER_UTILS: set[int] = set()
+
+
+def watch_worker_reports(entered: Callable[[], None], left: Callable[[bool], None]) -> bool:
+    """In a Train worker: call ``entered()`` as each ``ray.train.report`` starts, and ``left(ok)`` as it
+    returns (``ok``) or raises; hooks given again replace the earlier ones.
+
+    The same internal as :func:`wrap_worker_reports` (``train-worker-report``): the process's
+    ``TrainFnUtils.report``, which every ``ray.train.report`` goes through. Returns ``False`` when the
+    internal is missing or this is not a Train worker.
+    """
+    utils = _train_fn_utils("train-worker-report")
+    if utils is None:
+        return False
+    hooks = _REPORT_HOOKS.get(id(utils))
+    _REPORT_HOOKS[id(utils)] = (entered, left)
+    if hooks is not None:
+        return True
+    report = utils.report
+    key = id(utils)
+
+    def watched_report(*args: Any, **kwargs: Any) -> None:
+        before, after = _REPORT_HOOKS[key]
+        before()
+        try:
+            report(*args, **kwargs)
+        except BaseException:
+            after(False)
+            raise
+        after(True)
+
+    utils.report = watched_report  # on this process's instance only
+    return True
+
+
+_REPORT_HOOKS: dict[int, tuple[Callable[[], None], Callable[[bool], None]]] = {}
 
 
 def _train_fn_utils(key: str) -> Any | None:

@@ -33,11 +33,13 @@ from typing import Any
 from ray.tune import Callback
 
 from hpsearch import messages
-from hpsearch.experiment.files import Outcome, append_outcome, record_trial_run
+from hpsearch.experiment.files import Outcome, append_outcome, read_rank_progress, record_trial_run, run_dir
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, TrialStatus
 from hpsearch.experiment.metrics import report_epoch as last_epoch  # the shared epoch rule, by the name callers use
+from hpsearch.experiment.ranks import STALLED_PREFIX, UNEQUAL_PREFIX, rank_note
 from hpsearch.experiment.tracebacks import short_error
 from hpsearch.runtime.budget import resources_from_folder
+from hpsearch.runtime.rank_watch import RankHangError
 
 __all__ = ["OutcomeRecorder", "last_epoch"]
 
@@ -122,9 +124,21 @@ class OutcomeRecorder(Callback):
                 note = self.error_note(trial.trial_id)
             except Exception:  # noqa: BLE001 - the note is a courtesy; never fail the search over it
                 pass
-        self._record(trial, ERRORED, note + _error_line(trial))
+        line, text = _error_line(trial)
+        self._record(trial, ERRORED, note + line + self._rank_note(trial.trial_id, text, line))
 
     # -- helpers
+    def _rank_note(self, trial_id: str, text: str, line: str) -> str:
+        """`` (rank 1; its log: <path>)``: the rank the error came from and its log, read from the
+        trial's rank records (the latest attempt's); for a hang, the attempt's logs folder."""
+        if self.experiment_dir is None:
+            return ""
+        try:
+            attempts = read_rank_progress(run_dir(self.experiment_dir, trial_id))
+            return rank_note(attempts, text, hang=line.startswith((UNEQUAL_PREFIX, STALLED_PREFIX)))
+        except Exception:  # noqa: BLE001 - the note is a courtesy; never fail the search over it
+            return ""
+
     def _budget_spent(self, result: dict[str, Any]) -> bool:
         if self.budget is None:
             return False
@@ -182,19 +196,34 @@ class OutcomeRecorder(Callback):
 _PAUSED = "PAUSED"
 
 
-def _error_line(trial: Any) -> str:
-    """The line that says why a trial errored: from Tune's error object, else from its error.txt."""
+def _error_line(trial: Any) -> tuple[str, str]:
+    """The line that says why a trial errored, and the whole text it is from: Tune's error object, else
+    the trial's error.txt."""
     error = None
     try:
         error = trial.get_pickled_error() or trial.get_error()
     except Exception:  # noqa: BLE001 - the message is a courtesy; never fail the search over it
         pass
-    return short_error(error) or _error_file_line(trial)
+    line, text = short_error(error), str(error) if error is not None else ""
+    if not line:  # Tune holds no error object for it yet
+        try:
+            text = (Path(trial.local_path) / TUNE_ERROR_FILE).read_text(encoding="utf-8")
+        except (OSError, TypeError):
+            text = ""
+        line = short_error(text)
+    return _own_line(line, text), text
 
 
-def _error_file_line(trial: Any) -> str:
-    """The error line of the trial's error.txt, when Tune holds no error object for it yet."""
-    try:
-        return short_error((Path(trial.local_path) / TUNE_ERROR_FILE).read_text(encoding="utf-8"))
-    except (OSError, TypeError):
-        return ""
+#: How the error of a trial whose ranks hung reads in a traceback: its class, then its own line.
+_HANG = f"{RankHangError.__name__}: "
+
+
+def _own_line(line: str, text: str = "") -> str:
+    """A hang's line as the driver wrote it (``stalled: ...``), whole: without the exception's name before
+    it, and not cut to the length of other errors' lines (it names every rank)."""
+    at = line.find(_HANG)
+    if at < 0 or not line[at + len(_HANG) :].startswith((UNEQUAL_PREFIX, STALLED_PREFIX)):
+        return line
+    own = [ln[ln.find(_HANG) + len(_HANG) :].strip() for ln in text.splitlines() if _HANG in ln]
+    whole = [ln for ln in own if ln.startswith((UNEQUAL_PREFIX, STALLED_PREFIX))]
+    return whole[-1] if whole else line[at + len(_HANG) :]

@@ -7,8 +7,11 @@ its own, nothing of the search process. The function it returns is a closure ove
 loop alone.
 
 In the worker, rank 0 records the run's worker placement group for a reused trial actor
-(:func:`hpsearch.runtime.reuse.record_worker_group`). Every report is made plain Python before
-Ray sees it (:func:`plain_reports`). The loop's return value is dropped.
+(:func:`hpsearch.runtime.reuse.record_worker_group`). Every rank keeps its log and its progress
+(reports entered and completed, how its loop ended) in its attempt's folder of the trial's
+``logs/`` (:class:`hpsearch.runtime.rank_watch.RankRecord`), which the trial driver watches for
+unequal reports and stalls. Every report is made plain Python before Ray sees it
+(:func:`plain_reports`). The loop's return value is dropped.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from hpsearch.runtime import reuse, transplant
 from hpsearch.runtime.aggregate import plain_metrics
 from hpsearch.runtime.internals import wrap_worker_reports
+from hpsearch.runtime.rank_watch import RankRecord
 
 __all__ = ["worker_loop", "plain_reports"]
 
@@ -27,8 +31,10 @@ __all__ = ["worker_loop", "plain_reports"]
 def worker_loop(train_loop: Callable[..., Any], run_folder: str | None = None) -> Callable[..., None]:
     """The user's loop as each Train worker runs it: reports made plain, the return value dropped.
 
-    With ``run_folder``, rank 0 records the run's worker placement group there first
-    (:func:`hpsearch.runtime.reuse.record_worker_group`).
+    With ``run_folder`` (the trial's ``train/<trial_id>/``), rank 0 records the run's worker
+    placement group there first (:func:`hpsearch.runtime.reuse.record_worker_group`), and every
+    rank keeps its output and progress in the folder's ``logs/attempt-<N>/`` while its loop runs
+    (:class:`hpsearch.runtime.rank_watch.RankRecord`; an error the loop raises ends its log).
 
     The loop keeps its arity. Ray Train calls a loop that has a required parameter with the
     config, and a loop without one with nothing. The loop's return value would travel to the
@@ -39,11 +45,20 @@ def worker_loop(train_loop: Callable[..., Any], run_folder: str | None = None) -
         return train_loop  # Ray Train refuses it with its own message
 
     def hpsearch_worker(*args: dict[str, Any]) -> None:  # a *args counts as one: Ray Train passes the config
+        record = None
         if run_folder is not None:
             reuse.record_worker_group(run_folder)
+            record = RankRecord.start(run_folder)
         transplant.take_over()  # a run from a donor's checkpoint (pbt/pb2): the loop sees it as its own
         plain_reports()
-        train_loop(*args[:required])
+        try:
+            train_loop(*args[:required])
+        except BaseException as err:
+            if record is not None:
+                record.end(err)
+            raise
+        if record is not None:
+            record.end()
 
     return hpsearch_worker
 

@@ -430,6 +430,11 @@ class Failure(StrictModel):
     #: may wait for a node the autoscaler starts, in place of ``worker_start_timeout_s`` when longer.
     #: 900 s is how long Ray's own autoscaler waits for a node to start (``AUTOSCALER_NODE_START_WAIT_S``).
     node_start_timeout_s: PositiveFloat = 900.0
+    #: A trial that sends no report for this long is ended and recorded as stalled, naming the ranks
+    #: that reached the report in progress and those that did not. Off (``None``) by default: a long
+    #: first epoch or a long evaluation every few epochs must never be killed. Ranks that end their
+    #: loops having reported unequally fail their trial at once, whatever this says.
+    report_timeout_s: PositiveFloat | None = None
 
     def start_timeout_s(self, autoscaling: bool) -> float:
         """The worker-group start timeout a trial gets: longer on an autoscaling cluster, to let a node boot."""
