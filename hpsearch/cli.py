@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -22,14 +23,16 @@ from hpsearch import messages
 from hpsearch.analysis import best_trials_table, load_results, pareto_front_table
 from hpsearch.analysis._missing_metric import missing_metric_message
 from hpsearch.errors import HpsearchError, PlanError
-from hpsearch.experiment.files import experiment_spec, read_ray_logs
-from hpsearch.experiment.layout import ENDED, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, flatten_config
+from hpsearch.experiment.check import DEFAULT_CHECK_REPORT_TIMEOUT_S, check_folder
+from hpsearch.experiment.files import experiment_spec, read_check, read_ray_logs
+from hpsearch.experiment.layout import CHECK_FILE, ENDED, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, flatten_config
 from hpsearch.formatting import cell, plural, text_table
 from hpsearch.planning.autoscale import plan_autoscaling
 from hpsearch.planning.cluster_shape import cluster_text, nodes_at, parse_node_groups
+from hpsearch.planning.estimate import Estimate, Timing, epochs_for, estimate, timing_from, workload_for
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.rayjob import KUBERAY_SINCE, job_name, rayjob_manifest, rayjob_plan
-from hpsearch.planning.render import describe_groups, render_autoscaling, render_plan
+from hpsearch.planning.render import describe_groups, render_autoscaling, render_estimate, render_plan
 from hpsearch.results.optuna_export import to_optuna_study
 from hpsearch.results.report import write_report
 from hpsearch.spec import Scaling, check_storage, load_spec, total_trials, varying_params
@@ -42,6 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: The options of ``plan --estimate`` (their argparse dests): given without --estimate, each is refused.
+_ESTIMATE_OPTIONS = ("epoch_time", "startup", "teardown", "epochs")
 #: The options of ``plan --emit rayjob`` (their argparse dests): given without --emit, each is refused.
 _RAYJOB_OPTIONS = ("image", "storage_pvc", "namespace", "auth_token", "pre_running_deadline", "fs_group")
 VERBOSE_HELP = (
@@ -81,6 +86,53 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = _load(args)
     result = run(spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose, cluster=args.cluster)
     return _report_search(spec, result.summary)
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run one trial of the spec at its own scale (2 workers at least) for a few reports, cut it, restore it,
+    and say whether every rank reported, the metric arrived, a checkpoint was written and restored.
+
+    The trial takes the first point of the space (each choice's first value, each range's low end) or the
+    --set values. Everything is written under <storage_path>/<name>.check, including the measured start-up,
+    per-report and teardown times that `hpsearch plan SPEC --estimate` reads. Exit 0 when every check
+    passes, 1 when one fails.
+    """
+    # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
+    from hpsearch.runtime.check import check, failed_lines
+
+    spec = _load(args)
+    setup, report = check(
+        spec,
+        reports=args.reports,
+        address=args.address,
+        verbose=args.verbose,
+        report_timeout_s=args.report_timeout,
+    )
+    print(
+        f"check of {args.spec} ({plural(setup.workers, 'worker')}, {plural(setup.reports, 'report')}, then a restore):"
+    )
+    for verdict in report.verdicts:
+        print(verdict.line())
+    for line in failed_lines(report):
+        print(line)
+    print(report.measured.line())
+    print(f"written: {setup.folder / CHECK_FILE} (read by `hpsearch plan {args.spec} --estimate`)")
+    if report.ok:
+        print("check passed")
+        return EXIT_OK
+    print(f"check failed: {', '.join(v.name for v in report.failed())}")
+    return EXIT_FAILED
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -151,15 +203,24 @@ def _errors_table(errored: Sequence[TrialOutcome], varying: Sequence[str]) -> st
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Show how many trials of a spec run at once, where, and what stays idle, without starting any trial."""
+    """Show how many trials of a spec run at once, where, and what stays idle, without starting any trial.
+
+    With --estimate, also predict the search's wall time and resource-hours on those trials at once: a
+    simulation of the schedule from `hpsearch check`'s measurements (or --epoch-time and --startup).
+    """
+    if not args.estimate and any(vars(args)[dest] is not None for dest in _ESTIMATE_OPTIONS):
+        raise PlanError("--epoch-time, --startup, --teardown and --epochs are options of --estimate")
+    if args.estimate and args.emit:
+        raise PlanError("--estimate adds to the plan and --emit rayjob writes a RayJob instead of it: give one of them")
     if args.emit or any(vars(args)[dest] is not None and vars(args)[dest] is not False for dest in _RAYJOB_OPTIONS):
         return _emit_rayjob(args)
 
     spec = _load(args)
+    timing = _estimate_inputs(spec, args) if args.estimate else None  # before Ray: a missing input fails at once
     if args.cluster:
         groups = parse_node_groups(args.cluster)
         if any(g.autoscaling for g in groups):  # min..max counts: the plan at both sizes, and per extra node
-            return _plan_autoscaling(spec, groups, args.format)
+            return _plan_autoscaling(spec, groups, args.format, timing=timing, epochs=args.epochs)
         nodes = nodes_at(groups)
         where = "the described cluster"
     else:
@@ -176,37 +237,68 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 ray.shutdown()
         where = f"the cluster at {args.address}" if args.address else "this machine"
     plan = plan_for(spec, nodes)
+    est = estimate(workload_for(spec, plan, epochs=args.epochs), timing) if timing is not None else None
     if args.format == "json":
-        print(json.dumps({"name": spec.name, "total_trials": total_trials(spec), **plan.as_dict()}, indent=2))
+        out = {"name": spec.name, "total_trials": total_trials(spec), **plan.as_dict()}
+        print(json.dumps({**out, "estimate": est.as_dict()} if est is not None else out, indent=2))
     else:
         title = f"Plan for {spec.name} on {where} ({plural(len(nodes), 'node')})"
         print(render_plan(plan, title=title, total_trials=total_trials(spec)))
+        if est is not None:
+            print("\n" + render_estimate(est, title=_estimate_title(spec, est, "")))
     return EXIT_OK
 
 
-def _plan_autoscaling(spec: Spec, groups: Sequence[NodeGroup], fmt: str) -> int:
-    """``plan --cluster`` with ``min..max`` counts: the plan at the minimum and maximum sizes, and per extra node."""
+def _estimate_inputs(spec: Spec, args: argparse.Namespace) -> Timing:
+    """``plan --estimate``'s trial costs: ``hpsearch check``'s measurements, each overridden by its flag; and
+    the epochs per trial checked to be known (exit 2 at once, before Ray starts, when either is missing)."""
+    folder = check_folder(spec.experiment_dir)
+    timing = timing_from(
+        read_check(folder),
+        check_file=str(folder / CHECK_FILE),
+        spec_arg=args.spec,
+        epoch_s=args.epoch_time,
+        startup_s=args.startup,
+        teardown_s=args.teardown,
+        workers=spec.scaling.largest().planned_workers,
+    )
+    epochs_for(spec, args.epochs)
+    return timing
+
+
+def _estimate_title(spec: Spec, est: Estimate, where: str) -> str:
+    w = est.workload
+    return f"Estimate for {spec.name}{where}: {plural(w.trials, 'trial')}, {est.slots} at once, scheduler {w.scheduler}"
+
+
+def _plan_autoscaling(
+    spec: Spec, groups: Sequence[NodeGroup], fmt: str, *, timing: Timing | None = None, epochs: int | None = None
+) -> int:
+    """``plan --cluster`` with ``min..max`` counts: the plan at the minimum and maximum sizes, and per extra node;
+    with ``timing`` (``--estimate``), the estimate at the maximum size."""
 
     plan = plan_autoscaling(spec, groups)
+    est = estimate(workload_for(spec, plan.at_max, epochs=epochs), timing) if timing is not None else None
     if fmt == "json":
         shape = cluster_text(plan.groups)  # as --cluster reads it back
-        print(
-            json.dumps(
-                {
-                    "name": spec.name,
-                    "total_trials": total_trials(spec),
-                    "cluster": shape,
-                    "autoscaling": plan.as_dict(),
-                },
-                indent=2,
-            )
-        )
+        out = {
+            "name": spec.name,
+            "total_trials": total_trials(spec),
+            "cluster": shape,
+            "autoscaling": plan.as_dict(),
+        }
+        if est is not None:
+            out["estimate"] = {"at_size": "max", **est.as_dict()}
+        print(json.dumps(out, indent=2))
     else:
         title = (
             f"Plan for {spec.name} on the described autoscaling cluster {describe_groups(plan)} "
             f"({plan.min_nodes} to {plan.max_nodes} nodes)"
         )
         print(render_autoscaling(plan, title=title, total_trials=total_trials(spec)))
+        if est is not None:
+            where = f" at the maximum size ({plan.max_nodes} nodes; the nodes' own start-up not counted)"
+            print("\n" + render_estimate(est, title=_estimate_title(spec, est, where)))
     return EXIT_OK
 
 
@@ -299,6 +391,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _seconds(*, above_zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds, at least 0 (or above 0)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or (above_zero and value == 0):
+            raise argparse.ArgumentTypeError(
+                f"must be a number of seconds {'above' if above_zero else 'of at least'} 0, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
 class _Subcommands(Protocol):
     """What ``ArgumentParser.add_subparsers`` returns, as used here (argparse keeps its class private)."""
 
@@ -369,6 +478,24 @@ def _parser() -> argparse.ArgumentParser:
         "(e.g. '1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}'): trials wait for the nodes they need instead of being refused",
     )
     spec_command("validate", cmd_validate, "check a spec without starting Ray")
+    check_p = spec_command(
+        "check", cmd_check, "run one small trial of the spec and check the loop (ranks, metric, checkpoint, restore)"
+    )
+    check_p.add_argument(
+        "--reports", type=_positive_int, default=2, metavar="N", help="reports before the cut (default: 2)"
+    )
+    check_p.add_argument(
+        "--address", help="an existing Ray cluster (e.g. 'auto' or 'host:6379'); default: embedded local Ray"
+    )
+    check_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    check_p.add_argument(
+        "--report-timeout",
+        type=float,
+        default=DEFAULT_CHECK_REPORT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="end the trial after this long without a report, when the spec sets no failure.report_timeout_s "
+        f"(default: {DEFAULT_CHECK_REPORT_TIMEOUT_S:g})",
+    )
     resume_p = sub.add_parser("resume", help="continue an interrupted search", description=cmd_resume.__doc__)
     resume_p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the experiment folder (<storage_path>/<name>)")
     resume_p.add_argument(
@@ -395,6 +522,30 @@ def _parser() -> argparse.ArgumentParser:
         "(memory in GB; the first node is the head) or a YAML file listing nodes",
     )
     plan_p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    est = plan_p.add_argument_group("estimate (each flag overrides the figure `hpsearch check SPEC` measured)")
+    est.add_argument(
+        "--estimate",
+        action="store_true",
+        help="also predict the search's wall time and resource-hours on the planned trials at once: a simulation "
+        "of its schedule (the scheduler's decisions, the budget) from `hpsearch check SPEC`'s measurements, "
+        "or --epoch-time and --startup; no trial runs",
+    )
+    est.add_argument("--epoch-time", type=_seconds(above_zero=True), metavar="SECONDS", help="seconds per epoch")
+    est.add_argument(
+        "--startup", type=_seconds(), metavar="SECONDS", help="seconds from a trial's start to its first epoch's start"
+    )
+    est.add_argument(
+        "--teardown",
+        type=_seconds(),
+        metavar="SECONDS",
+        help="seconds from a trial's last report to its slot being free",
+    )
+    est.add_argument(
+        "--epochs",
+        type=_positive_int,
+        metavar="N",
+        help="epochs per trial (default: the spec's search_space.epochs; asha and hyperband: else max_t)",
+    )
     kube = plan_p.add_argument_group("KubeRay (with --cluster)")
     kube.add_argument(
         "--emit",

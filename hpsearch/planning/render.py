@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hpsearch.formatting import plural, text_table
+from hpsearch.formatting import duration, plural, text_table
 from hpsearch.planning.cluster_shape import cluster_text
 from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
+from hpsearch.spec.budget import format_duration
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.planning.autoscale import AutoscalingPlan
+    from hpsearch.planning.estimate import Estimate, Spread
 
-__all__ = ["render_plan", "render_autoscaling", "describe_groups"]
+__all__ = ["render_plan", "render_autoscaling", "describe_groups", "render_estimate"]
 
 _MAX_ROWS = 20
 
@@ -163,3 +166,124 @@ def render_autoscaling(plan: AutoscalingPlan, *, title: str, total_trials: int |
         lines += ["", "As the autoscaler adds nodes (the other groups at their minimum)"]
         lines += [f"  {g.describe()}" for g in plan.per_node]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the estimate (plan --estimate)
+
+#: The scheduler options the estimate's text names, per scheduler (what shapes its schedule).
+_SCHEDULE_OPTIONS = {
+    "asha": ("grace_period", "reduction_factor", "max_t", "brackets"),
+    "hyperband": ("reduction_factor", "max_t"),
+    "median": ("grace_period", "min_samples_required"),
+    "pbt": ("perturbation_interval", "quantile_fraction", "synch"),
+    "pb2": ("perturbation_interval", "quantile_fraction", "synch"),
+}
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3g} s"
+
+
+def _hours(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _share(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def _spread(spread: Spread, fmt: Callable[[float], str]) -> str:
+    return spread.text(fmt)
+
+
+def render_estimate(est: Estimate, *, title: str | None = None) -> str:
+    """The estimate as ``hpsearch plan --estimate`` prints it under the plan: inputs, wall time, resource-hours,
+    the work the scheduler leaves, whether and when a budget ends the search, and what the model leaves out."""
+    w, t = est.workload, est.timing
+    options = ", ".join(
+        f"{k} {w.options[k]:g}" if isinstance(w.options[k], float) else f"{k} {w.options[k]}"
+        for k in _SCHEDULE_OPTIONS.get(w.scheduler, ())
+        if k in w.options and not (k == "brackets" and w.options[k] == 1)
+    )
+    epochs = "/".join(str(e) for e in w.epochs)
+    lines = [
+        title or f"Estimate: {plural(w.trials, 'trial')}, {est.slots} at once, scheduler {w.scheduler}",
+        f"  inputs          start-up {_seconds(t.startup_s)}, {_seconds(t.epoch_s)} per epoch, "
+        f"teardown {_seconds(t.teardown_s)}"
+        + (f", a restarted run's start-up {_seconds(t.restart_s)}" if t.restore_s is not None else ""),
+        f"                  {t.source}",
+        f"  epochs          {epochs} per trial ({w.epochs_from})" + (f"; {w.scheduler}: {options}" if options else ""),
+        f"  wall time       {_spread(est.wall, duration)}" + _ended(est),
+        "  resource-hours  "
+        + (
+            ", ".join(f"{k} {_spread(s, _hours)}" for k, s in est.resource_hours().items())
+            or "none (a trial holds no resource)"
+        ),
+        f"  work            {_spread(est.epochs, _count)} "
+        + (
+            f"epochs trained ({_count(est.max_epochs)} if no exploit sent a trial back to its donor's epoch)"
+            if w.scheduler in ("pbt", "pb2")
+            else f"of {_count(est.max_epochs)} epochs trained"
+        )
+        + (
+            f"; {_spread(est.stopped_early, _count)} trial(s) stopped early"
+            if w.scheduler in ("asha", "hyperband", "median")
+            else ""
+        )
+        + (f"; {_spread(est.restarts, _count)} restart(s)" if est.restarts.high > 0 else "")
+        + f"; the slots train {_spread(est.utilisation, _share)} of the time",
+    ]
+    budget = _budget_lines(est)
+    lines += [f"  budget          {budget[0]}"] + [f"                  {b}" for b in budget[1:]]
+    stalled = sum(1 for r in est.runs if r.stalled)
+    notes = est.notes() + (
+        [f"in {stalled} of {len(est.runs)} runs the modelled schedule stalled with trials paused for good"]
+        if stalled
+        else []
+    )
+    lines += ["  notes"] + [f"    - {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def _ended(est: Estimate) -> str:
+    """`` (ended by its budget in 14 of 20 runs)`` when a budget ends some of the simulated searches."""
+    ended = sum(1 for r in est.runs if r.ended_by)
+    return f" (ended by its budget in {ended} of {len(est.runs)} runs)" if ended else ""
+
+
+def _budget_lines(est: Estimate) -> list[str]:
+    """One line per modelled budget limit: whether it ends the search, in how many runs, and when."""
+    limits = est.budget()
+    if not limits:
+        return ["none set (budget.max_wall_time, budget.max_resource_hours would be modelled)"]
+    out = []
+    for limit in limits:
+        key, value = limit["key"], limit["limit"]
+        shown = format_duration(value) if key.endswith("max_wall_time") else f"{value:g}"
+        head = f"{key} {shown}: "
+        if not limit["held"]:
+            out.append(head + f"never reached: no trial holds {key.rsplit('.', 1)[1]}")
+        elif limit["ends_search_in"]:
+            at = limit["at_s"]
+            started = limit["trials_started"]
+            out.append(
+                head
+                + f"ends the search in {limit['ends_search_in']} of {limit['runs']} runs, at "
+                + _dict_spread(at, duration)
+                + f", {_dict_spread(started, _count)} of {est.workload.trials} trials started by then"
+            )
+        elif limit["reached_in"]:
+            out.append(head + f"reached in {limit['reached_in']} of {limit['runs']} runs, after another limit")
+        else:
+            out.append(head + "not reached: the search ends before it")
+    return out
+
+
+def _dict_spread(values: dict[str, float], fmt: Callable[[float], str]) -> str:
+    """A spread kept as a dict (``{low, median, high}``), written as :meth:`Spread.text` writes one."""
+    low, high = fmt(values["low"]), fmt(values["high"])
+    return low if low == high else f"{low} to {high} (median {fmt(values['median'])})"

@@ -68,6 +68,7 @@ __all__ = [
     "check_not_spent",
     "trial_resources",
     "resources_from_folder",
+    "interrupt_tune",
 ]
 
 #: The search run in progress in this process (set by :func:`begin`, cleared by :func:`finish`).
@@ -349,13 +350,13 @@ class BudgetStopper(Stopper):
                 f"{reached.message}: ending the search (no new trial starts; running trials are "
                 "stopped, their checkpoints kept)"
             )
-            if _interrupt_tune():
+            if interrupt_tune():
                 return False  # Tune ends its loop after this step, as on Ctrl-C
             self._stop_trials = True  # no handler: end it Tune's way (it cannot be resumed then)
         return self._stop_trials
 
 
-def _interrupt_tune() -> bool:
+def interrupt_tune() -> bool:
     """Raise SIGUSR1 for Tune's own handler (tune.run ends its loop, saves its state); False when it has none."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGUSR1"):
         return False

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ray import tune
+from ray.tune.stopper import CombinedStopper, Stopper
 
 from hpsearch import messages
 from hpsearch.analysis import summarize_experiment
@@ -85,6 +86,7 @@ def _build(
     plan: Plan | None = None,
     datasets: Mapping[str, Any] | None = None,
     autoscaling: Autoscaling | None = None,
+    stop: Stopper | None = None,
 ) -> _Built:
     if plan is None:
         if nodes is None:
@@ -142,7 +144,8 @@ def _build(
             verbose=0,
             callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
-            stop=_budget_stopper(spec),
+            # `stop`: a check's own cut (runtime/check.py), beside the budget; Tune pickles both into its state
+            stop=_budget_stopper(spec) if stop is None else CombinedStopper(_budget_stopper(spec), stop),
         ),
     )
     recorder = cast("OutcomeRecorder", callbacks[0])  # callbacks_for puts it first, before the printer
@@ -367,6 +370,7 @@ def _run(
     overwrite: bool,
     verbose: bool,
     cluster: str | None,
+    stop: Stopper | None = None,
 ) -> SearchResult:
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -391,7 +395,7 @@ def _run(
     session.record(exp_dir)
     logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
     # Tune writes its own state into the folder from here on
-    built = _build(spec, nodes, plan, datasets, autoscaling=autoscaling)
+    built = _build(spec, nodes, plan, datasets, autoscaling=autoscaling, stop=stop)
     for text in _banner(spec, plan, logs_line, scaling):
         messages.say(text)
     return _fit_and_summarize(spec, built.tuner, built.recorder)
