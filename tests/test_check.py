@@ -206,3 +206,16 @@ def test_an_elastic_or_searched_scale_is_checked_at_its_first_size(tmp_path: Pat
 def test_fewer_than_one_report_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--reports must be at least 1, got 0"):
         check_setup(load_spec(SPEC, overrides=[f"storage_path={tmp_path}"]), 0)
+
+
+def test_a_trial_that_failed_before_the_cut_is_not_restored_and_shows_its_error(tmp_path: Path) -> None:
+    setup = _setup(tmp_path)
+    _run(setup, T0, T0 + 20)
+    _report(setup, T0 + 12, 1)
+    files.append_outcome(
+        setup.run_dir, files.Outcome(trial_id=TRIAL, status="errored", error="ValueError: rank 1 fails at epoch 2")
+    )
+    report = judge(setup, progress=[_ranks(1, 1)], restored_started=False)
+    restore = next(v for v in report.verdicts if v.name == "restore")
+    assert restore.text == "not tried: the trial failed before the cut (its error is below)"
+    assert report.error == "ValueError: rank 1 fails at epoch 2" and not report.ok

@@ -340,8 +340,14 @@ def _checkpoint_verdict(rows: Sequence[Mapping[str, Any]]) -> Verdict:
 
 
 def _restore_verdict(
-    first: Sequence[Mapping[str, Any]], restored: Sequence[Mapping[str, Any]], restored_started: bool, reports: int
+    first: Sequence[Mapping[str, Any]],
+    restored: Sequence[Mapping[str, Any]],
+    restored_started: bool,
+    reports: int,
+    failed: bool = False,
 ) -> Verdict:
+    if failed and not restored_started:
+        return Verdict("restore", False, "not tried: the trial failed before the cut (its error is below)")
     row = _checkpoint(first)
     if row is None:
         return Verdict("restore", False, "not tried: the first run wrote no checkpoint to restore from")
@@ -387,6 +393,6 @@ def judge(setup: CheckSetup, *, progress: Sequence[Any] = (), restored_started: 
         _ranks_verdict(progress, setup.workers),
         _metric_verdict(first + restored, setup.spec.objectives),
         _checkpoint_verdict(first),
-        _restore_verdict(first, restored, restored_started, setup.reports),
+        _restore_verdict(first, restored, restored_started, setup.reports, failed=bool(error)),
     ]
     return CheckReport(verdicts, measure(first, restored, runs), trial_id, error)
