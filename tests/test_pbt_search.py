@@ -204,7 +204,9 @@ def test_a_synch_population_goes_on_when_its_exploited_trial_fails(ray_cluster: 
         "trainable": f"{loops}:fails_on_exploit",
         "metric": "loss",
         "mode": "min",
-        "search_space": {"x": {"type": "grid", "values": [0.3, 0.9]}, "lr": 0.01, "epochs": 2},
+        # fail_after_s: the exploited trial fails only once the better one waits at epoch 2 (both restart after
+        # the exploit; without it the failure could come first, and nothing would wait for it)
+        "search_space": {"x": {"type": "grid", "values": [0.3, 0.9]}, "lr": 0.01, "epochs": 2, "fail_after_s": 15},
         "scheduler": {
             "type": "pbt",
             "perturbation_interval": 1,

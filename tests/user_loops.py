@@ -182,6 +182,8 @@ def fails_on_exploit(config: dict[str, Any]) -> None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if state["lr"] != config["lr"]:
+            # a test that needs the other trials to wait for this one first says how long to take before failing
+            time.sleep(config.get("fail_after_s", 0.0))
             raise RuntimeError(
                 f"given a checkpoint of epoch {state['epoch']} saved with lr {state['lr']}; config lr {config['lr']}, "
                 f"optimizer lr {optimizer.param_groups[0]['lr']}"
