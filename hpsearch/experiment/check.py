@@ -380,11 +380,12 @@ def judge(setup: CheckSetup, *, progress: Sequence[Any] = (), restored_started: 
     """
     run_dir = setup.run_dir
     records = files.read_outcome_records(run_dir)
-    trial_ids = sorted(files.read_usage(run_dir).trials) or sorted(records)
+    usage = files.read_usage(run_dir)
+    trial_ids = sorted(usage.trials) or sorted(records)
     trial_id = trial_ids[0] if trial_ids else None
     if trial_id is None:
         return CheckReport([Verdict("start", False, "the trial never started")], Measured())
-    runs = list(files.read_usage(run_dir).trials.get(trial_id, []))
+    runs = list(usage.trials.get(trial_id, []))
     rows = files.read_history(run_dir, trial_id)
     restored_at = runs[1].started_at if len(runs) > 1 and restored_started else None
     first, restored = _split_runs(rows, restored_at)
