@@ -33,6 +33,7 @@ from hpsearch.planning.estimate import Estimate, Timing, epochs_for, estimate, t
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.rayjob import KUBERAY_SINCE, job_name, rayjob_manifest, rayjob_plan
 from hpsearch.planning.render import describe_groups, render_autoscaling, render_estimate, render_plan
+from hpsearch.planning.versus import versus_lines
 from hpsearch.results.optuna_export import to_optuna_study
 from hpsearch.results.report import write_report
 from hpsearch.spec import Scaling, check_storage, load_spec, total_trials, varying_params
@@ -182,6 +183,8 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
     if hours:
         held = ", ".join(f"{h:.4g} {r}-hours" for r, h in hours.items())
         print(f"Resource-hours: {held} (every trial, from its driver's start to its end)")
+    for line in versus_lines(summary.estimate):  # the estimate made at the start, when the spec was checked
+        print(line)
     if summary.ended_by:
         print(f"Ended by its budget: {summary.ended_reason}")
         print(f"Continue it with a raised budget: {summary.resume_hint}")

@@ -219,3 +219,16 @@ def test_a_trial_that_failed_before_the_cut_is_not_restored_and_shows_its_error(
     restore = next(v for v in report.verdicts if v.name == "restore")
     assert restore.text == "not tried: the trial failed before the cut (its error is below)"
     assert report.error == "ValueError: rank 1 fails at epoch 2" and not report.ok
+
+
+def test_the_cpus_busy_over_a_phase_come_from_the_machines_samples() -> None:
+    from hpsearch.experiment.check import busy_cpus
+
+    # busy CPU-seconds so far, sampled at 0, 1, 3 and 4 s: 2 CPUs busy for 1 s, then 1, then 0.5
+    samples = [(0.0, 0.0), (1.0, 2.0), (3.0, 4.0), (4.0, 4.5)]
+    assert busy_cpus(samples, 0.0, 1.0) == pytest.approx(2.0)
+    assert busy_cpus(samples, 0.5, 2.0) == pytest.approx((3.0 - 1.0) / 1.5)  # linear between samples
+    assert busy_cpus(samples, 1.0, 4.0) == pytest.approx(2.5 / 3)
+    # not covered, empty or backwards: unknown, never a guess
+    assert busy_cpus(samples, -1.0, 2.0) is None and busy_cpus(samples, 3.0, 5.0) is None
+    assert busy_cpus([], 0.0, 1.0) is None and busy_cpus(samples, 2.0, 2.0) is None

@@ -64,6 +64,46 @@ def test_fifo_a_trial_starts_when_any_slot_is_free() -> None:
     assert run.wall_s == max(a, b, min(a, b) + c)
 
 
+def test_later_trials_start_warm_as_the_checks_restored_run_did() -> None:
+    """4 trials of 3 epochs on 2 slots: the first wave starts in 10 s, the second in 6 s (warm)."""
+    warm = Timing(epoch_s=5, startup_s=10, teardown_s=2, warm_startup_s=6)
+    run = simulate(Workload(trials=4, slots=2, epochs=(3,)), warm)
+    assert run.wall_s == 27 + (6 + 15 + 2)  # 50, not 54
+
+
+def test_trials_sharing_a_node_share_its_cpus() -> None:
+    """Alone, a trial keeps 2 CPUs busy starting and 1 training. 2 trials at once on a 2-CPU node: each start-up
+    takes twice as long (2 x 2 CPUs wanted of 2), epochs do not (2 x 1 of 2). The last trial, alone, is not slowed."""
+    busy = Timing(epoch_s=5, startup_s=10, teardown_s=2, startup_cpus=2.0, epoch_cpus=1.0)
+    w = Workload(trials=3, slots=2, epochs=(3,), node_slots=2, node_cpus=2.0)
+    run = simulate(w, busy)
+    assert run.wall_s == (20 + 15 + 2) + (10 + 15 + 2)  # two slowed, then the third alone: 64
+    # the same trials on a 4-CPU node (the plan puts both there): 2 x 2 of 4, nothing slower
+    assert simulate(Workload(trials=3, slots=2, epochs=(3,), node_slots=2, node_cpus=4.0), busy).wall_s == 2 * 27
+    # one trial per node: never slowed
+    assert simulate(Workload(trials=3, slots=2, epochs=(3,), node_slots=1, node_cpus=2.0), busy).wall_s == 2 * 27
+    # nothing measured: no slowdown
+    assert simulate(w, T).wall_s == 2 * 27
+    assert busy.slowdown(3.0, 2, 2.0) == 2.0  # a trial cannot keep more than the node's CPUs busy
+    assert busy.slowdown(None, 8, 2.0) == busy.slowdown(2.0, 8, None) == 1.0
+
+
+def test_the_check_s_cpu_use_reaches_the_estimate_and_its_notes(tmp_path: Path) -> None:
+    record = {"startup_s": 30.0, "report_s": 5.0, "teardown_s": 1.0, "restore_startup_s": 20.0}
+    timing = timing_from(
+        {**record, "startup_cpus": 1.8, "report_cpus": 0.9}, check_file="c.json", spec_arg="s.yaml", workers=2
+    )
+    assert (timing.startup_s, timing.warm_startup_s, timing.restart_s) == (25.0, 15.0, 15.0)
+    assert (timing.startup_cpus, timing.epoch_cpus) == (1.8, 0.9)
+    est = estimate(Workload(trials=4, slots=2, epochs=(3,), node_slots=2, node_cpus=2.0), timing)
+    assert any("2 trial(s) at once share a node of 2 CPUs: its start-up 1.8x slower" in n for n in est.notes())
+    assert any("later ones in 15 s, as its restored run did" in n for n in est.notes())
+    # a start-up given on the command line is taken as it is: no warm figure, no slowdown
+    given = timing_from(record, check_file="c.json", spec_arg="s.yaml", startup_s=12.0)
+    assert (given.warm_startup_s, given.startup_cpus, given.epoch_cpus) == (None, None, None)
+
+
+# --------------------------------------------------------------------------- ASHA, by hand
 # --------------------------------------------------------------------------- ASHA, by hand
 
 
@@ -508,7 +548,10 @@ def test_plan_estimate_reads_the_check_and_the_flags_override_it(
     assert inputs["source"].startswith(f"measured by hpsearch check ({folder / 'hpsearch_check.json'}, ")
     assert main(["plan", str(spec_file), "--cluster", CLUSTER, "--estimate", "--epoch-time", "7"]) == 0
     out = capsys.readouterr().out
-    assert "  inputs          start-up 10 s, 7 s per epoch, teardown 3 s, a restarted run's start-up 8 s" in out
+    assert (
+        "  inputs          start-up 10 s (later trials 8 s), 7 s per epoch, teardown 3 s, a restarted run's start-up 8 s"
+        in out
+    )
     assert "; --epoch-time given" in out
 
 

@@ -154,6 +154,22 @@ def test_stopped_by_the_scheduler_before_its_budget_finished_at_it_and_errored(t
     )
 
 
+def test_a_stop_at_a_rung_that_races_the_last_report_is_a_finish(tmp_path) -> None:
+    # ASHA stops the trial at its epoch-3 rung while its epoch-4 report is already on its way: Tune completes
+    # the trial holding that last result. It reached its budget, so it finished; "stopped" with 4 of 4
+    # epochs would call a complete trial cut short.
+    search = Search(tmp_path)
+    trial = FakeTrial("t8", {"lr": 0.1, "layers": 1})
+    search.start(trial)
+    for epoch in (1, 2):
+        search.report(trial, val_loss=1.0 / epoch, epoch=epoch, training_iteration=epoch)
+    search.report(trial, val_loss=0.33, epoch=3, training_iteration=3, done=True)
+    trial.last_result = {"val_loss": 0.25, "epoch": 4, "training_iteration": 4}
+    search.complete(trial)
+    assert read_outcome_records(tmp_path)["t8"]["status"] == FINISHED
+    assert search.recorder.outcomes == {"t8": FINISHED}
+
+
 def test_a_trial_that_reports_no_epoch_ends_at_an_iteration(tmp_path) -> None:
     search = Search(tmp_path, budget=None)
     trial = FakeTrial("t7", {"lr": 0.2})

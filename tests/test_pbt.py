@@ -250,6 +250,44 @@ def test_a_driver_continues_its_own_run_or_starts_a_new_one_from_the_donors_chec
         resolve_start("t2", str(runs), _Checkpoint(gone))
 
 
+def test_a_paused_run_that_went_on_past_its_pause_continues_from_the_checkpoint_tune_holds(tmp_path: Path) -> None:
+    # Synch PBT paused t2 at its epoch-2 report; before the pause took effect its nested run trained epoch 3 and
+    # wrote that checkpoint. Ray Train would resume the run from epoch 3, whose report Tune never had: with 3
+    # epochs, the loop would have nothing left to train and the trial would end at epoch 2 with no report.
+    import os
+
+    from hpsearch.runtime.pbt_driver import resolve_start
+
+    runs = tmp_path / "train"
+    at_pause, later = runs / "t2" / "checkpoint_2026-12-03_07-26-40.1", runs / "t2" / "checkpoint_2026-12-03_07-26-41.2"
+    for age, folder in ((20.0, at_pause), (10.0, later)):
+        folder.mkdir(parents=True)
+        os.utime(folder, (folder.stat().st_atime, folder.stat().st_mtime - age))
+    pointer = tmp_path / "pointer"
+    files.write_pointer(
+        pointer, {"trial_id": "t2", "storage": ".", "name": "t2", "checkpoint": f"t2/{at_pause.name}", "epoch": 2}
+    )
+    start = resolve_start("t2", str(runs), _Checkpoint(pointer))
+    assert (start.storage, start.name) == ("t2", "pbt-t2-e2")  # a new run, from the checkpoint of the pause
+    assert start.donor is not None and (start.donor.trial_id, start.donor.epoch) == ("t2", 2)
+    assert files.read_json(runs / "t2" / "pbt-t2-e2" / START_FILE) == {
+        "checkpoint": str(at_pause),
+        "donor_trial_id": "t2",
+        "donor_epoch": 2,
+    }
+    # paused there again (a retry): another new run, never the first one's, which went on to its own later epochs
+    (runs / "t2" / "pbt-t2-e2" / "checkpoint_x").mkdir()
+    assert resolve_start("t2", str(runs), _Checkpoint(pointer)).name == "pbt-t2-e2-2"
+
+    # the run stopped at the checkpoint Tune holds: it carries on, as before
+    pointer_latest = tmp_path / "latest"
+    files.write_pointer(
+        pointer_latest, {"trial_id": "t2", "storage": ".", "name": "t2", "checkpoint": f"t2/{later.name}", "epoch": 3}
+    )
+    start = resolve_start("t2", str(runs), _Checkpoint(pointer_latest))
+    assert (start.storage, start.name, start.donor) == (".", "t2", None)
+
+
 def test_reports_under_pbt_need_a_checkpoint_and_a_continued_run_its_donors_epoch() -> None:
     from hpsearch.runtime.controller import CheckpointRules, checkpoint_problem
 
@@ -264,7 +302,7 @@ def test_reports_under_pbt_need_a_checkpoint_and_a_continued_run_its_donors_epoc
     assert checkpoint_problem(donor, {"epoch": 5}, object(), first=True) is None
     restarted = checkpoint_problem(donor, {"epoch": 1}, object(), first=True)
     assert restarted == (
-        "this run continues another trial's checkpoint of epoch 4, but the loop reported epoch 1: "
+        "this run continues from a checkpoint of epoch 4, but the loop reported epoch 1: "
         "restore from ray.train.get_checkpoint() at the loop's start, or hpsearch.train.restore(model=...)"
     )
     error = CheckpointNotReportedError(restarted)

@@ -29,6 +29,7 @@ from hpsearch.experiment.layout import ENDED, ERRORED, TUNE_ERROR_FILE, TUNE_PAR
 from hpsearch.experiment.ranking import rank_trials
 from hpsearch.experiment.tracebacks import error_excerpt
 from hpsearch.formatting import cell, text_table
+from hpsearch.planning.versus import versus_actual
 
 __all__ = [
     "TrialOutcome",
@@ -87,6 +88,9 @@ class SearchSummary:
     #: With several objectives, the Pareto front, best first by the first objective: per trial its
     #: ``trial_id``, ``iteration`` (the report that is its point) and ``values`` (one per objective).
     pareto: list[dict[str, Any]] = field(default_factory=list)
+    #: The estimate made as the search started, next to what happened (see
+    #: :func:`hpsearch.planning.versus.versus_actual`); ``None`` when the spec was not checked first.
+    estimate: dict[str, Any] | None = None
 
     @property
     def multi_objective(self) -> bool:
@@ -143,6 +147,7 @@ class SearchSummary:
                 if self.multi_objective
                 else {}
             ),
+            **({"estimate": self.estimate} if self.estimate is not None else {}),
             "trials": [asdict(t) for t in self.trials],
         }
 
@@ -230,6 +235,12 @@ def summarize(
                 },
             )
         )
+    summary.estimate = versus_actual(
+        files.read_estimate(results.experiment_dir),
+        wall_time_s=summary.total_wall_time_s if summary.total_wall_time_s is not None else summary.wall_time_s,
+        resource_hours=summary.resource_hours,
+        interrupted=interrupted,
+    )
     return summary
 
 

@@ -16,6 +16,7 @@ This module builds the one-trial spec (:func:`check_setup`), judges what the two
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import statistics
@@ -167,12 +168,17 @@ class Measured:
     ``startup_s``: the trial's start to its first report (Tune's actor, the nested run, the worker group,
     the first epoch). ``report_s``: the median time between two reports. ``teardown_s``: the last report to
     the trial's end (its slot free again). ``restore_startup_s``: the restored run's start to its first report.
+    ``startup_cpus`` and ``report_cpus``: how many of the machine's CPUs were busy, on average, during the
+    start-up and between the first run's reports (measured when the check's Ray runs on this machine; a
+    trial that keeps the machine busy alone runs slower when the plan puts several on it).
     """
 
     startup_s: float | None = None
     report_s: float | None = None
     teardown_s: float | None = None
     restore_startup_s: float | None = None
+    startup_cpus: float | None = None
+    report_cpus: float | None = None
 
     def line(self) -> str:
         parts = [
@@ -183,7 +189,12 @@ class Measured:
             if self.restore_startup_s is not None
             else "",
         ]
-        shown = [p for p in parts if p]
+        busy = [
+            f"{value:.1f} CPUs busy during the {phase}"
+            for phase, value in (("start-up", self.startup_cpus), ("reports", self.report_cpus))
+            if value is not None
+        ]
+        shown = [p for p in parts if p] + ([", ".join(busy)] if busy else [])
         return "measured: " + ("; ".join(shown) if shown else "nothing: the trial never reported")
 
 
@@ -243,10 +254,31 @@ def _after(start: float | None, rows: Sequence[Mapping[str, Any]]) -> float | No
     return first - start if first is not None and start is not None else None
 
 
+def busy_cpus(samples: Sequence[tuple[float, float]], start: float | None, end: float | None) -> float | None:
+    """The CPUs busy on average from ``start`` to ``end``, from ``samples`` of ``(time, busy CPU-seconds so
+    far)`` in time order (linear between samples); ``None`` when the samples do not cover the interval."""
+    if start is None or end is None or end <= start or len(samples) < 2:
+        return None
+    times = [t for t, _ in samples]
+    if start < times[0] or end > times[-1]:
+        return None
+
+    def at(when: float) -> float:
+        i = max(1, bisect.bisect_left(times, when))
+        (t0, b0), (t1, b1) = samples[i - 1], samples[i]
+        return b0 if t1 <= t0 else b0 + (b1 - b0) * (when - t0) / (t1 - t0)
+
+    return max(0.0, (at(end) - at(start)) / (end - start))
+
+
 def measure(
-    first: Sequence[Mapping[str, Any]], restored: Sequence[Mapping[str, Any]], runs: Sequence[files.Run]
+    first: Sequence[Mapping[str, Any]],
+    restored: Sequence[Mapping[str, Any]],
+    runs: Sequence[files.Run],
+    cpu_samples: Sequence[tuple[float, float]] = (),
 ) -> Measured:
-    """The check's times from its two runs' reports and the usage file's runs of its trial."""
+    """The check's times from its two runs' reports and the usage file's runs of its trial; with
+    ``cpu_samples`` (see :func:`busy_cpus`), the CPUs busy during its first run's start-up and reports."""
     first_run = runs[0] if runs else None
     second_run = runs[1] if len(runs) > 1 else None
     gaps = _gaps(first) or _gaps(restored)
@@ -256,11 +288,15 @@ def measure(
         if second_run is not None and second_run.ended_at is not None and last is not None
         else None
     )
+    first_report = _time(first[0]) if first else None
+    last_report = _time(first[-1]) if first else None
     return Measured(
         startup_s=_after(first_run.started_at if first_run else None, first),
         report_s=statistics.median(gaps) if gaps else None,
         teardown_s=max(0.0, teardown) if teardown is not None else None,
         restore_startup_s=_after(second_run.started_at if second_run else None, restored),
+        startup_cpus=busy_cpus(cpu_samples, first_run.started_at if first_run else None, first_report),
+        report_cpus=busy_cpus(cpu_samples, first_report, last_report),
     )
 
 
@@ -372,11 +408,18 @@ def _restore_verdict(
     return Verdict("restore", True, f"a new run restored from that checkpoint: its first report was epoch {next_epoch}")
 
 
-def judge(setup: CheckSetup, *, progress: Sequence[Any] = (), restored_started: bool = True) -> CheckReport:
+def judge(
+    setup: CheckSetup,
+    *,
+    progress: Sequence[Any] = (),
+    restored_started: bool = True,
+    cpu_samples: Sequence[tuple[float, float]] = (),
+) -> CheckReport:
     """The verdicts on the check's two runs, read from its experiment folder.
 
     ``progress`` is every attempt's per-rank record (:func:`hpsearch.experiment.files.read_rank_progress`);
-    ``restored_started`` says whether the second run was started (the first may have ended by itself).
+    ``restored_started`` says whether the second run was started (the first may have ended by itself);
+    ``cpu_samples`` are the machine's busy CPU-seconds over the first run (see :func:`busy_cpus`).
     """
     run_dir = setup.run_dir
     records = files.read_outcome_records(run_dir)
@@ -396,4 +439,4 @@ def judge(setup: CheckSetup, *, progress: Sequence[Any] = (), restored_started: 
         _checkpoint_verdict(first),
         _restore_verdict(first, restored, restored_started, setup.reports, failed=bool(error)),
     ]
-    return CheckReport(verdicts, measure(first, restored, runs), trial_id, error)
+    return CheckReport(verdicts, measure(first, restored, runs, cpu_samples), trial_id, error)

@@ -31,6 +31,7 @@ from hpsearch.experiment.layout import (
     CHECK_FILE,
     CONTROLLER_FILE,
     CONTROLLER_LOG,
+    ESTIMATE_FILE,
     FORMAT_FILE,
     FORMAT_VERSION,
     HISTORY_FILE,
@@ -80,6 +81,8 @@ __all__ = [
     "read_history",
     "write_check",
     "read_check",
+    "write_estimate",
+    "read_estimate",
     "write_summary",
     "read_summary",
     "write_controller",
@@ -378,6 +381,17 @@ def read_check(folder: PathLike) -> dict[str, Any] | None:
 
 
 # ----------------------------------------------------------------------------- summary
+
+
+def write_estimate(experiment_dir: PathLike, record: Mapping[str, Any]) -> None:
+    """Write the estimate made as the search started (``Estimate.as_dict()`` and where it came from)."""
+    _write_json(Path(experiment_dir) / ESTIMATE_FILE, dict(record))
+
+
+def read_estimate(experiment_dir: PathLike) -> dict[str, Any] | None:
+    """The estimate made as the search started, or ``None`` (the spec was not checked first)."""
+    data = read_json(Path(experiment_dir) / ESTIMATE_FILE)
+    return data if isinstance(data, dict) else None
 
 
 def write_summary(experiment_dir: PathLike, summary: Mapping[str, Any]) -> None:

@@ -7,6 +7,7 @@ One search is one folder, ``<storage_path>/<name>/``::
     hpsearch_plan.json          the resource plan it ran with               (PLAN_FILE)
     hpsearch_trials.jsonl       one line per trial end, appended as trials end (OUTCOMES_FILE)
     hpsearch_summary.json       the outcome, written when the search ends   (SUMMARY_FILE)
+    hpsearch_estimate.json      the wall time and resource-hours predicted at its start, from the check (ESTIMATE_FILE)
     hpsearch_usage.jsonl        when each trial's driver and each search run started and ended (USAGE_FILE)
     hpsearch_ray_logs.jsonl     where Ray kept its logs, a line per run and resume (RAY_LOGS_FILE)
     hpsearch_ray_session.json   the processes of the embedded Ray it runs in (RAY_SESSION_FILE)
@@ -44,6 +45,7 @@ __all__ = [
     "PLAN_FILE",
     "OUTCOMES_FILE",
     "SUMMARY_FILE",
+    "ESTIMATE_FILE",
     "USAGE_FILE",
     "RAY_LOGS_FILE",
     "RAY_SESSION_FILE",
@@ -103,6 +105,10 @@ PLAN_FILE: Final = "hpsearch_plan.json"
 OUTCOMES_FILE: Final = "hpsearch_trials.jsonl"
 #: The search's outcome (counts, best trial, per-trial values, wall time), written when it ends.
 SUMMARY_FILE: Final = "hpsearch_summary.json"
+#: The search's predicted wall time and resource-hours (``plan --estimate``'s model, from ``hpsearch check``'s
+#: measurements), written when ``run`` starts if the spec was checked; the summary and the report set it next
+#: to what happened.
+ESTIMATE_FILE: Final = "hpsearch_estimate.json"
 #: What the search used, for its budget and its resource-hours (see :class:`hpsearch.experiment.files.Usage`).
 #: A trial's driver gets a line when it starts and one when that run of it ends, with the resources it
 #: holds. Each run of the search (``run``, then each ``resume``) also gets a line when it starts and one

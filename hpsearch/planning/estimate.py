@@ -103,6 +103,11 @@ class Timing:
         startup_s: A trial's start to its first epoch's start (the driver, the nested run, its workers).
         teardown_s: A trial's last report to its slot being free again.
         restore_s: A restarted run's start-up (after a pause or an exploit); ``None``: ``startup_s``.
+        warm_startup_s: A new trial's start-up once the first trials have started (Ray's processes and the
+            files they read are warm by then: the check's restored run measures it); ``None``: ``startup_s``.
+        startup_cpus: The CPUs one trial's start-up keeps busy, alone on its machine (the check's measure);
+            ``None``: not measured, and trials sharing a node are taken not to slow each other.
+        epoch_cpus: Likewise while it trains.
         variation: Each trial's epoch time is drawn uniformly within this share of ``epoch_s`` either way (0: all
             the same, as the hand-computed schedules in the tests take it).
         source: Where the figures come from, for people: ``measured by hpsearch check (...)``, ``given``.
@@ -115,6 +120,9 @@ class Timing:
     startup_s: float
     teardown_s: float = 0.0
     restore_s: float | None = None
+    warm_startup_s: float | None = None
+    startup_cpus: float | None = None
+    epoch_cpus: float | None = None
     variation: float = 0.0
     source: str = "given"
     given: tuple[str, ...] = ()
@@ -126,10 +134,26 @@ class Timing:
         """A restarted run's start-up: the check's restore figure, else a fresh start-up."""
         return self.startup_s if self.restore_s is None else self.restore_s
 
+    @property
+    def later_startup_s(self) -> float:
+        """A new trial's start-up after the first ones: the warm figure, else the first start-up."""
+        return self.startup_s if self.warm_startup_s is None else self.warm_startup_s
+
+    def slowdown(self, busy_cpus: float | None, trials_on_node: int, node_cpus: float | None) -> float:
+        """How much slower a trial's phase runs with ``trials_on_node`` trials on a node of ``node_cpus``
+        CPUs, when one alone keeps ``busy_cpus`` of them busy: they share the node's CPUs (1: no slowdown,
+        or nothing measured)."""
+        if busy_cpus is None or not node_cpus or node_cpus <= 0:
+            return 1.0
+        return max(1.0, trials_on_node * min(busy_cpus, node_cpus) / node_cpus)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "epoch_s": self.epoch_s,
             "startup_s": self.startup_s,
+            "later_startup_s": self.later_startup_s,
+            "startup_cpus": self.startup_cpus,
+            "epoch_cpus": self.epoch_cpus,
             "teardown_s": self.teardown_s,
             "restart_s": self.restart_s,
             "epoch_variation": self.variation,
@@ -216,11 +240,19 @@ def timing_from(
             )
     else:
         source = "given (" + ", ".join(given) + ")"
+    cpus = (
+        (_measure(record, "startup_cpus"), _measure(record, "report_cpus"))
+        if startup_s is None and epoch_s is None
+        else (None, None)  # given times are taken as they are: the user's own figure for the search's conditions
+    )
     return Timing(
         epoch_s=float(epoch),
         startup_s=float(startup),
         teardown_s=float(teardown),
         restore_s=restore,
+        warm_startup_s=restore if startup_s is None else None,
+        startup_cpus=cpus[0],
+        epoch_cpus=cpus[1],
         variation=EPOCH_VARIATION,
         source=source,
         given=given,
@@ -254,6 +286,8 @@ class Workload:
         max_resource_hours: ``budget.max_resource_hours``.
         epochs_from: Where ``epochs`` comes from, for people (``search_space.epochs``, ``--epochs``).
         notes: What people should know about the workload (a key not modelled, an assumption).
+        node_slots: The most trials the plan puts on one node at once (their workers).
+        node_cpus: That node's CPUs (``None``: unknown; trials sharing it are taken not to slow each other).
     """
 
     trials: int
@@ -266,6 +300,12 @@ class Workload:
     max_resource_hours: Mapping[str, float] = field(default_factory=dict)
     epochs_from: str = ""
     notes: tuple[str, ...] = ()
+    node_slots: int = 1
+    node_cpus: float | None = None
+
+    def trials_on_node(self, running: int) -> int:
+        """With ``running`` trials at once, how many share the busiest node (the plan's share of it)."""
+        return max(1, math.ceil(running * min(self.node_slots, self.slots) / self.slots))
 
     def __post_init__(self) -> None:
         if self.trials < 0 or self.slots < 1:
@@ -357,7 +397,10 @@ def workload_for(spec: Spec, plan: Plan, *, epochs: int | None = None) -> Worklo
         notes.append("scaling is searched: every trial is counted at the largest scale, as the plan is made")
     if spec.scaling.elastic is not None:
         notes.append("elastic trials are counted at their minimum workers, as the plan is made")
+    node_slots, node_cpus = _busiest_node(plan)
     return Workload(
+        node_slots=node_slots,
+        node_cpus=node_cpus,
         trials=total_trials(spec),
         slots=max(1, plan.max_concurrent_trials),
         epochs=values,
@@ -369,6 +412,19 @@ def workload_for(spec: Spec, plan: Plan, *, epochs: int | None = None) -> Worklo
         epochs_from=source,
         notes=tuple(notes),
     )
+
+
+def _busiest_node(plan: Plan) -> tuple[int, float | None]:
+    """The most trials whose workers the plan puts on one node, and that node's CPUs."""
+    counts: dict[str, int] = {}
+    for placement in plan.placements:
+        for node in set(placement.worker_nodes):
+            counts[node] = counts.get(node, 0) + 1
+    if not counts:
+        return 1, None
+    node = max(counts, key=lambda n: counts[n])
+    cpus = next((float(u.total.get("CPU", 0.0)) for u in plan.usage if u.node_id == node), 0.0)
+    return counts[node], cpus or None
 
 
 # ----------------------------------------------------------------------------- one simulated search
@@ -428,6 +484,7 @@ class _Trial:
         "seg_start",
         "seg_t0",
         "seg_ep0",
+        "seg_epoch_s",
         "bracket",
         "last_score",
         "last_train",
@@ -449,6 +506,7 @@ class _Trial:
         self.seg_start = 0.0
         self.seg_t0 = 0
         self.seg_ep0 = 0.0
+        self.seg_epoch_s = epoch_s  # this run's epoch time: slower while others share its node
         self.bracket: Any = None
         self.last_score: float | None = None
         self.last_train = 0
@@ -832,6 +890,7 @@ class _Engine:
         self.seq = 0
         self.segments: list[_Segment] = []
         self.restarts: list[float] = []
+        self.fresh_starts = 0
 
     def push(self, time: float, kind: int, trial: _Trial, epoch: int) -> None:
         self.seq += 1
@@ -851,24 +910,35 @@ class _Engine:
                 self.close(trial, time, 0, _CONTINUE)
             else:
                 self.report(trial, epoch, time)
-            self.fill(time)
+            if not self.heap or self.heap[0][0] > time:  # every event of this instant first: slots freed together
+                self.fill(time)
 
     def fill(self, now: float) -> None:
+        chosen = []
         while self.free > 0:
             trial = self.policy.choose()
             if trial is None:
-                return
+                break
             self.free -= 1
+            trial.state = _RUNNING  # taken: the policy chooses another next
+            chosen.append(trial)
+        for trial in chosen:  # started together: each shares its node with all the others running now
             self.start(trial, now)
 
     def start(self, trial: _Trial, now: float) -> None:
         if trial.fresh:
-            cost = self.timing.startup_s
+            # the first trials start as the check's first run did; later ones as its restored run (warm)
+            cost = self.timing.startup_s if self.fresh_starts < self.w.slots else self.timing.later_startup_s
+            self.fresh_starts += 1
             trial.first_start = now
             trial.fresh = False
         else:
             cost = self.timing.restart_s
             self.restarts.append(now)
+        # trials sharing a node share its CPUs: as many as run now, on the plan's busiest node
+        on_node = self.w.trials_on_node(self.w.slots - self.free)
+        cost *= self.timing.slowdown(self.timing.startup_cpus, on_node, self.w.node_cpus)
+        trial.seg_epoch_s = trial.epoch_s * self.timing.slowdown(self.timing.epoch_cpus, on_node, self.w.node_cpus)
         trial.state = _RUNNING
         trial.seg_start, trial.seg_t0, trial.seg_ep0 = now, trial.t, now + cost
         if trial.t >= trial.last:
@@ -878,7 +948,7 @@ class _Engine:
 
     def schedule(self, trial: _Trial) -> None:
         epoch = self.policy.next_check(trial)
-        self.push(trial.seg_ep0 + (epoch - trial.seg_t0) * trial.epoch_s, _REPORT, trial, epoch)
+        self.push(trial.seg_ep0 + (epoch - trial.seg_t0) * trial.seg_epoch_s, _REPORT, trial, epoch)
 
     def report(self, trial: _Trial, epoch: int, now: float) -> None:
         trained = epoch - trial.seg_t0
@@ -891,7 +961,7 @@ class _Engine:
 
     def close(self, trial: _Trial, now: float, trained: int, action: str) -> None:
         end = now + self.timing.teardown_s
-        self.segments.append(_Segment(trial.seg_start, trial.seg_ep0, trained, end, trial.epoch_s))
+        self.segments.append(_Segment(trial.seg_start, trial.seg_ep0, trained, end, trial.seg_epoch_s))
         self.push(end, _FREE, trial, 0)
         if action == _PAUSE:
             trial.state = _PAUSED
@@ -982,6 +1052,24 @@ def _summarise(
 
 
 # ----------------------------------------------------------------------------- the estimate: many runs
+
+
+def _sharing_note(w: Workload, t: Timing) -> str:
+    """What the estimate assumes of trials that share a node's CPUs."""
+    if t.startup_cpus is None and t.epoch_cpus is None:
+        return "trials sharing a node are taken not to slow each other (the check measured no CPU use here)"
+    if w.node_cpus is None:
+        return "trials sharing a node are taken not to slow each other (the plan gives no node's CPUs)"
+    on_node = w.trials_on_node(w.slots)
+    shown = [
+        f"its {phase} {t.slowdown(cpus, on_node, w.node_cpus):.2g}x slower ({cpus:.2g} CPUs busy alone)"
+        for phase, cpus in (("start-up", t.startup_cpus), ("epochs", t.epoch_cpus))
+        if cpus is not None
+    ]
+    return (
+        f"{on_node} trial(s) at once share a node of {w.node_cpus:g} CPUs: " + ", ".join(shown) + " (the node's CPUs "
+        "shared evenly, as many trials as run at each start)"
+    )
 
 
 def _pct(ordered: Sequence[float], q: float) -> float:
@@ -1100,8 +1188,14 @@ class Estimate:
             else f"a model of the schedule, not a run: {len(self.runs)} simulated runs, each drawing at random "
             f"{drawn or 'which trials are good'}; the range is their {PERCENTILES[0]}th to {PERCENTILES[1]}th "
             "percentiles",
-            "not counted: the search's own start (Ray, Tune) and epochs slowed by trials sharing a node",
+            "not counted: the search's own start (Ray, Tune)",
+            _sharing_note(w, t),
         ]
+        if t.warm_startup_s is not None and w.trials > w.slots:
+            out.append(
+                f"the first {w.slots} trial(s) start in {t.startup_s:g} s, as the check's first run did; later ones "
+                f"in {t.warm_startup_s:g} s, as its restored run did (Ray's processes and files warm)"
+            )
         if w.scheduler in ("pbt", "pb2", "hyperband"):
             out.append(
                 f"each pause or exploit tears a nested run down and starts it again: {t.teardown_s:g} s + "

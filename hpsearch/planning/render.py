@@ -200,6 +200,10 @@ def _spread(spread: Spread, fmt: Callable[[float], str]) -> str:
     return spread.text(fmt)
 
 
+def _cpus(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2g}"
+
+
 def render_estimate(est: Estimate, *, title: str | None = None) -> str:
     """The estimate as ``hpsearch plan --estimate`` prints it under the plan: inputs, wall time, resource-hours,
     the work the scheduler leaves, whether and when a budget ends the search, and what the model leaves out."""
@@ -212,9 +216,15 @@ def render_estimate(est: Estimate, *, title: str | None = None) -> str:
     epochs = "/".join(str(e) for e in w.epochs)
     lines = [
         title or f"Estimate: {plural(w.trials, 'trial')}, {est.slots} at once, scheduler {w.scheduler}",
-        f"  inputs          start-up {_seconds(t.startup_s)}, {_seconds(t.epoch_s)} per epoch, "
-        f"teardown {_seconds(t.teardown_s)}"
-        + (f", a restarted run's start-up {_seconds(t.restart_s)}" if t.restore_s is not None else ""),
+        f"  inputs          start-up {_seconds(t.startup_s)}"
+        + (f" (later trials {_seconds(t.later_startup_s)})" if t.later_startup_s != t.startup_s else "")
+        + f", {_seconds(t.epoch_s)} per epoch, teardown {_seconds(t.teardown_s)}"
+        + (f", a restarted run's start-up {_seconds(t.restart_s)}" if t.restore_s is not None else "")
+        + (
+            f"; alone, a trial keeps {_cpus(t.startup_cpus)} CPUs busy starting and {_cpus(t.epoch_cpus)} training"
+            if t.startup_cpus is not None or t.epoch_cpus is not None
+            else ""
+        ),
         f"                  {t.source}",
         f"  epochs          {epochs} per trial ({w.epochs_from})" + (f"; {w.scheduler}: {options}" if options else ""),
         f"  wall time       {_spread(est.wall, duration)}" + _ended(est),

@@ -37,6 +37,7 @@ from hpsearch.experiment import files
 from hpsearch.experiment.layout import ERRORED, PLAN_FILE, REPORT_NAME, SPEC_FILE, STOPPED, TUNE_ERROR_FILE
 from hpsearch.formatting import cell, duration, number, plural
 from hpsearch.planning.planner import fmt_resources
+from hpsearch.planning.versus import versus_actual, versus_wall
 from hpsearch.results import plots
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -318,6 +319,14 @@ def _facts(results: Results) -> list[tuple[str, str]]:
             else duration(results.wall_time_s) + ("" if results.ended else " so far"),
         ),
     ]
+    # the summary's comparison (over the run and every resume), else the estimate of a search not ended yet
+    versus = (files.read_summary(results.experiment_dir) or {}).get("estimate") if results.ended else None
+    if not isinstance(versus, dict):
+        versus = versus_actual(files.read_estimate(results.experiment_dir), wall_time_s=None, resource_hours={})
+        if versus is not None:
+            versus["not_compared"] = "the search has not ended"
+    if versus is not None:
+        facts.append(("Estimated at the start", versus_wall(versus)))
     if results.ended_by:
         facts.append(("Ended by its budget", results.ended_reason or results.ended_by))
     if results.resource_hours:

@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
+import psutil
 import ray
 from ray.tune.stopper import Stopper
 
@@ -31,7 +33,7 @@ from hpsearch.formatting import plural
 from hpsearch.runtime import budget, tuner
 from hpsearch.spec import Spec, load_spec
 
-__all__ = ["CutAfterReports", "check", "failed_lines"]
+__all__ = ["CpuSampler", "CutAfterReports", "check", "failed_lines"]
 
 
 class CutAfterReports(Stopper):
@@ -61,6 +63,40 @@ class CutAfterReports(Stopper):
 
     def stop_all(self) -> bool:
         return False
+
+
+class CpuSampler:
+    """This machine's busy CPU-seconds, sampled every ``every_s`` in a thread while in use (``with``): what
+    the check's trial keeps busy, for the estimate of several trials sharing a machine."""
+
+    def __init__(self, every_s: float = 0.25) -> None:
+        self.every_s = every_s
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hpsearch-cpu-sampler", daemon=True)
+
+    @staticmethod
+    def busy_s() -> float:
+        times = psutil.cpu_times()
+        idle = times.idle + getattr(times, "iowait", 0.0) + getattr(times, "steal", 0.0)  # lazy: Linux-only fields
+        return float(sum(times) - idle - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0))
+
+    def _sample(self) -> None:
+        self.samples.append((time.time(), self.busy_s()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def __enter__(self) -> CpuSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
 
 
 def _fresh(folder: Path) -> None:
@@ -103,15 +139,23 @@ def check(
             f"checking {spec.name}: one trial of {plural(setup.workers, 'worker')} at {point}, cut after "
             f"{plural(reports, 'report')} and restored; everything in {setup.folder}"
         )
-        tuner._run(
-            setup.spec, address=address, overwrite=False, verbose=verbose, cluster=None, stop=CutAfterReports(reports)
-        )
+        # The machine's busy CPUs are this trial's only when its Ray is this machine's own (embedded).
+        with CpuSampler() as sampler:
+            tuner._run(
+                setup.spec,
+                address=address,
+                overwrite=False,
+                verbose=verbose,
+                cluster=None,
+                stop=CutAfterReports(reports),
+            )
+        samples = sampler.samples if address is None else []
         ended = files.read_outcome_records(setup.run_dir)  # a trial that ended (or failed) by itself is not restored
         restored = not ended
         if restored:
             messages.say("restoring the trial from its latest checkpoint, for one report")
             tuner._resume(setup.run_dir, address=address, retry_errored=False, verbose=verbose, overrides=())
-        report = judge(setup, progress=_progress(setup), restored_started=restored)
+        report = judge(setup, progress=_progress(setup), restored_started=restored, cpu_samples=samples)
         files.write_check(
             setup.folder,
             report.as_dict(

@@ -59,7 +59,7 @@ def checkpoint_problem(checks: CheckpointRules, metrics: Mapping[str, Any], chec
     # one line each, short enough that the trial's error line (200 characters) keeps all of it
     if checks.donor_epoch is not None and first and isinstance(epoch, (int, float)) and epoch <= checks.donor_epoch:
         return (
-            f"this run continues another trial's checkpoint of epoch {checks.donor_epoch}, but the loop reported "
+            f"this run continues from a checkpoint of epoch {checks.donor_epoch}, but the loop reported "
             f"epoch {epoch}: restore from ray.train.get_checkpoint() at the loop's start, or hpsearch.train.restore(model=...)"
         )
     if checks.required and checkpoint is None:

@@ -114,8 +114,10 @@ class OutcomeRecorder(Callback):
             self._stopped.add(trial.trial_id)
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        status = STOPPED if trial.trial_id in self._stopped else FINISHED
-        self._record(trial, status)
+        # A stop decided at a rung can race the trial's own last report: Tune may hold a later result by
+        # the time the trial completes. A trial whose last result reached the budget finished it.
+        stopped = trial.trial_id in self._stopped and not self._budget_spent(trial.last_result or {})
+        self._record(trial, STOPPED if stopped else FINISHED)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         note = ""

@@ -74,11 +74,16 @@ def resolve_start(trial_id: str, runs_dir: str, checkpoint: Any) -> Start:
         pointer = files.read_pointer(folder)
     if pointer is None:  # not a population-based training checkpoint
         return first
-    if pointer["trial_id"] == trial_id:  # after a pause, a retry or a resume, its own run carries on
-        return Start(str(pointer.get("storage", ".")), str(pointer["name"]))
     epoch = pointer.get("epoch")
-    donor = Donor(str(pointer["trial_id"]), epoch, os.path.join(runs_dir, str(pointer["checkpoint"])))
-    start = Start(trial_id, f"{PBT_RUN_PREFIX}{donor.trial_id}-e{epoch}", donor)
+    checkpoint = os.path.join(runs_dir, str(pointer["checkpoint"]))
+    if pointer["trial_id"] == trial_id:  # after a pause, a retry or a resume, its own run carries on
+        if not _superseded(checkpoint):
+            return Start(str(pointer.get("storage", ".")), str(pointer["name"]))
+        # The run went on past the report Tune paused it at (epochs are quick; the pause is not), and
+        # Ray Train would resume it from that later checkpoint, whose reports Tune never had: with
+        # nothing left to train, the trial would end without them. Continue from what Tune holds.
+    donor = Donor(str(pointer["trial_id"]), epoch, checkpoint)
+    start = Start(trial_id, _free_name(runs_dir, trial_id, f"{PBT_RUN_PREFIX}{donor.trial_id}-e{epoch}"), donor)
     run_folder = os.path.join(start.storage_path(runs_dir), start.name)
     if not os.path.exists(donor.checkpoint):
         raise FileNotFoundError(
@@ -89,6 +94,32 @@ def resolve_start(trial_id: str, runs_dir: str, checkpoint: Any) -> Start:
         run_folder, {"checkpoint": donor.checkpoint, "donor_trial_id": donor.trial_id, "donor_epoch": epoch}
     )
     return start
+
+
+def _superseded(checkpoint: str) -> bool:
+    """Whether the run that wrote ``checkpoint`` has written a later one beside it (Ray Train keeps a run's
+    checkpoints as ``checkpoint_*`` folders in the run's folder)."""
+    folder, name = os.path.split(os.path.normpath(checkpoint))
+    try:
+        mine = os.stat(checkpoint).st_mtime
+        siblings = [entry for entry in os.scandir(folder) if entry.name.startswith(_CHECKPOINT_PREFIX)]
+    except OSError:  # gone, or not on this node's file system: the run's own resume decides
+        return False
+    return any(entry.name != name and entry.is_dir() and entry.stat().st_mtime > mine for entry in siblings)
+
+
+def _free_name(runs_dir: str, trial_id: str, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``...: a run folder not used yet (a second start from the same checkpoint
+    must not resume the first one's run)."""
+    candidate, n = name, 1
+    while os.path.exists(os.path.join(runs_dir, trial_id, candidate)):
+        n += 1
+        candidate = f"{name}-{n}"
+    return candidate
+
+
+#: How Ray Train names a run's checkpoint folders (``checkpoint_<timestamp>``).
+_CHECKPOINT_PREFIX = "checkpoint_"
 
 
 def install_pointer_reports(trial_id: str, runs_dir: str, start: Start) -> None:

@@ -28,10 +28,12 @@ from hpsearch import messages
 from hpsearch.analysis import summarize_experiment
 from hpsearch.errors import ExperimentExistsError, PlanError
 from hpsearch.experiment import files
+from hpsearch.experiment.check import check_folder
 from hpsearch.experiment.files import experiment_spec, read_outcomes
-from hpsearch.experiment.layout import EPOCH, TRAIN_RUNS_DIR
-from hpsearch.formatting import plural
+from hpsearch.experiment.layout import CHECK_FILE, EPOCH, TRAIN_RUNS_DIR
+from hpsearch.formatting import duration, plural
 from hpsearch.planning.autoscale import addable_nodes, plan_run
+from hpsearch.planning.estimate import estimate, timing_from, workload_for
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
 from hpsearch.runtime import budget, internals, ray_logs, ray_workarounds, session
@@ -398,7 +400,37 @@ def _run(
     built = _build(spec, nodes, plan, datasets, autoscaling=autoscaling, stop=stop)
     for text in _banner(spec, plan, logs_line, scaling):
         messages.say(text)
+    if stop is None:  # a search, not the check's own run
+        _estimate_at_start(spec, plan)
     return _fit_and_summarize(spec, built.tuner, built.recorder)
+
+
+def _estimate_at_start(spec: Spec, plan: Plan) -> None:
+    """When the spec was checked (``hpsearch check``), predict the search's wall time and resource-hours from
+    the check's measurements on this plan, write it (``hpsearch_estimate.json``) and say it: the summary,
+    the closing lines and the report set it next to what happened."""
+    folder = check_folder(spec.experiment_dir)
+    record = files.read_check(folder)
+    if record is None:
+        return
+    try:
+        timing = timing_from(
+            record,
+            check_file=str(folder / CHECK_FILE),
+            spec_arg=str(spec.source or spec.name),
+            workers=spec.scaling.largest().planned_workers,
+        )
+        est = estimate(workload_for(spec, plan), timing)
+    except PlanError:
+        messages.say("no estimate at the start: `hpsearch plan SPEC --estimate` says what it lacks")
+        return
+    files.write_estimate(spec.experiment_dir, {"made_at": time.time(), **est.as_dict()})
+    hours = ", ".join(f"{k} {s.text(lambda v: f'{v:.3g}')}" for k, s in est.resource_hours().items())
+    messages.say(
+        f"estimate: {est.wall.text(duration)} of wall time"
+        + (f", resource-hours {hours}" if hours else "")
+        + f" (from the check in {folder}; `hpsearch plan --estimate` shows the model)"
+    )
 
 
 def run_with_summary(spec: Spec | str | Path | Mapping[str, Any], **kwargs: Any) -> tuple[ResultGrid, SearchSummary]:
