@@ -94,3 +94,12 @@ def budget_loop(config: dict) -> None:
             with open(os.path.join(folder, "state.json"), "w") as f:
                 json.dump({"epoch": epoch}, f)
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+def fails_after_a_good_epoch(config: dict) -> None:
+    """Reports a good loss at epoch 1; then, for ``x > 0.5``, raises as an out-of-memory crash would."""
+    x = config["x"]
+    ray.train.report({"loss": 0.01 * x if x > 0.5 else (x - 0.3) ** 2 + 0.5, "epoch": 1})
+    if x > 0.5:
+        raise MemoryError(f"x={x:.3f}: out of memory in epoch 2 (a test's stand-in for a CUDA OOM)")
+    ray.train.report({"loss": (x - 0.3) ** 2 + 0.25, "epoch": 2})

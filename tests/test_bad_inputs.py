@@ -284,7 +284,7 @@ CORPUS = [
     (
         "searcher-unknown-option",
         put("searcher.n_startup", 5),
-        "searcher.n_startup: unknown key; did you mean 'n_startup_trials'? (allowed: sampler, seed, n_startup_trials, population_size)",
+        "searcher.n_startup: unknown key; did you mean 'n_startup_trials'? (allowed: sampler, seed, n_startup_trials, population_size, failed_trials)",
     ),
     (
         "sampler-typo",

@@ -73,18 +73,21 @@ def test_later_trials_start_warm_as_the_checks_restored_run_did() -> None:
 
 def test_trials_sharing_a_node_share_its_cpus() -> None:
     """Alone, a trial keeps 2 CPUs busy starting and 1 training. 2 trials at once on a 2-CPU node: each start-up
-    takes twice as long (2 x 2 CPUs wanted of 2), epochs do not (2 x 1 of 2). The last trial, alone, is not slowed."""
-    busy = Timing(epoch_s=5, startup_s=10, teardown_s=2, startup_cpus=2.0, epoch_cpus=1.0)
+    takes twice as long (the other's 2 CPUs of work for the whole start-up, on the same 2 CPUs), each epoch 1.5
+    times (the other's 1 CPU of work over 2). The last trial, alone, is not slowed."""
+    busy = Timing(epoch_s=4, startup_s=10, teardown_s=2, startup_cpus=2.0, epoch_cpus=1.0)
     w = Workload(trials=3, slots=2, epochs=(3,), node_slots=2, node_cpus=2.0)
     run = simulate(w, busy)
-    assert run.wall_s == (20 + 15 + 2) + (10 + 15 + 2)  # two slowed, then the third alone: 64
-    # the same trials on a 4-CPU node (the plan puts both there): 2 x 2 of 4, nothing slower
-    assert simulate(Workload(trials=3, slots=2, epochs=(3,), node_slots=2, node_cpus=4.0), busy).wall_s == 2 * 27
+    assert run.wall_s == (20 + 3 * 6 + 2) + (10 + 3 * 4 + 2)  # two slowed, then the third alone: 64
+    # the same trials on a 4-CPU node (the plan puts both there): each adds half its work
+    wide = simulate(Workload(trials=3, slots=2, epochs=(3,), node_slots=2, node_cpus=4.0), busy)
+    assert wide.wall_s == (15 + 3 * 5 + 2) + (10 + 3 * 4 + 2)
     # one trial per node: never slowed
-    assert simulate(Workload(trials=3, slots=2, epochs=(3,), node_slots=1, node_cpus=2.0), busy).wall_s == 2 * 27
+    assert simulate(Workload(trials=3, slots=2, epochs=(3,), node_slots=1, node_cpus=2.0), busy).wall_s == 2 * 24
     # nothing measured: no slowdown
     assert simulate(w, T).wall_s == 2 * 27
     assert busy.slowdown(3.0, 2, 2.0) == 2.0  # a trial cannot keep more than the node's CPUs busy
+    assert busy.slowdown(1.0, 8, 16.0) == pytest.approx(1 + 7 / 16)
     assert busy.slowdown(None, 8, 2.0) == busy.slowdown(2.0, 8, None) == 1.0
 
 
@@ -96,7 +99,7 @@ def test_the_check_s_cpu_use_reaches_the_estimate_and_its_notes(tmp_path: Path) 
     assert (timing.startup_s, timing.warm_startup_s, timing.restart_s) == (25.0, 15.0, 15.0)
     assert (timing.startup_cpus, timing.epoch_cpus) == (1.8, 0.9)
     est = estimate(Workload(trials=4, slots=2, epochs=(3,), node_slots=2, node_cpus=2.0), timing)
-    assert any("2 trial(s) at once share a node of 2 CPUs: its start-up 1.8x slower" in n for n in est.notes())
+    assert any("2 trial(s) at once share a node of 2 CPUs: its start-up 1.9x slower" in n for n in est.notes())
     assert any("later ones in 15 s, as its restored run did" in n for n in est.notes())
     # a start-up given on the command line is taken as it is: no warm figure, no slowdown
     given = timing_from(record, check_file="c.json", spec_arg="s.yaml", startup_s=12.0)

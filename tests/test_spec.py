@@ -146,7 +146,7 @@ def test_spec_from_yaml_file(spec_dir: Path) -> None:
         "layers": IntParam(low=1, high=3),
         "epochs": ConstParam(value=5),
     }
-    assert spec.searcher.as_dict() == {"type": "optuna", "sampler": "tpe", "seed": 0, "n_startup_trials": None}
+    assert spec.searcher.as_dict() == {"type": "optuna", "sampler": "tpe", "seed": 0, "n_startup_trials": None, "failed_trials": "infeasible"}
     assert spec.scheduler.type == "asha"
 
 
@@ -331,7 +331,7 @@ BAD_FRAGMENTS = [
     ),
     pytest.param(
         _set("searcher", {"type": "optuna", "seeed": 1}),
-        "searcher.seeed: unknown key; did you mean 'seed'? (allowed: sampler, seed, n_startup_trials, population_size)",
+        "searcher.seeed: unknown key; did you mean 'seed'? (allowed: sampler, seed, n_startup_trials, population_size, failed_trials)",
         id="searcher-option-typo",
     ),
     pytest.param(

@@ -36,11 +36,15 @@ def test_the_actual_wall_time_is_set_against_the_estimates_median_and_range() ->
     assert wall["error"] == pytest.approx(70.2 / 54 - 1) and not wall["within"]
     assert versus["resource_hours"]["CPU"]["actual"] == 0.03
     lines = versus_lines(versus)
-    assert lines[0].endswith(": 54 s; it took 1 min 10 s: 30% over the median, outside the range")
+    assert lines[0].endswith(": 54 s; it took 1 min 10 s: 30% over the estimate")  # FIFO: one schedule, no range
     assert lines[0].startswith("Wall time estimated at the start (")
-    assert lines[1] == "  CPU-hours estimated 0.03; used 0.03: as the median, within the range"
+    assert lines[1] == "  CPU-hours estimated 0.03; used 0.03: as the estimate"
     under = versus_lines(versus_actual(_record(), wall_time_s=50.0, resource_hours={}))
-    assert under[0].endswith("it took 50 s: 7% under the median, outside the range")
+    assert under[0].endswith("it took 50 s: 7% under the estimate")
+    spread = {**_record(), "wall_time_s": {"low": 50.0, "median": 60.0, "high": 80.0}}
+    assert versus_lines(versus_actual(spread, wall_time_s=66.0, resource_hours={}))[0].endswith(
+        "it took 1 min 06 s: 10% over the median, within the range"
+    )
 
 
 def test_an_interrupted_search_or_no_estimate_is_not_compared() -> None:
@@ -69,10 +73,10 @@ def test_the_summary_the_closing_lines_and_the_report_show_the_estimate_next_to_
     closing = out.getvalue().splitlines()
     wall_line = next(i for i, line in enumerate(closing) if line.startswith("Wall time: 61.5 s"))
     assert "Wall time estimated at the start" in closing[wall_line + 2]  # after the resource-hours line
-    assert closing[wall_line + 2].endswith("it took 1 min 02 s: 14% over the median, outside the range")
+    assert closing[wall_line + 2].endswith("it took 1 min 02 s: 14% over the estimate")
 
     report = write_report(exp).read_text(encoding="utf-8")
-    assert "Estimated at the start" in report and "14% over the median" in report
+    assert "Estimated at the start" in report and "14% over the estimate" in report
 
 
 def test_a_search_run_without_a_check_has_no_estimate(tmp_path: Path) -> None:

@@ -141,11 +141,13 @@ class Timing:
 
     def slowdown(self, busy_cpus: float | None, trials_on_node: int, node_cpus: float | None) -> float:
         """How much slower a trial's phase runs with ``trials_on_node`` trials on a node of ``node_cpus``
-        CPUs, when one alone keeps ``busy_cpus`` of them busy: they share the node's CPUs (1: no slowdown,
-        or nothing measured)."""
-        if busy_cpus is None or not node_cpus or node_cpus <= 0:
+        CPUs, when one alone keeps ``busy_cpus`` of them busy for the phase's time (1: alone, or nothing
+        measured). The others' CPU work is done on the same CPUs: each adds its work spread over them,
+        ``busy / cpus`` of the phase's time alone, while the phase's own waits (start-up latencies, I/O)
+        stay as they were."""
+        if busy_cpus is None or not node_cpus or node_cpus <= 0 or trials_on_node <= 1:
             return 1.0
-        return max(1.0, trials_on_node * min(busy_cpus, node_cpus) / node_cpus)
+        return 1.0 + (trials_on_node - 1) * min(busy_cpus, node_cpus) / node_cpus
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -1193,13 +1195,13 @@ class Estimate:
         ]
         if t.warm_startup_s is not None and w.trials > w.slots:
             out.append(
-                f"the first {w.slots} trial(s) start in {t.startup_s:g} s, as the check's first run did; later ones "
-                f"in {t.warm_startup_s:g} s, as its restored run did (Ray's processes and files warm)"
+                f"the first {w.slots} trial(s) start in {t.startup_s:.3g} s, as the check's first run did; later ones "
+                f"in {t.warm_startup_s:.3g} s, as its restored run did (Ray's processes and files warm)"
             )
         if w.scheduler in ("pbt", "pb2", "hyperband"):
             out.append(
-                f"each pause or exploit tears a nested run down and starts it again: {t.teardown_s:g} s + "
-                f"{t.restart_s:g} s" + ("" if t.restore_s is not None else " (a fresh start-up: no restore measured)")
+                f"each pause or exploit tears a nested run down and starts it again: {t.teardown_s:.3g} s + "
+                f"{t.restart_s:.3g} s" + ("" if t.restore_s is not None else " (a fresh start-up: no restore measured)")
             )
         return out + list(w.notes) + list(t.notes)
 

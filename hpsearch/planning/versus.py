@@ -89,10 +89,12 @@ def _error(entry: Mapping[str, Any]) -> str:
     error = entry.get("error")
     if error is None:
         return ""
-    where = "within the range" if entry.get("within") else "outside the range"
+    one = entry.get("low") == entry.get("high")  # every simulated run the same (FIFO): no range to be in
+    where = "" if one else (", within the range" if entry.get("within") else ", outside the range")
+    what = "the estimate" if one else "the median"
     if abs(error) < 0.005:
-        return f"as the median, {where}"
-    return f"{abs(error) * 100:.0f}% {'over' if error > 0 else 'under'} the median, {where}"
+        return f"as {what}{where}"
+    return f"{abs(error) * 100:.0f}% {'over' if error > 0 else 'under'} {what}{where}"
 
 
 def _hours(value: float) -> str:

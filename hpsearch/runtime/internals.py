@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from hpsearch import messages
 from hpsearch.errors import IncompatibleLibraryError
 from hpsearch.planning.planner import HEAD_RESOURCE
+from hpsearch.spec.plugins import OptunaOptions
 from hpsearch.spec.space import is_conditional
 
 if TYPE_CHECKING:
@@ -307,6 +308,17 @@ def _check_optuna() -> None:
     searcher = "ray.tune.search.optuna.optuna_search:OptunaSearch"
     _parameters(f"{searcher}._setup_study", "mode")
     _assigns(searcher, "_ot_study", "_space", "_metric", "_ot_trials")
+
+
+def _check_optuna_failed() -> None:
+    searcher = "ray.tune.search.optuna.optuna_search:OptunaSearch"
+    _parameters(f"{searcher}.on_trial_complete", "trial_id", "result", "error")
+    _assigns(searcher, "_ot_study", "_ot_trials", "_completed_trials")
+
+
+def _uses_failed_infeasible(spec: Spec) -> bool:
+    options = spec.searcher.options
+    return isinstance(options, OptunaOptions) and options.failed_trials == "infeasible"
 
 
 def _check_hyperopt() -> None:
@@ -670,6 +682,19 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="refuse",
         check=_check_optuna,
         used_by=_uses_warm_start("optuna"),
+    ),
+    Internal(
+        key="optuna-failed-trials",
+        relies_on="ray.tune.search.optuna.OptunaSearch's _ot_study, _ot_trials and _completed_trials",
+        feature="an errored trial told to Optuna as infeasible (searcher.failed_trials: infeasible)",
+        without_it=(
+            "an errored trial would be told to Optuna as failed, as Ray does, and TPE would go on proposing the "
+            "region where trials fail"
+        ),
+        public="OptunaSearch.on_trial_complete(error=True) tells FAIL, which Optuna's samplers skip",
+        on_missing="warn",
+        check=_check_optuna_failed,
+        used_by=_uses_failed_infeasible,
     ),
     Internal(
         key="hyperopt-trials",
@@ -1378,6 +1403,12 @@ class ExploitHook:
         return metric
 
 
+#: The Optuna constraint an errored trial violates (``searcher.failed_trials: infeasible``), and the user
+#: attribute that marks it failed.
+FAILED_CONSTRAINT = "hpsearch_trial_failed"
+FAILED_ATTR = "hpsearch_failed"
+
+
 class OptunaStudyHook:
     """Mixed before Ray's ``OptunaSearch``: :meth:`after_study_setup` once its study exists (internal ``optuna-study-setup``)."""
 
@@ -1393,6 +1424,22 @@ class OptunaStudyHook:
 
     def after_study_setup(self, study: Any, space: Any, metric: str | list[str] | None) -> None:
         """Called with the new study, the searcher's space and its metric (a list with several objectives)."""
+
+    def tell_infeasible(self, trial_id: str, values: float | list[float]) -> bool:
+        """Tell the study that this Tune trial errored, as infeasible: COMPLETE with ``values`` and the
+        constraint ``FAILED_CONSTRAINT`` violated (Optuna's ``Trial.set_constraint``; a trial without one is
+        feasible), marked failed in its user attributes (internal ``optuna-failed-trials``). Whether it
+        could (else the caller tells it Ray's way)."""
+        if not available("optuna-failed-trials"):
+            return False
+        import optuna  # lazy: only an optuna search gets here, and the search process may not need Optuna
+
+        trial = self._ot_trials[trial_id]  # type: ignore[attr-defined]  # Ray's
+        trial.set_constraint(FAILED_CONSTRAINT, 1.0)
+        trial.set_user_attr(FAILED_ATTR, True)
+        self._ot_study.tell(trial, values, state=optuna.trial.TrialState.COMPLETE)  # type: ignore[attr-defined]  # Ray's
+        self._completed_trials.add(trial_id)  # type: ignore[attr-defined]  # Ray's: a second completion is ignored
+        return True
 
     def knows_trial(self, trial_id: str) -> bool:
         """Whether the study holds an Optuna trial for this Tune trial.

@@ -130,7 +130,12 @@ def _optuna_sampler(options: OptunaOptions) -> Any:
 def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if ctx.space is None or not (ctx.points or ctx.seeds or is_conditional(ctx.space)):
-        searcher = ResumableOptunaSearch(sampler=_optuna_sampler(options), metric=ctx.metric, mode=ctx.mode)
+        searcher = ResumableOptunaSearch(
+            sampler=_optuna_sampler(options),
+            metric=ctx.metric,
+            mode=ctx.mode,
+            hp_failed_infeasible=options.failed_trials == "infeasible",
+        )
     else:  # a define-by-run space for conditions, where Tune's param_space is empty, and for the seeds
         searcher = HpsearchOptunaSearch(
             OptunaSpace(ctx.space) if is_conditional(ctx.space) else None,
@@ -140,6 +145,7 @@ def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
             hp_tree=ctx.space,
             hp_points=ctx.points,
             hp_seeds=ctx.seeds,
+            hp_failed_infeasible=options.failed_trials == "infeasible",
         )
     return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)
 

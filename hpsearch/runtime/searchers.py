@@ -44,6 +44,7 @@ from ray.tune.search.variant_generator import format_vars
 
 from hpsearch import messages
 from hpsearch.analysis._optuna import param_distribution
+from hpsearch.experiment.ranking import metric_value
 from hpsearch.runtime.internals import HyperOptTrialsHook, OptunaStudyHook, VariantHook
 from hpsearch.spec.space import (
     JOINT_GRID_KEY,
@@ -171,17 +172,64 @@ class ResumableOptunaSearch(OptunaStudyHook, OptunaSearch):
     folder as any other's; Optuna does not learn from them, and a line says so once per trial.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    #: Tell an errored trial as infeasible (``searcher.failed_trials: infeasible``), else as failed. A searcher
+    #: pickled by an older hpsearch has no such attribute: it tells it failed, as it did.
+    _hp_failed_infeasible = False
+
+    def __init__(self, *args: Any, hp_failed_infeasible: bool = False, **kwargs: Any) -> None:
         self._hp_unknown: set[str] = set()
+        self._hp_failed_infeasible = hp_failed_infeasible
         super().__init__(*args, **kwargs)
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         if self._hp_known(trial_id):
+            self._hp_see(trial_id, result)
             super().on_trial_result(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
-        if self._hp_known(trial_id):
-            super().on_trial_complete(trial_id, result=result, error=error)
+        if not self._hp_known(trial_id):
+            return
+        if not error:
+            self._hp_see(trial_id, result or {})
+            super().on_trial_complete(trial_id, result=result, error=False)
+            return
+        # An errored trial is never told as complete with the value it reached before it failed: that would
+        # send the sampler back to the region where trials crash. Told as infeasible (complete, with the worst
+        # value the other trials reported so far and a violated constraint), the samplers that take constraints
+        # (TPE, GP, NSGA-II/III) rank it after every feasible trial and learn to avoid its region; told as
+        # failed, they skip it. Before any other trial reported a value it is told as failed.
+        worst = self._hp_worst(but=trial_id)
+        (self._hp_seen or {}).pop(trial_id, None)  # a failed trial's values rank no other trial
+        if not (self._hp_failed_infeasible and worst is not None and self.tell_infeasible(trial_id, _one(worst))):
+            super().on_trial_complete(trial_id, result=None, error=True)
+
+    #: Per trial, per objective, the worst finite value it reported (a searcher pickled by an older hpsearch
+    #: starts with none).
+    _hp_seen: dict[str, list[float]] | None = None
+
+    def _hp_see(self, trial_id: str, result: Mapping[str, Any]) -> None:
+        metrics = self.metric if isinstance(self.metric, list) else [self.metric]
+        values = [metric_value(result.get(m)) if m else None for m in metrics]
+        if any(v is None or not math.isfinite(v) for v in values):
+            return
+        if self._hp_seen is None:
+            self._hp_seen = {}
+        seen = self._hp_seen.get(trial_id)
+        self._hp_seen[trial_id] = self._hp_worse([float(v) for v in values if v is not None], seen)
+
+    def _hp_worse(self, a: list[float], b: list[float] | None) -> list[float]:
+        modes = self.mode if isinstance(self.mode, list) else [self.mode]
+        if b is None:
+            return a
+        return [max(x, y) if modes[i] == "min" else min(x, y) for i, (x, y) in enumerate(zip(a, b))]
+
+    def _hp_worst(self, *, but: str) -> list[float] | None:
+        """Per objective, the worst value the other trials reported so far (``None``: none has)."""
+        worst: list[float] | None = None
+        for trial_id, values in (self._hp_seen or {}).items():
+            if trial_id != but:
+                worst = self._hp_worse(values, worst)
+        return worst
 
     def _hp_known(self, trial_id: str) -> bool:
         if self.knows_trial(trial_id):
@@ -193,6 +241,11 @@ class ResumableOptunaSearch(OptunaStudyHook, OptunaSearch):
                 "killed); it runs to its end, but Optuna does not learn from its results"
             )
         return False
+
+
+def _one(values: list[float]) -> float | list[float]:
+    """Optuna's value for one objective, its list for several."""
+    return values if len(values) > 1 else values[0]
 
 
 class HpsearchOptunaSearch(ResumableOptunaSearch):

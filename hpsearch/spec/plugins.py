@@ -111,6 +111,14 @@ class OptunaOptions(StrictModel):
     population_size: int | None = Field(
         default=None, ge=2, description="trials per generation (nsga2, nsga3); Optuna's default (50) if unset"
     )
+    failed_trials: Literal["infeasible", "ignore"] = Field(
+        default="infeasible",
+        description=(
+            "what Optuna learns from a trial that errored: 'infeasible' (tpe, gp, nsga2, nsga3: the trial counts as "
+            "violating a constraint, so the sampler learns to avoid its region) or 'ignore' (told as failed: "
+            "the sampler skips it)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> OptunaOptions:

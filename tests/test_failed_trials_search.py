@@ -1,0 +1,57 @@
+"""An errored trial reaches Optuna as infeasible through Tune's own error path: one small real search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+import hpsearch
+from hpsearch.cli import main
+from hpsearch.experiment.files import read_outcomes
+from hpsearch.runtime.internals import FAILED_ATTR, FAILED_CONSTRAINT
+from hpsearch.runtime.plugins import SearcherContext, build_searcher
+
+pytestmark = pytest.mark.ray
+
+LOOPS = Path(__file__).resolve().parent / "loops.py"
+
+
+def test_a_trial_that_errors_after_a_good_report_is_infeasible_in_the_study(ray_cluster, tmp_path: Path) -> None:
+    raw = {
+        "name": "failing",
+        "trainable": f"{LOOPS}:fails_after_a_good_epoch",
+        "metric": "loss",
+        "mode": "min",
+        "num_samples": 3,
+        # seed 6 proposes x = 0.893 (fails), 0.332, 0.821 (fails); one trial at a time, so the order is fixed
+        "search_space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+        "searcher": {"type": "optuna", "seed": 6, "n_startup_trials": 4},
+        "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": 0.4}},
+        "resources": {"driver_cpus": 0.1, "max_concurrent_trials": 1},
+        "storage_path": str(tmp_path / "results"),
+    }
+    path = tmp_path / "failing.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert main(["run", str(path)]) == 0
+    exp = tmp_path / "results" / "failing"
+    assert sorted(read_outcomes(exp).values()) == ["errored", "errored", "finished"]
+
+    # the searcher as Tune saved it, restored through Tune's own Searcher API
+    spec = hpsearch.load_spec(raw)
+    searcher = build_searcher(spec.searcher, SearcherContext(spec.metric, spec.mode, 1))
+    searcher.restore_from_dir(str(exp))
+    study: optuna.Study = searcher.searcher._ot_study
+    first, ok, failed = study.get_trials(deepcopy=False)
+    assert [round(t.params["x"], 3) for t in (first, ok, failed)] == [0.893, 0.332, 0.821]
+    # the first failed before any other trial reported: nothing to rank it by, so it is told as failed
+    assert first.state == optuna.trial.TrialState.FAIL and first.value is None
+    assert ok.state == optuna.trial.TrialState.COMPLETE and ok.constraints == {}
+    assert ok.value == pytest.approx((0.332 - 0.3) ** 2 + 0.25, abs=1e-3)
+    # the third reported 0.0082 at epoch 1, then failed: infeasible, with the worst value the others reported
+    assert failed.state == optuna.trial.TrialState.COMPLETE
+    assert failed.constraints == {FAILED_CONSTRAINT: 1.0} and failed.user_attrs[FAILED_ATTR] is True
+    assert failed.value == pytest.approx((0.332 - 0.3) ** 2 + 0.5, abs=1e-3)  # trial 2's epoch-1 loss
+    assert study.best_trial.number == ok.number
