@@ -2,7 +2,7 @@
 
 Exit codes: 0 when at least one trial finished without error (or was stopped early, by
 the scheduler or a budget, after reporting), 1 when none did (or an unexpected failure), 2 for a bad spec
-or bad usage (also: ``resume --set`` of a key other than ``budget.*``, or a resume whose
+or bad usage (also: ``resume --set`` of a key other than ``budget.*`` and ``num_samples``, or a resume whose
 budget is already spent), 130 when a search was interrupted before every trial ended. A
 search a budget ended is not interrupted: it exits 0 or 1 by the same rule. A user mistake prints one ``Error:`` block
 and no traceback (``--debug`` shows it).
@@ -508,8 +508,8 @@ def _parser() -> argparse.ArgumentParser:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="raise a budget for the rest of the search, e.g. --set budget.max_wall_time=4h "
-        "(only budget.* keys; repeatable)",
+        help="raise a budget for the rest of the search, e.g. --set budget.max_wall_time=4h, or grow it, "
+        "e.g. --set num_samples=40 (only budget.* keys and num_samples; repeatable)",
     )
     resume_p.add_argument("--address", help="an existing Ray cluster; default: embedded local Ray")
     resume_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)

@@ -276,14 +276,28 @@ def test_an_interrupted_run_ends_its_trials_runs_but_records_no_outcome(tmp_path
 # ----------------------------------------------------------------------------- resume: the budget only
 
 
-def test_resume_refuses_any_override_but_the_budget_before_ray_starts(
+def test_resume_refuses_any_override_but_the_budget_and_num_samples_before_ray_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     exp = write_experiment(tmp_path / "exp", standard_trials(), usage=True)
-    assert main(["resume", str(exp), "--set", "num_samples=10", "--set", "budget.max_wall_time=4h"]) == 2
+    argv = ["resume", str(exp), "--set", "search_space.epochs=10", "--set", "budget.max_wall_time=4h"]
+    assert main([*argv, "--set", "num_samples=10"]) == 2
     err = capsys.readouterr().err
-    assert "--set num_samples=10: cannot be changed on resume: only budget keys can" in err
-    assert "--set budget.max_wall_time=4h:" not in err
+    assert "--set search_space.epochs=10: cannot be changed on resume: only budget keys" in err
+    assert "--set budget.max_wall_time=4h:" not in err and "--set num_samples=10:" not in err
+
+
+def test_resume_refuses_to_shrink_a_search_naming_the_trials_already_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exp = write_experiment(tmp_path / "exp", standard_trials(), usage=True)  # num_samples 4
+    started = len(files.read_usage(exp).trials)
+    assert main(["resume", str(exp), "--set", "num_samples=2"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--set num_samples=2: is below the 4 this search was started with ({started} trials already run): "
+        "a search only grows on resume; give num_samples of 4 or more"
+    ) in err
 
 
 def test_resume_of_a_spent_budget_says_so_at_once_with_the_set_that_raises_it(

@@ -1,4 +1,5 @@
-"""An errored trial reaches Optuna as infeasible through Tune's own error path: one small real search."""
+"""One small real Optuna search: an errored trial reaches the study as infeasible through Tune's own error
+path, and the search, resumed with a larger ``num_samples``, goes on in the same study."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.ray
 LOOPS = Path(__file__).resolve().parent / "loops.py"
 
 
-def test_a_trial_that_errors_after_a_good_report_is_infeasible_in_the_study(ray_cluster, tmp_path: Path) -> None:
+def test_an_errored_trial_is_infeasible_in_the_study_and_the_search_grows_in_it(ray_cluster, tmp_path: Path) -> None:
     raw = {
         "name": "failing",
         "trainable": f"{LOOPS}:fails_after_a_good_epoch",
@@ -55,3 +56,16 @@ def test_a_trial_that_errors_after_a_good_report_is_infeasible_in_the_study(ray_
     assert failed.constraints == {FAILED_CONSTRAINT: 1.0} and failed.user_attrs[FAILED_ATTR] is True
     assert failed.value == pytest.approx((0.332 - 0.3) ** 2 + 0.5, abs=1e-3)  # trial 2's epoch-1 loss
     assert study.best_trial.number == ok.number
+
+    # grown on resume: one more trial, asked of the same study, which holds the first three as they were
+    assert main(["resume", str(exp), "--set", "num_samples=4"]) == 0
+    assert len(read_outcomes(exp)) == 4
+    assert yaml.safe_load((exp / "hpsearch_spec.yaml").read_text())["num_samples"] == 4
+    searcher = build_searcher(spec.searcher, SearcherContext(spec.metric, spec.mode, 1))
+    searcher.restore_from_dir(str(exp))
+    grown = searcher.searcher._ot_study.get_trials(deepcopy=False)
+    assert len(grown) == 4
+    assert [(t.params, t.state, t.value) for t in grown[:3]] == [
+        (t.params, t.state, t.value) for t in (first, ok, failed)
+    ]
+    assert grown[3].state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)

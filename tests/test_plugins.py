@@ -109,7 +109,11 @@ def test_none_means_the_default_plugin(registry: Registry, expected: dict) -> No
             },
         ),
         (SCHEDULERS, "hyperband", {"type": "hyperband", "max_t": 81, "reduction_factor": 3, "time_attr": "epoch"}),
-        (SEARCHERS, "optuna", {"type": "optuna", "sampler": "tpe", "seed": None, "n_startup_trials": None, "failed_trials": "infeasible"}),
+        (
+            SEARCHERS,
+            "optuna",
+            {"type": "optuna", "sampler": "tpe", "seed": None, "n_startup_trials": None, "failed_trials": "infeasible"},
+        ),
         (SEARCHERS, "hyperopt", {"type": "hyperopt", "seed": None, "n_initial_points": 20}),
     ],
     ids=["asha", "hyperband", "optuna", "hyperopt"],

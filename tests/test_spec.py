@@ -146,7 +146,13 @@ def test_spec_from_yaml_file(spec_dir: Path) -> None:
         "layers": IntParam(low=1, high=3),
         "epochs": ConstParam(value=5),
     }
-    assert spec.searcher.as_dict() == {"type": "optuna", "sampler": "tpe", "seed": 0, "n_startup_trials": None, "failed_trials": "infeasible"}
+    assert spec.searcher.as_dict() == {
+        "type": "optuna",
+        "sampler": "tpe",
+        "seed": 0,
+        "n_startup_trials": None,
+        "failed_trials": "infeasible",
+    }
     assert spec.scheduler.type == "asha"
 
 

@@ -332,6 +332,91 @@ def _check_variants() -> None:
     _assigns("ray.tune.experiment.trial:Trial", "evaluated_params", "experiment_tag", "config")
 
 
+def _check_search_state() -> None:
+    generator = "ray.tune.search.search_generator:SearchGenerator"
+    variants = "ray.tune.search.basic_variant:BasicVariantGenerator"
+    for cls in (generator, variants):
+        if "{}" not in str(_resolve(f"{cls}.CKPT_FILE_TMPL")):
+            raise ContractBroken(f"{cls.replace(':', '.')}.CKPT_FILE_TMPL names no session")
+    if not re.search(r'"total_samples"\s*:.*"finished"\s*:', _source(_resolve(f"{generator}.get_state")), re.S):
+        raise ContractBroken("SearchGenerator.get_state holds no total_samples and finished")
+    _assigns(
+        variants, "_total_samples", "_finished", "_iterators", "_uuid_prefix", "_constant_grid_search", "_random_state"
+    )
+    _parameters(
+        "ray.tune.search.basic_variant:_TrialIterator",
+        "uuid_prefix",
+        "num_samples",
+        "unresolved_spec",
+        "constant_grid_search",
+        "points_to_evaluate",
+        "lazy_eval",
+        "start",
+        "random_state",
+    )
+    _assigns("ray.tune.search.basic_variant:_TrialIterator", "unresolved_spec", "lazy_eval")
+    _parameters("ray.tune.utils.util:_atomic_save", "state", "checkpoint_dir", "file_name", "tmp_file_name")
+    _parameters("ray.tune.utils.util:_load_newest_checkpoint", "dirpath", "ckpt_pattern")
+
+
+def _only_on_resume(spec: Spec) -> bool:
+    """No spec uses it at ``run``: ``resume --set num_samples=N`` checks it itself, before it grows a search."""
+    return False
+
+
+def grow_search(experiment_dir: str | Path, *, trials: int, repeats: int, old_repeats: int) -> int:
+    """Let a saved search make ``trials`` trials in all, where it made fewer: raise the total in Tune's
+    saved search state, before ``Tuner.restore`` reads it (internal ``tune-search-state``).
+
+    A model-based searcher (Optuna, HyperOpt) sits in Tune's ``SearchGenerator``, whose state counts the
+    trials it may still suggest (``total_samples``, ``finished``): raised, the same searcher, with its
+    study, goes on suggesting. Random search and grids are Tune's ``BasicVariantGenerator``, whose state
+    holds the iterators of its trials: one more iterator of ``repeats - old_repeats`` repeats of the space
+    (whole repeats of a grid) continues its trial numbers and its random stream. Returns the total it
+    held before.
+
+    Raises:
+        ContractBroken: the folder holds neither state, or one this Ray does not write.
+    """
+    # lazy: Tune's search modules, only for a resume that grows its search (this module is imported by workers)
+    from ray.tune.search.basic_variant import BasicVariantGenerator, _TrialIterator
+    from ray.tune.search.search_generator import SearchGenerator  # lazy: as above
+    from ray.tune.utils.util import _atomic_save, _load_newest_checkpoint  # lazy: as above
+
+    folder = str(experiment_dir)
+    for cls in (SearchGenerator, BasicVariantGenerator):
+        pattern = cls.CKPT_FILE_TMPL.format("*")
+        newest = max(Path(folder).glob(pattern), default=None)
+        state = _load_newest_checkpoint(folder, pattern) if newest is not None else None
+        if newest is None or not isinstance(state, dict):
+            continue
+        if cls is SearchGenerator:
+            before = int(state["total_samples"])
+            state["total_samples"], state["finished"] = trials, False
+        else:
+            before = int(state["_total_samples"])
+            iterators = state["_iterators"]
+            if not iterators or any(it.lazy_eval for it in iterators):
+                raise ContractBroken("the random search's saved state holds no iterator it can extend")
+            state["_iterators"] = [
+                *iterators,
+                _TrialIterator(
+                    uuid_prefix=state["_uuid_prefix"],
+                    num_samples=repeats - old_repeats,
+                    unresolved_spec=iterators[0].unresolved_spec,
+                    constant_grid_search=state["_constant_grid_search"],
+                    points_to_evaluate=[],
+                    lazy_eval=False,
+                    start=before,
+                    random_state=state["_random_state"],  # the generator's own: its stream goes on
+                ),
+            ]
+            state["_total_samples"], state["_finished"] = trials, False
+        _atomic_save(state=state, checkpoint_dir=folder, file_name=newest.name, tmp_file_name=f"tmp-{newest.name}")
+        return before
+    raise ContractBroken(f"{folder} holds no saved search state of Tune's (search_gen_state-*, basic-variant-state-*)")
+
+
 def _check_tbx() -> None:
     _assigns("ray.tune.logger.tensorboardx:TBXLoggerCallback", "_trial_writer", "_trial_result")
 
@@ -695,6 +780,21 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="warn",
         check=_check_optuna_failed,
         used_by=_uses_failed_infeasible,
+    ),
+    Internal(
+        key="tune-search-state",
+        relies_on=(
+            "ray.tune.search.SearchGenerator's and BasicVariantGenerator's saved state (CKPT_FILE_TMPL; "
+            "total_samples and finished; _total_samples, _finished, _iterators, _uuid_prefix, "
+            "_constant_grid_search, _random_state), ray.tune.search.basic_variant._TrialIterator, "
+            "ray.tune.utils.util._atomic_save and _load_newest_checkpoint"
+        ),
+        feature="growing a search on resume (hpsearch resume DIR --set num_samples=N)",
+        without_it="a larger num_samples could not be resumed into; the resume is refused before Ray starts",
+        public="Tuner.restore takes no new TuneConfig: num_samples is fixed when the search starts",
+        on_missing="refuse",
+        check=_check_search_state,
+        used_by=_only_on_resume,
     ),
     Internal(
         key="hyperopt-trials",

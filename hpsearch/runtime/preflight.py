@@ -23,11 +23,12 @@ from pathlib import Path
 from hpsearch.errors import ExperimentExistsError, Problem, SpecError
 from hpsearch.experiment.files import is_experiment
 from hpsearch.experiment.layout import SPEC_FILE
+from hpsearch.formatting import plural
 from hpsearch.runtime import internals, session
 from hpsearch.runtime.autoscaling import Autoscaling, autoscaling_for
 from hpsearch.runtime.budget import check_not_spent
 from hpsearch.runtime.cluster import job_cluster_address
-from hpsearch.spec import Spec, check_storage
+from hpsearch.spec import Spec, check_storage, total_trials
 
 __all__ = ["check_resume_overrides", "preflight"]
 
@@ -102,19 +103,64 @@ def _check_tracking(spec: Spec) -> None:
 
 
 def check_resume_overrides(overrides: Sequence[str]) -> None:
-    """Only the budget may change on resume: any other change would mix trials of two different searches.
+    """Only the budget and ``num_samples`` (to grow the search) may change on resume: any other change
+    would mix trials of two different searches.
 
     Checked first, before the folder's spec is read.
     """
-    bad = [o for o in overrides if o.partition("=")[0].strip().split(".")[0] != "budget" or "=" not in o]
+    bad = [o for o in overrides if "=" not in o or _resume_key(o) not in ("budget", GROW_KEY)]
     if bad:
         raise SpecError(
             [
                 Problem(
                     f"--set {o}",
-                    "cannot be changed on resume: only budget keys can (e.g. --set budget.max_wall_time=4h); "
-                    "changing anything else would mix trials of two searches: start a new one with hpsearch run",
+                    "cannot be changed on resume: only budget keys (e.g. --set budget.max_wall_time=4h) and "
+                    "num_samples (to run more trials: --set num_samples=40) can; changing anything else would mix "
+                    "trials of two searches: start a new one with hpsearch run",
                 )
                 for o in bad
             ]
         )
+
+
+#: The one spec key besides ``budget.*`` that ``resume --set`` takes: a larger value grows the search.
+GROW_KEY = "num_samples"
+
+
+def _resume_key(override: str) -> str:
+    key = override.partition("=")[0].strip()
+    return key if key == GROW_KEY else key.split(".")[0]
+
+
+def check_growth(before: Spec, after: Spec, *, started: int) -> int:
+    """How many more trials ``resume --set num_samples=N`` runs: ``after`` (the spec with N) against
+    ``before`` (as the search was started), of which ``started`` trials were made so far.
+
+    Raises:
+        SpecError: N is below the search's own (a search only grows; the message names the trials already
+            run), or the search is a population (pbt, pb2), whose size is fixed for its whole run.
+    """
+    if after.num_samples == before.num_samples:
+        return 0
+    where = f"--set {GROW_KEY}={after.num_samples}"
+    if after.num_samples < before.num_samples:
+        raise SpecError(
+            [
+                Problem(
+                    where,
+                    f"is below the {before.num_samples} this search was started with ({plural(started, 'trial')} "
+                    f"already run): a search only grows on resume; give {GROW_KEY} of {before.num_samples} or more",
+                )
+            ]
+        )
+    if after.scheduler.type in ("pbt", "pb2"):
+        raise SpecError(
+            [
+                Problem(
+                    where,
+                    f"cannot grow a {after.scheduler.type} search: its population is fixed for its whole run; "
+                    "start a new search with a larger num_samples",
+                )
+            ]
+        )
+    return total_trials(after) - total_trials(before)

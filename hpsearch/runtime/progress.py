@@ -44,6 +44,18 @@ from hpsearch.runtime.outcomes import OutcomeRecorder
 __all__ = ["ProgressPrinter"]
 
 
+#: The search's total trials as the resume in this process runs it (``None``: no resume here); set by
+#: :func:`resumed_total` before ``Tuner.restore`` unpickles the printer with the total it was started with.
+_RESUMED_TOTAL: int | None = None
+
+
+def resumed_total(total: int) -> None:
+    """Before ``Tuner.restore``: the total trials of the search as resumed (``resume --set num_samples=N``
+    grows it), for the restored printer's status line."""
+    global _RESUMED_TOTAL
+    _RESUMED_TOTAL = total
+
+
 class ProgressPrinter(Callback):
     """A Tune callback that prints a short line per trial event and a periodic status.
 
@@ -120,6 +132,8 @@ class ProgressPrinter(Callback):
         self.__dict__.setdefault("_placement_seen", None)
         self._seed_pending = True
         self._start = self._last_status = self._last_placement_check = self._clock()
+        if _RESUMED_TOTAL is not None and self.total is not None:  # a search grown on resume counts its new total
+            self.total = _RESUMED_TOTAL
 
     def _params(self, trial: Any) -> str:
         flat = flatten_config(trial.config)

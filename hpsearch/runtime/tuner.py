@@ -26,7 +26,7 @@ from ray.tune.stopper import CombinedStopper, Stopper
 
 from hpsearch import messages
 from hpsearch.analysis import summarize_experiment
-from hpsearch.errors import ExperimentExistsError, PlanError
+from hpsearch.errors import ExperimentExistsError, PlanError, Problem, SpecError
 from hpsearch.experiment import files
 from hpsearch.experiment.check import check_folder
 from hpsearch.experiment.files import experiment_spec, read_outcomes
@@ -36,7 +36,7 @@ from hpsearch.planning.autoscale import addable_nodes, plan_run
 from hpsearch.planning.estimate import estimate, timing_from, workload_for
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
-from hpsearch.runtime import budget, internals, ray_logs, ray_workarounds, session
+from hpsearch.runtime import budget, internals, progress, ray_logs, ray_workarounds, session
 from hpsearch.runtime import cluster as ray_cluster
 from hpsearch.runtime.autoscaling import (
     Autoscaling,
@@ -51,7 +51,7 @@ from hpsearch.runtime.node_check import check_nodes
 from hpsearch.runtime.node_watch import NodeWatch
 from hpsearch.runtime.outcomes import OutcomeRecorder
 from hpsearch.runtime.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
-from hpsearch.runtime.preflight import check_resume_overrides, preflight
+from hpsearch.runtime.preflight import GROW_KEY, check_growth, check_resume_overrides, preflight
 from hpsearch.runtime.progress import ProgressPrinter
 from hpsearch.runtime.search_result import SearchResult
 from hpsearch.runtime.trainable import make_trainable
@@ -533,14 +533,17 @@ def resume(
     Args:
         stream: Where every line hpsearch prints goes while the search runs (stderr by default).
         overrides: ``"budget.<key>=<value>"`` strings, as ``--set`` takes them, e.g.
-            ``"budget.max_wall_time=4h"``. They raise the budget and are written into the spec as
-            run. Only ``budget`` keys can change on resume.
+            ``"budget.max_wall_time=4h"``, which raise the budget, and ``"num_samples=N"``, which grows
+            the search: the same searcher (its Optuna study, its random stream) makes the trials up to the
+            new total (a grid grows by whole repeats). They are written into the spec as run. No other key
+            can change on resume.
 
     Returns:
         As :func:`run` does: the ``ResultGrid`` of this resume, the summary of the whole search, and the folder.
 
     Raises:
-        SpecError: An override of another key, or a budget already spent. Raised before Ray starts.
+        SpecError: An override of another key, a budget already spent, or a ``num_samples`` below the
+            search's own (or of a pbt/pb2 population). Raised before Ray starts.
 
     Example:
         >>> result = resume("hpsearch-results/digits-quick", overrides=["budget.max_wall_time=4h"])
@@ -557,6 +560,7 @@ def _resume(
     check_resume_overrides(overrides)
     spec = experiment_spec(experiment_dir, overrides=overrides)
     exp_dir = spec.experiment_dir
+    more = _growth(spec, overrides)  # refused here, before Ray starts, when it cannot grow
     # Check the storage, the budget, the trackers and Ray's internals.
     # Then end whatever the killed run left running.
     preflight(spec, resuming=True, address=address)
@@ -572,8 +576,17 @@ def _resume(
     autoscaling = from_plan(files.read_plan(exp_dir))  # the node groups the search was run with, if any
     plan, _ = _plan(spec, nodes, autoscaling)
     check_nodes(spec, nodes)  # storage, versions, the loop and host names on every node, before any trial
+    if more:  # Tune's saved search makes the new total: the same searcher (its study, its stream) goes on
+        made = internals.grow_search(
+            exp_dir,
+            trials=total_trials(spec),
+            repeats=spec.num_samples,
+            old_repeats=experiment_spec(exp_dir).num_samples,
+        )
+        messages.say(f"growing {spec.name}: {made} trials, then {more} more ({total_trials(spec)} in all)")
     if overrides:
-        files.write_spec(exp_dir, spec.to_dict())  # the spec as run now holds the raised budget
+        files.write_spec(exp_dir, spec.to_dict())  # the spec as run now holds the raised budget or num_samples
+    progress.resumed_total(total_trials(spec))  # the status line's total, after a growth
     apply_tuner_defaults()  # as when the search started, so Tune's own console output stays off
     tuner = tune.Tuner.restore(
         str(exp_dir),
@@ -598,6 +611,27 @@ def _resume(
     )
     messages.say(logs_line)
     return _fit_and_summarize(spec, tuner, None)
+
+
+def _growth(spec: Spec, overrides: Sequence[str]) -> int:
+    """The trials ``resume --set num_samples=N`` adds (0 without it); refused before Ray starts when the
+    search cannot grow (see :func:`hpsearch.runtime.preflight.check_growth`)."""
+    if not any(o.partition("=")[0].strip() == GROW_KEY for o in overrides):
+        return 0
+    before = experiment_spec(spec.experiment_dir)
+    started = len(files.read_usage(spec.experiment_dir).trials)
+    more = check_growth(before, spec, started=started)
+    if more and not internals.available("tune-search-state"):
+        raise SpecError(
+            [
+                Problem(
+                    f"--set {GROW_KEY}={spec.num_samples}",
+                    "cannot grow this search with the installed Ray: "
+                    + internals.broken().get("tune-search-state", "its saved search state differs"),
+                )
+            ]
+        )
+    return more
 
 
 def resume_with_summary(experiment_dir: str | Path, **kwargs: Any) -> tuple[ResultGrid, SearchSummary]:
