@@ -103,3 +103,22 @@ def fails_after_a_good_epoch(config: dict) -> None:
     if x > 0.5:
         raise MemoryError(f"x={x:.3f}: out of memory in epoch 2 (a test's stand-in for a CUDA OOM)")
     ray.train.report({"loss": (x - 0.3) ** 2 + 0.25, "epoch": 2})
+
+
+def fails_the_same_way_or_dies(config: dict) -> None:
+    """Reports epoch 1, then in epoch 2: ``x == "bad"`` raises the same ``ValueError`` every time (a bug);
+    ``x == "dies"`` ends its worker process, as an out-of-memory kill does, in its first two attempts (counted
+    in ``config["scratch"]``), and trains on in the third. No checkpoints: each attempt starts at epoch 1."""
+    import os
+    from pathlib import Path
+
+    ray.train.report({"loss": 1.0, "epoch": 1})
+    if config["x"] == "bad":
+        raise ValueError(f"batch {int(time.time() * 1000) % 1000} holds a NaN label")  # the number differs each time
+    attempts = Path(config["scratch"]) / "attempts"
+    attempts.mkdir(parents=True, exist_ok=True)
+    (attempts / f"{os.getpid()}").touch()
+    if len(list(attempts.iterdir())) <= 2:
+        os._exit(1)
+    for epoch in (2, 3):
+        ray.train.report({"loss": 1.0 / epoch, "epoch": epoch})

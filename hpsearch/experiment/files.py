@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from hpsearch.errors import ExperimentNotFoundError, ResultsError
+from hpsearch.experiment.failures import Failure
 from hpsearch.experiment.layout import (
     ATTEMPT_DIR,
     ATTEMPT_FILE,
@@ -32,6 +33,7 @@ from hpsearch.experiment.layout import (
     CONTROLLER_FILE,
     CONTROLLER_LOG,
     ESTIMATE_FILE,
+    FAILURES_FILE,
     FORMAT_FILE,
     FORMAT_VERSION,
     HISTORY_FILE,
@@ -440,6 +442,18 @@ def read_missing_metric(run_folder: PathLike, search_token: str) -> dict[str, An
     if not isinstance(data, dict) or data.get("search") != search_token or not isinstance(data.get("metric"), str):
         return None
     return {"metric": data["metric"], "reported": [str(r) for r in data.get("reported") or []]}
+
+
+def append_failure(run_folder: PathLike, failure: Failure) -> None:
+    """Record one failure of the trial's worker group (``train/<trial_id>/hpsearch_failures.jsonl``)."""
+    os.makedirs(run_folder, exist_ok=True)
+    _append_line(Path(run_folder) / FAILURES_FILE, {"time": time.time(), **failure.as_dict()})
+
+
+def read_failures(run_folder: PathLike) -> list[Failure]:
+    """The trial's recorded failures, oldest first (lines that do not read as one are skipped)."""
+    found = (Failure.from_dict(line) for line in read_json_lines(Path(run_folder) / FAILURES_FILE))
+    return [f for f in found if f is not None]
 
 
 #: The most worker-group starts kept per trial (the latest): a trial restarts its workers after a failure,

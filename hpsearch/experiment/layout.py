@@ -26,6 +26,7 @@ One search is one folder, ``<storage_path>/<name>/``::
                 rank-<R>.log    rank R's stdout and stderr while its loop ran (RANK_LOG)
                 rank-<R>.json   rank R's progress: started, reports, in a report, ended (RANK_PROGRESS)
         hpsearch_missing_metric.json  the metric a run of the trial missed    (MISSING_METRIC_FILE)
+        hpsearch_failures.jsonl the loop's failures, one line each, compared for repeats (FAILURES_FILE)
         hpsearch_lineage.jsonl  pbt/pb2: one line per exploit (donor, epoch, configs) (LINEAGE_FILE)
         pbt-<donor>-e<epoch>/   pbt/pb2: the run that continued from a donor's checkpoint
             hpsearch_start.json the donor checkpoint that run starts from   (START_FILE)
@@ -63,6 +64,7 @@ __all__ = [
     "RANK_LOG",
     "RANK_PROGRESS",
     "MISSING_METRIC_FILE",
+    "FAILURES_FILE",
     "LINEAGE_FILE",
     "START_FILE",
     "POINTER_FILE",
@@ -160,6 +162,9 @@ RANK_PROGRESS: Final = "rank-{rank}.json"
 #: search's metric: which search (a token per ``run``/``resume``) and what was missing, so that Tune's
 #: retries of the trial in the same search fail at once instead of running the loop again.
 MISSING_METRIC_FILE: Final = "hpsearch_missing_metric.json"
+#: In ``train/<trial_id>/``: one JSON line per failure of the trial's worker group (written by the Train
+#: controller; see :mod:`hpsearch.experiment.failures`), so a repeat is not retried again.
+FAILURES_FILE: Final = "hpsearch_failures.jsonl"
 #: Population-based training: one JSON line per exploit of a trial, in ``train/<trial_id>/``
 #: (the donor trial and epoch, the config before and after), written by the scheduler.
 LINEAGE_FILE: Final = "hpsearch_lineage.jsonl"

@@ -33,7 +33,7 @@ from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH
 from hpsearch.experiment.metrics import flat_metrics, has_metric  # has_metric: Tune's lookup (a/b in {"a": {"b": ...}})
-from hpsearch.runtime import ray_workarounds
+from hpsearch.runtime import ray_workarounds, retries
 from hpsearch.runtime.aggregate import aggregate_metrics
 from hpsearch.runtime.rank_watch import keep_controller_output
 from hpsearch.spec import Aggregate
@@ -77,6 +77,7 @@ def aggregating_callback(
     *,
     required: Sequence[str] = (),
     checkpoints: CheckpointRules | None = None,
+    search: str = "",
 ) -> Any:
     """A ``TuneReportCallback`` that forwards the aggregate of all ranks, not rank 0's dict.
 
@@ -92,6 +93,9 @@ def aggregating_callback(
     never retries that, since only failures to start the worker group are retryable controller
     errors. So ``fit()`` raises the error in the trial driver at once, without restarting the
     worker group.
+
+    With ``search`` (the search run's token), the controller also judges each failure of the worker group
+    (:mod:`hpsearch.runtime.retries`): a repeat of the failure before it is not restarted again.
     """
 
     class AggregatingTuneReportCallback(TuneReportCallback):
@@ -102,6 +106,8 @@ def aggregating_callback(
             self.__dict__.update(state)
             if keep_controller_output(run_folder):  # its output into the trial's logs/controller.log
                 ray_workarounds.record_controller(run_folder)  # before any worker starts: the watchdog can end it
+            if search:
+                retries.install(run_folder, search)  # before any worker group can fail
 
         def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
             if self.reports == 0 and record_controller:  # this runs in the controller: say which process to check on
@@ -112,6 +118,7 @@ def aggregating_callback(
             # Schedulers count epochs, because epochs survive restarts and Tune's iterations start again at 1.
             # A loop that reports none gets its reports numbered, from 1 in each run of the trial.
             combined.setdefault(EPOCH, self.reports)
+            retries.saw_epoch(combined[EPOCH])  # a failure after this report happened in the next epoch
             missing = next((m for m in required if not has_metric(combined, m)), None)
             if missing is not None:
                 raise MetricNotReportedError(missing, reported)

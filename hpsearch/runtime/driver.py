@@ -52,7 +52,7 @@ from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import TRAIN_RUNS_DIR
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
-from hpsearch.runtime import pbt_driver, ray_workarounds, reuse
+from hpsearch.runtime import pbt_driver, ray_workarounds, retries, reuse
 from hpsearch.runtime.controller import CheckpointRules, aggregating_callback
 from hpsearch.runtime.datasets import build_for_trial, data_config
 from hpsearch.runtime.env import apply_trial_defaults
@@ -112,6 +112,9 @@ def run_nested(
     earlier = _missing_metric_before(trial_folder, search_token) if required else None
     if earlier is not None:  # a retry by Tune (trial_retries) would only fail the same way again
         raise earlier
+    repeat = retries.repeated(trial_folder, search_token) if search_token else None
+    if repeat is not None:  # it failed the same way twice: Tune's retry ends here, before any nested run
+        raise repeat
     generation = reuse.begin_run(trial_folder)  # a reused actor ends this run before its next trial
     storage_path, run_name, donor_epoch = runs_dir, trial_id, None
     if population:
@@ -162,6 +165,7 @@ def run_nested(
                     record_controller,
                     required=required,
                     checkpoints=CheckpointRules(population, donor_epoch) if population else None,
+                    search=search_token,
                 )
             ],
             failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
@@ -184,6 +188,9 @@ def run_nested(
             ray_workarounds.wait_for_forwarded_reports()
     except Exception as err:
         watchdog.raise_verdict()  # the watchdog ended the run: its one line is the trial's error
+        repeat = retries.repeated(trial_folder, search_token) if search_token else None
+        if repeat is not None:  # the controller stopped restarting it: one line, not Ray's wrapper
+            raise repeat from None
         cause = controller_failure(err)  # the error the callback raised, from inside a ControllerError
         if isinstance(cause, CheckpointNotReportedError):
             raise cause from None  # one line, not Ray's wrapper around it

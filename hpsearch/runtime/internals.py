@@ -417,6 +417,92 @@ def grow_search(experiment_dir: str | Path, *, trials: int, repeats: int, old_re
     raise ContractBroken(f"{folder} holds no saved search state of Tune's (search_gen_state-*, basic-variant-state-*)")
 
 
+_FAILURE_POLICY = "ray.train.v2._internal.execution.failure_handling.default:DefaultFailurePolicy"
+
+
+def _check_failure_policy() -> None:
+    _parameters(f"{_FAILURE_POLICY}.make_decision", "training_failed_error")
+    decision = _resolve("ray.train.v2._internal.execution.failure_handling.failure_policy:FailureDecision")
+    for name in ("RETRY", "RAISE"):
+        if not hasattr(decision, name):
+            raise ContractBroken(f"FailureDecision has no {name}")
+    _assigns("ray.train.v2.api.exceptions:WorkerGroupError", "worker_failures")
+    _resolve("ray.train.v2._internal.exceptions:RayTrainError")
+    errors = _source(_resolve("ray.train.v2._internal.execution.worker_group.poll:WorkerGroupPollStatus.errors").fget)
+    if "_base_exc" not in errors:
+        raise ContractBroken("WorkerGroupPollStatus.errors no longer hands on the loop's own exception")
+    _resolve("ray.train.v2._internal.execution.failure_handling.default:_is_preemption_failure")
+
+
+def veto_retries(veto: Callable[[Any, Sequence[tuple[int, str, str, bool]]], bool]) -> bool:
+    """In the Train controller's process: let ``veto`` turn Ray Train's decision to restart a failed worker
+    group into a raise (internal ``train-failure-policy``), once per process.
+
+    ``veto(error, failures)`` gets Ray's ``WorkerGroupError`` and, per failed rank, ``(rank, type name,
+    message, infra)``: ``infra`` when the worker could not be reached or died (Ray Train's own health-check
+    errors, Ray's errors other than a task's), else the loop's exception as it raised it. It is asked about
+    every worker-group failure that is not a preemption, whatever Ray decided, so it can record each; only
+    a ``RETRY`` it vetoes becomes a ``RAISE``. Returns ``False`` when the internal is missing.
+    """
+    global _VETO, _VETO_INSTALLED
+    if not available("train-failure-policy"):
+        return False
+    from ray.exceptions import RayError, RayTaskError  # lazy: only a Train controller gets here
+
+    # lazy: Ray Train's controller modules exist only where a controller runs (this module is imported everywhere)
+    from ray.train.v2._internal.exceptions import RayTrainError
+    from ray.train.v2._internal.execution.failure_handling import default  # lazy: as above
+    from ray.train.v2._internal.execution.failure_handling.failure_policy import FailureDecision  # lazy: as above
+    from ray.train.v2.api.exceptions import WorkerGroupError  # lazy: as above
+
+    _VETO = veto
+    if _VETO_INSTALLED:
+        return True
+    policy = default.DefaultFailurePolicy
+    decide = policy.make_decision
+
+    def infra(error: BaseException) -> bool:
+        return isinstance(error, RayTrainError) or (isinstance(error, RayError) and not isinstance(error, RayTaskError))
+
+    def make_decision(self: Any, training_failed_error: Any) -> Any:
+        decision = decide(self, training_failed_error)
+        if not isinstance(training_failed_error, WorkerGroupError) or default._is_preemption_failure(
+            training_failed_error
+        ):
+            return decision
+        failures = [
+            (int(rank), type(error).__name__, str(error), infra(error))
+            for rank, error in sorted(training_failed_error.worker_failures.items())
+        ]
+        vetoed = _VETO is not None and _VETO(training_failed_error, failures)
+        return FailureDecision.RAISE if vetoed and decision == FailureDecision.RETRY else decision
+
+    policy.make_decision = make_decision  # type: ignore[method-assign]  # in the controller's process only
+    _VETO_INSTALLED = True
+    return True
+
+
+_VETO: Callable[[Any, Sequence[tuple[int, str, str, bool]]], bool] | None = None
+_VETO_INSTALLED = False
+
+
+def end_trial_retries(trial: Any) -> bool:
+    """In the search process: let Tune retry ``trial`` no more, whatever ``failure.trial_retries`` left
+    (internal ``tune-trial-retries``): its next failure is its last. Whether it could."""
+    if not available("tune-trial-retries"):
+        return False
+    trial.max_failures = trial.run_metadata.num_failures
+    return True
+
+
+def _check_trial_retries() -> None:
+    _assigns("ray.tune.experiment.trial:Trial", "max_failures")
+    if "self.run_metadata.num_failures <= self.max_failures" not in _source(
+        _resolve("ray.tune.experiment.trial:Trial.should_recover")
+    ):
+        raise ContractBroken("Trial.should_recover does not compare run_metadata.num_failures with max_failures")
+
+
 def _check_tbx() -> None:
     _assigns("ray.tune.logger.tensorboardx:TBXLoggerCallback", "_trial_writer", "_trial_result")
 
@@ -795,6 +881,37 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="refuse",
         check=_check_search_state,
         used_by=_only_on_resume,
+    ),
+    Internal(
+        key="train-failure-policy",
+        relies_on=(
+            f"{_FAILURE_POLICY.replace(':', '.')}.make_decision(training_failed_error), FailureDecision.RETRY/RAISE, "
+            "WorkerGroupError.worker_failures (the loop's own exception per rank, from "
+            "WorkerGroupPollStatus.errors; RayTrainError for a worker that could not be reached) and "
+            "_is_preemption_failure"
+        ),
+        feature=(
+            "no blind retries: a worker group that fails the same way twice is not restarted again "
+            "(failure.worker_retries)"
+        ),
+        without_it="Ray Train restarts a worker group that fails the same way each time, failure.worker_retries times",
+        public="FailureConfig(max_failures) counts failures; it cannot tell a bug from a dead worker",
+        on_missing="warn",
+        check=_check_failure_policy,
+        used_by=lambda spec: spec.failure.worker_retries > 0 or spec.failure.trial_retries > 0,
+    ),
+    Internal(
+        key="tune-trial-retries",
+        relies_on="ray.tune.experiment.Trial.max_failures, compared by Trial.should_recover with run_metadata.num_failures",
+        feature="no blind retries: a trial that failed the same way twice is not retried again (failure.trial_retries)",
+        without_it=(
+            "Tune would start such a trial again failure.trial_retries times; each start ends at once, without a "
+            "nested run"
+        ),
+        public="FailureConfig(max_failures) is fixed for the whole search",
+        on_missing="warn",
+        check=_check_trial_retries,
+        used_by=lambda spec: spec.failure.trial_retries > 0,
     ),
     Internal(
         key="hyperopt-trials",

@@ -38,6 +38,7 @@ from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FI
 from hpsearch.experiment.metrics import report_epoch as last_epoch  # the shared epoch rule, by the name callers use
 from hpsearch.experiment.ranks import STALLED_PREFIX, UNEQUAL_PREFIX, rank_note
 from hpsearch.experiment.tracebacks import short_error
+from hpsearch.runtime import retries
 from hpsearch.runtime.budget import resources_from_folder
 from hpsearch.runtime.rank_watch import RankHangError
 
@@ -73,6 +74,7 @@ class OutcomeRecorder(Callback):
         self.error_note = error_note
         self.reports: dict[str, int] = {}
         self._stopped: set[str] = set()
+        self.not_retried: set[str] = set()  # trials that failed the same way twice: Tune's last start ends at once
         self.outcomes: dict[str, TrialStatus] = {}
         self.records: dict[str, Outcome] = {}
         self._started: dict[str, float] = {}  # trial id -> when its driver's current run started
@@ -83,6 +85,7 @@ class OutcomeRecorder(Callback):
         # Restored by Tuner.restore in a new run of the search: its reports and runs are counted afresh.
         self.__dict__.update(state)
         self.__dict__.setdefault("error_note", None)  # a recorder pickled by an older hpsearch
+        self.not_retried = set()
         self.reports = {}
         self._started = {}
         self._resources = None
@@ -105,6 +108,10 @@ class OutcomeRecorder(Callback):
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self._end_run(trial.trial_id, "retried")  # Tune runs it again: a new run starts at its next start
+        if self.experiment_dir is not None and retries.stop_trial_retries(
+            trial, str(run_dir(self.experiment_dir, trial.trial_id))
+        ):
+            self.not_retried.add(trial.trial_id)  # its driver ends at once: the printer shows no start for it
 
     def on_trial_result(
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
@@ -218,11 +225,17 @@ def _error_line(trial: Any) -> tuple[str, str]:
 
 #: How the error of a trial whose ranks hung reads in a traceback: its class, then its own line.
 _HANG = f"{RankHangError.__name__}: "
+#: Likewise a trial that failed the same way twice.
+_REPEAT = f"{retries.SameFailureError.__name__}: "
 
 
 def _own_line(line: str, text: str = "") -> str:
     """A hang's line as the driver wrote it (``stalled: ...``), whole: without the exception's name before
-    it, and not cut to the length of other errors' lines (it names every rank)."""
+    it, and not cut to the length of other errors' lines (it names every rank). Likewise a repeated
+    failure's (``failed the same way twice (...); not retried again``)."""
+    repeat = [ln for ln in (text or line).splitlines() if _REPEAT in ln]
+    if repeat:
+        return repeat[-1][repeat[-1].find(_REPEAT) + len(_REPEAT) :].strip()
     at = line.find(_HANG)
     if at < 0 or not line[at + len(_HANG) :].startswith((UNEQUAL_PREFIX, STALLED_PREFIX)):
         return line

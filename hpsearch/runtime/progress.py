@@ -253,6 +253,8 @@ class ProgressPrinter(Callback):
         self._restored_status(trials)  # a resumed search with nothing left to run takes no step
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        if trial.trial_id in self.recorder.not_retried:
+            return  # failed the same way twice: this start ends at once, and its error line says why
         self._print(f"start    {trial.trial_id}  {self._params(trial)}")
 
     def on_trial_result(

@@ -1,0 +1,124 @@
+"""No blind retries: a failure that repeats the one before it is not retried again, at either level; a
+worker or node that died keeps the whole retry budget. Ray Train's own failure policy and exceptions are
+used as its controller uses them; no Ray is started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from ray.exceptions import ActorDiedError
+from ray.train import FailureConfig
+from ray.train.v2._internal.execution.failure_handling.default import DefaultFailurePolicy
+from ray.train.v2._internal.execution.failure_handling.failure_policy import FailureDecision
+from ray.train.v2.api.exceptions import WorkerGroupError
+
+from hpsearch.experiment import files
+from hpsearch.experiment.failures import Failure, from_traceback, mask, not_retried_line, same
+from hpsearch.runtime import internals, retries
+from hpsearch.runtime.outcomes import _own_line
+
+
+def _traceback(kind: str, message: str) -> str:
+    return f'Traceback (most recent call last):\n  File "my_train.py", line 9, in train_loop\n    raise {kind}(...)\n{kind}: {message}\n'
+
+
+def test_numbers_are_masked_and_the_last_exception_line_is_the_failure() -> None:
+    assert mask("loss is nan at step 1234 (lr=3.5e-04, at 0x7f3a2c)") == "loss is nan at step <n> (lr=<n>, at <n>)"
+    failure = from_traceback(_traceback("ValueError", "bad batch 17 of 40"), epoch=2, search="s")
+    assert failure == Failure("ValueError", "bad batch 17 of 40", "bad batch <n> of <n>", 2, search="s")
+    assert failure.describe() == "ValueError: bad batch 17 of 40 at epoch 2"
+    chained = (
+        _traceback("KeyError", "'x'")
+        + "\nThe above exception was the direct cause of the following exception:\n"
+        + _traceback("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB")
+    )
+    assert from_traceback(chained, epoch=1).kind == "OutOfMemoryError"  # the last one raised, its last name
+    assert from_traceback("no exception here", epoch=1) is None
+    assert (
+        not_retried_line(failure)
+        == "failed the same way twice (ValueError: bad batch 17 of 40 at epoch 2); not retried again"
+    )
+
+
+def test_the_same_failure_is_the_same_type_masked_message_and_epoch_never_a_dead_worker() -> None:
+    a = from_traceback(_traceback("ValueError", "bad batch 17"), epoch=2)
+    assert same(a, from_traceback(_traceback("ValueError", "bad batch 23"), epoch=2))
+    assert not same(a, from_traceback(_traceback("ValueError", "bad batch 17"), epoch=3))  # another epoch
+    assert not same(a, from_traceback(_traceback("KeyError", "bad batch 17"), epoch=2))
+    assert not same(a, from_traceback(_traceback("ValueError", "worse batch 17"), epoch=2))
+    died = Failure("", "a worker died", "", 2, infra=True)
+    assert not same(died, died) and not same(a, None)
+
+
+def test_the_controller_raises_on_a_repeat_and_records_every_failure(tmp_path: Path) -> None:
+    folder = str(tmp_path)
+    value_error = [(0, "ValueError", "x=0.9 is bad at step 12", False)]
+    assert not retries.judge(folder, "s1", value_error, last_epoch=1)  # the first: Ray may restart it
+    assert retries.judge(folder, "s1", [(0, "ValueError", "x=0.9 is bad at step 13", False)], last_epoch=1)
+    recorded = files.read_failures(folder)
+    assert [(f.kind, f.epoch, f.final) for f in recorded] == [("ValueError", 2, False), ("ValueError", 2, True)]
+    assert str(retries.repeated(folder, "s1")) == (
+        "failed the same way twice (ValueError: x=0.9 is bad at step 13 at epoch 2); not retried again"
+    )
+    assert retries.repeated(folder, "s2") is None  # a resume is a new search: the user may have fixed the loop
+
+    # a rank that died, twice at the same epoch, keeps the whole budget; so does a worker that died beside a raise
+    other = str(tmp_path / "other")
+    died = [(0, "ActorDiedError", "The actor died", True), (1, "WorkerHealthCheckFailedError", "unreachable", True)]
+    assert not retries.judge(other, "s1", died, last_epoch=1)
+    assert not retries.judge(other, "s1", died, last_epoch=1)
+    assert not retries.judge(other, "s1", [died[0], (1, "ValueError", "x", False)], last_epoch=1)
+    assert all(f.infra for f in files.read_failures(other))
+    assert files.read_failures(other)[0].message == "rank 0: ActorDiedError; rank 1: WorkerHealthCheckFailedError"
+
+    # one rank's error and the other ranks' collectives that lost it: the root cause counts, and repeats
+    echo = str(tmp_path / "echo")
+    ranks = [(0, "RuntimeError", "Connection closed by peer [10.0.0.2]:4412", False), (1, "ValueError", "nan", False)]
+    assert not retries.judge(echo, "s1", ranks, last_epoch=None)
+    assert retries.judge(echo, "s1", ranks, last_epoch=None)
+    assert files.read_failures(echo)[-1].describe() == "ValueError: nan at epoch 1"
+
+
+def test_ray_trains_failure_policy_is_vetoed_on_a_repeat_and_untouched_for_a_dead_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(DefaultFailurePolicy, "make_decision", DefaultFailurePolicy.make_decision)  # undone after
+    monkeypatch.setattr(internals, "_VETO_INSTALLED", False)
+    assert retries.install(str(tmp_path / "t1"), "s1")
+    policy = DefaultFailurePolicy(FailureConfig(max_failures=3))
+
+    def bad() -> WorkerGroupError:  # the loop's own exception per rank, as Ray Train's poll hands it on
+        return WorkerGroupError("rank 0 failed", {0: ValueError("bad batch 7")})
+
+    assert policy.make_decision(bad()) == FailureDecision.RETRY
+    assert policy.make_decision(bad()) == FailureDecision.RAISE  # the same again: Ray had 2 retries left
+    died = DefaultFailurePolicy(FailureConfig(max_failures=2))
+    monkeypatch.setattr(
+        internals, "_VETO", lambda error, failures: retries.judge(str(tmp_path / "t2"), "s1", failures, 1)
+    )
+
+    def dead() -> WorkerGroupError:
+        return WorkerGroupError("rank 1 died", {1: ActorDiedError()})
+
+    assert [died.make_decision(dead()) for _ in range(3)] == [
+        FailureDecision.RETRY,
+        FailureDecision.RETRY,
+        FailureDecision.RAISE,  # Ray's own count: its budget of 2, spent
+    ]
+
+
+def test_tune_retries_a_repeated_trial_no_more_and_its_line_is_the_repeat(tmp_path: Path) -> None:
+    folder = str(tmp_path)
+    trial = SimpleNamespace(max_failures=3, run_metadata=SimpleNamespace(num_failures=1))
+    assert not retries.stop_trial_retries(trial, folder)  # nothing recorded: Tune's own count
+    files.append_failure(folder, Failure("ValueError", "nan", "nan", 2, final=True, search="s1"))
+    assert retries.stop_trial_retries(trial, folder) and trial.max_failures == 1  # its next failure is its last
+
+    text = "Traceback (most recent call last):\n  ...\nhpsearch.runtime.retries.SameFailureError: " + not_retried_line(
+        Failure("ValueError", "nan", "nan", 2)
+    )
+    assert _own_line("SameFailureError: failed the same way", text) == (
+        "failed the same way twice (ValueError: nan at epoch 2); not retried again"
+    )
