@@ -64,6 +64,12 @@ def test_the_controller_raises_on_a_repeat_and_records_every_failure(tmp_path: P
     )
     assert retries.repeated(folder, "s2") is None  # a resume is a new search: the user may have fixed the loop
 
+    # Ray gives up by its own count (worker_retries spent): its error, with the failing rank, stands as it is
+    spent = str(tmp_path / "spent")
+    assert not retries.judge(spent, "s1", value_error, last_epoch=1, retry=True)
+    assert not retries.judge(spent, "s1", value_error, last_epoch=1, retry=False)
+    assert retries.repeated(spent, "s1") is None and not files.read_failures(spent)[-1].final
+
     # a rank that died, twice at the same epoch, keeps the whole budget; so does a worker that died beside a raise
     other = str(tmp_path / "other")
     died = [(0, "ActorDiedError", "The actor died", True), (1, "WorkerHealthCheckFailedError", "unreachable", True)]
@@ -96,7 +102,7 @@ def test_ray_trains_failure_policy_is_vetoed_on_a_repeat_and_untouched_for_a_dea
     assert policy.make_decision(bad()) == FailureDecision.RAISE  # the same again: Ray had 2 retries left
     died = DefaultFailurePolicy(FailureConfig(max_failures=2))
     monkeypatch.setattr(
-        internals, "_VETO", lambda error, failures: retries.judge(str(tmp_path / "t2"), "s1", failures, 1)
+        internals, "_VETO", lambda failures, retry: retries.judge(str(tmp_path / "t2"), "s1", failures, 1, retry=retry)
     )
 
     def dead() -> WorkerGroupError:

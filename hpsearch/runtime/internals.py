@@ -434,15 +434,16 @@ def _check_failure_policy() -> None:
     _resolve("ray.train.v2._internal.execution.failure_handling.default:_is_preemption_failure")
 
 
-def veto_retries(veto: Callable[[Any, Sequence[tuple[int, str, str, bool]]], bool]) -> bool:
+def veto_retries(veto: Callable[[Sequence[tuple[int, str, str, bool]], bool], bool]) -> bool:
     """In the Train controller's process: let ``veto`` turn Ray Train's decision to restart a failed worker
     group into a raise (internal ``train-failure-policy``), once per process.
 
-    ``veto(error, failures)`` gets Ray's ``WorkerGroupError`` and, per failed rank, ``(rank, type name,
+    ``veto(failures, retry)`` gets, per failed rank of Ray's ``WorkerGroupError``, ``(rank, type name,
     message, infra)``: ``infra`` when the worker could not be reached or died (Ray Train's own health-check
-    errors, Ray's errors other than a task's), else the loop's exception as it raised it. It is asked about
-    every worker-group failure that is not a preemption, whatever Ray decided, so it can record each; only
-    a ``RETRY`` it vetoes becomes a ``RAISE``. Returns ``False`` when the internal is missing.
+    errors, Ray's errors other than a task's), else the loop's exception as it raised it; and whether Ray
+    decided to restart the group. It is asked about every worker-group failure that is not a preemption,
+    so it can record each; only a restart it vetoes becomes a ``RAISE``. Returns ``False`` when the
+    internal is missing.
     """
     global _VETO, _VETO_INSTALLED
     if not available("train-failure-policy"):
@@ -474,15 +475,16 @@ def veto_retries(veto: Callable[[Any, Sequence[tuple[int, str, str, bool]]], boo
             (int(rank), type(error).__name__, str(error), infra(error))
             for rank, error in sorted(training_failed_error.worker_failures.items())
         ]
-        vetoed = _VETO is not None and _VETO(training_failed_error, failures)
-        return FailureDecision.RAISE if vetoed and decision == FailureDecision.RETRY else decision
+        retry = decision == FailureDecision.RETRY
+        vetoed = _VETO is not None and _VETO(failures, retry)
+        return FailureDecision.RAISE if vetoed and retry else decision
 
     policy.make_decision = make_decision  # type: ignore[method-assign]  # in the controller's process only
     _VETO_INSTALLED = True
     return True
 
 
-_VETO: Callable[[Any, Sequence[tuple[int, str, str, bool]]], bool] | None = None
+_VETO: Callable[[Sequence[tuple[int, str, str, bool]], bool], bool] | None = None
 _VETO_INSTALLED = False
 
 

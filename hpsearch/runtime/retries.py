@@ -45,9 +45,17 @@ def saw_epoch(epoch: Any) -> None:
         _LAST_EPOCH = int(epoch)
 
 
-def judge(run_folder: str, search: str, failures: Sequence[tuple[int, str, str, bool]], last_epoch: int | None) -> bool:
+def judge(
+    run_folder: str,
+    search: str,
+    failures: Sequence[tuple[int, str, str, bool]],
+    last_epoch: int | None,
+    *,
+    retry: bool = True,
+) -> bool:
     """Record a worker-group failure (``failures``: per rank, ``(rank, type name, message, infra)``) and say
-    whether it repeats the one before it in this search, so it is not retried again."""
+    whether Ray's restart of it (``retry``) is vetoed: it repeats the one before it in this search. When
+    Ray gives up by its own count, its error stands as it is, with the failing rank and its log."""
     epoch = 1 if last_epoch is None else last_epoch + 1
     died = [f"rank {rank}: {kind}" for rank, kind, _, infra in failures if infra]
     if died or not failures:  # a worker died or could not be reached: never the loop failing the same way
@@ -57,7 +65,7 @@ def judge(run_folder: str, search: str, failures: Sequence[tuple[int, str, str, 
         message = message.strip().splitlines()[0] if message.strip() else ""
         current = Failure(kind=kind, message=message, masked=mask(message), epoch=epoch, search=search)
     previous = last_in_search(files.read_failures(run_folder), search)
-    repeat = same(previous, current)
+    repeat = retry and same(previous, current)
     try:
         files.append_failure(run_folder, Failure(**{**current.as_dict(), "final": repeat}))
     except OSError as err:  # without the record the rule cannot hold: Ray's own decision stands
@@ -68,7 +76,7 @@ def judge(run_folder: str, search: str, failures: Sequence[tuple[int, str, str, 
 
 def install(run_folder: str, search: str) -> bool:
     """In the Train controller's process, as it starts: judge every worker-group failure of this run."""
-    return internals.veto_retries(lambda _error, failures: judge(run_folder, search, failures, _LAST_EPOCH))
+    return internals.veto_retries(lambda failures, retry: judge(run_folder, search, failures, _LAST_EPOCH, retry=retry))
 
 
 def repeated(run_folder: str, search: str) -> SameFailureError | None:
