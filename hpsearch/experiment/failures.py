@@ -22,12 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Failure", "mask", "from_traceback", "same", "not_retried_line", "last_in_search"]
+__all__ = ["Failure", "mask", "same", "not_retried_line", "last_in_search"]
 
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_ERROR_LINE = re.compile(
-    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault)\w*)(?::\s?(?P<message>.*))?$"
-)
 
 
 @dataclass(frozen=True)
@@ -79,17 +76,6 @@ def mask(message: str) -> str:
     """The message with its numbers masked (``<n>``): a step count, a value, an address differ between
     attempts that fail the same way."""
     return _NUMBER.sub("<n>", message.strip())
-
-
-def from_traceback(text: str, *, epoch: int | None, search: str = "") -> Failure | None:
-    """The failure a traceback's last exception line gives (``ValueError: ...``); ``None`` without one."""
-    for line in reversed([line.strip() for line in text.strip().splitlines() if line.strip()]):
-        found = _ERROR_LINE.match(line)
-        if found:
-            kind = found["type"].rsplit(".", 1)[-1]
-            message = (found["message"] or "").strip()
-            return Failure(kind=kind, message=message, masked=mask(message), epoch=epoch, search=search)
-    return None
 
 
 def same(a: Failure | None, b: Failure | None) -> bool:
