@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hpsearch.formatting import duration
+from hpsearch.planning.estimate import Spread
 
 __all__ = ["versus_actual", "versus_lines", "versus_wall"]
 
@@ -81,8 +82,7 @@ def versus_actual(
 
 
 def _range(spread: Mapping[str, Any], fmt: Any) -> str:
-    low, high = fmt(spread["low"]), fmt(spread["high"])
-    return low if low == high else f"{low} to {high} (median {fmt(spread['median'])})"
+    return Spread(spread["low"], spread["median"], spread["high"]).text(fmt)
 
 
 def _error(entry: Mapping[str, Any]) -> str:

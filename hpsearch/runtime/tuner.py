@@ -560,7 +560,7 @@ def _resume(
     check_resume_overrides(overrides)
     spec = experiment_spec(experiment_dir, overrides=overrides)
     exp_dir = spec.experiment_dir
-    more = _growth(spec, overrides)  # refused here, before Ray starts, when it cannot grow
+    more, old_repeats = _growth(spec, overrides)  # refused here, before Ray starts, when it cannot grow
     # Check the storage, the budget, the trackers and Ray's internals.
     # Then end whatever the killed run left running.
     preflight(spec, resuming=True, address=address)
@@ -581,7 +581,7 @@ def _resume(
             exp_dir,
             trials=total_trials(spec),
             repeats=spec.num_samples,
-            old_repeats=experiment_spec(exp_dir).num_samples,
+            old_repeats=old_repeats,
         )
         messages.say(f"growing {spec.name}: {made} trials, then {more} more ({total_trials(spec)} in all)")
     if overrides:
@@ -613,11 +613,12 @@ def _resume(
     return _fit_and_summarize(spec, tuner, None)
 
 
-def _growth(spec: Spec, overrides: Sequence[str]) -> int:
-    """The trials ``resume --set num_samples=N`` adds (0 without it); refused before Ray starts when the
-    search cannot grow (see :func:`hpsearch.runtime.preflight.check_growth`)."""
+def _growth(spec: Spec, overrides: Sequence[str]) -> tuple[int, int]:
+    """The trials ``resume --set num_samples=N`` adds (0 without it) and the ``num_samples`` the search was
+    started with; refused before Ray starts when the search cannot grow (see
+    :func:`hpsearch.runtime.preflight.check_growth`)."""
     if not any(o.partition("=")[0].strip() == GROW_KEY for o in overrides):
-        return 0
+        return 0, spec.num_samples
     before = experiment_spec(spec.experiment_dir)
     started = len(files.read_usage(spec.experiment_dir).trials)
     more = check_growth(before, spec, started=started)
@@ -631,7 +632,7 @@ def _growth(spec: Spec, overrides: Sequence[str]) -> int:
                 )
             ]
         )
-    return more
+    return more, before.num_samples
 
 
 def resume_with_summary(experiment_dir: str | Path, **kwargs: Any) -> tuple[ResultGrid, SearchSummary]:
