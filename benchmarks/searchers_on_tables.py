@@ -113,9 +113,11 @@ def hpsearch_searcher(spec: Any) -> tuple[Any, dict, Any, Any]:
     from hpsearch.spec.space import to_tune  # lazy: beside the two above, where the searcher is built
 
     if spec.multi_objective:  # as runtime/tuner.py's _searcher_context
-        ctx = SearcherContext([m for m, _ in spec.objectives], [d for _, d in spec.objectives], 1)
+        ctx = SearcherContext(
+            [m for m, _ in spec.objectives], [d for _, d in spec.objectives], 1, constraints=spec.constraints
+        )
     else:
-        ctx = SearcherContext(spec.metric, spec.mode, 1)
+        ctx = SearcherContext(spec.metric, spec.mode, 1, constraints=spec.constraints)
     searcher = build_searcher(spec.searcher, with_space(spec, ctx))
     param_space = to_tune(spec.trial_space(), searcher=spec.searcher.type)
     # Tune gets no single metric with several objectives (runtime/tuner.py), and passes on what it got

@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hpsearch import messages
-from hpsearch.analysis import best_trials_table, load_results, pareto_front_table
+from hpsearch.analysis import best_trials_table, feasible_line, load_results, pareto_front_table
 from hpsearch.analysis._missing_metric import missing_metric_message
 from hpsearch.errors import HpsearchError, PlanError
 from hpsearch.experiment.check import DEFAULT_CHECK_REPORT_TIMEOUT_S, check_folder
@@ -167,6 +167,9 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
     else:
         print(f"\nBest trials by {spec.metric} ({spec.mode}):")
         print(best_trials_table(summary, varying=varying))
+    constraints = feasible_line(summary)
+    if constraints is not None:
+        print(constraints)
     errored = [t for t in summary.trials if t.status == ERRORED]
     if errored:
         print(f"\nErrors ({len(errored)}): one line each, the full tracebacks are in the files named")

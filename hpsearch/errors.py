@@ -106,17 +106,16 @@ class MetricNotReportedError(HpsearchError, ValueError):
     sees it. Its message is one line: the metric, a did-you-mean, and the keys reported.
     """
 
-    def __init__(self, metric: str, reported: Iterable[str]) -> None:
+    def __init__(self, metric: str, reported: Iterable[str], named_by: str = "metric") -> None:
         self.metric = metric
         self.reported = tuple(str(k) for k in reported)
+        self.named_by = named_by  # the spec key that names the metric: metric, constraints[0], ...
         names = ", ".join(self.reported) or "nothing"
-        super().__init__(
-            f"the loop did not report the spec's metric {metric!r}{did_you_mean(metric, self.reported)}"
-            f" (it reported: {names})"
-        )
+        what = f"the spec's metric {metric!r}" if named_by == "metric" else f"{metric!r}, the metric of {named_by}"
+        super().__init__(f"the loop did not report {what}{did_you_mean(metric, self.reported)} (it reported: {names})")
 
-    def __reduce__(self) -> tuple[type[MetricNotReportedError], tuple[str, tuple[str, ...]]]:
-        return (type(self), (self.metric, self.reported))  # rebuilt from its parts in another Ray process
+    def __reduce__(self) -> tuple[type[MetricNotReportedError], tuple[str, tuple[str, ...], str]]:
+        return (type(self), (self.metric, self.reported, self.named_by))  # rebuilt in another Ray process
 
 
 __all__ += ["MetricNotReportedError"]

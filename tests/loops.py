@@ -97,12 +97,13 @@ def budget_loop(config: dict) -> None:
 
 
 def fails_after_a_good_epoch(config: dict) -> None:
-    """Reports a good loss at epoch 1; then, for ``x > 0.5``, raises as an out-of-memory crash would."""
+    """Reports a good loss at epoch 1; then, for ``x > 0.5``, raises as an out-of-memory crash would.
+    Each report also holds the model's ``size`` (``100 x``), for a constraint."""
     x = config["x"]
-    ray.train.report({"loss": 0.01 * x if x > 0.5 else (x - 0.3) ** 2 + 0.5, "epoch": 1})
+    ray.train.report({"loss": 0.01 * x if x > 0.5 else (x - 0.3) ** 2 + 0.5, "size": 100 * x, "epoch": 1})
     if x > 0.5:
         raise MemoryError(f"x={x:.3f}: out of memory in epoch 2 (a test's stand-in for a CUDA OOM)")
-    ray.train.report({"loss": (x - 0.3) ** 2 + 0.25, "epoch": 2})
+    ray.train.report({"loss": (x - 0.3) ** 2 + 0.25, "size": 100 * x, "epoch": 2})
 
 
 def fails_the_same_way_or_dies(config: dict) -> None:

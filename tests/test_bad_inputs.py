@@ -156,7 +156,7 @@ CORPUS = [
     (
         "unknown-top-key",
         put("serch_space", {}),
-        "serch_space: unknown key; did you mean 'search_space'? (allowed: name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, storage_path)",
+        "serch_space: unknown key; did you mean 'search_space'? (allowed: name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, constraints, storage_path)",
     ),
     ("mode-typo", put("mode", "minimize"), "mode: must be 'min' or 'max', got 'minimize'"),
     ("num-samples-zero", put("num_samples", 0), "num_samples: must be greater than 0, got 0"),
@@ -736,7 +736,7 @@ CORPUS = [
         "scaling-typo",
         put("scalng", {"num_workers": 2}),
         "scalng: unknown key; did you mean 'scaling'? (allowed: name, trainable, metric, mode, num_samples, "
-        "search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, storage_path)",
+        "search_space, searcher, scheduler, scaling, resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, constraints, storage_path)",
     ),
     (
         "num-workers-string",
@@ -748,6 +748,52 @@ CORPUS = [
         "resources-per-worker-a-number",
         put("scaling.resources_per_worker", 1),
         "scaling.resources_per_worker: must be a valid dictionary, got 1",
+    ),
+    # --- constraints
+    (
+        "constraints-not-a-list",
+        put("constraints", {"metric": "n_params", "max": 1.0e6}),
+        "constraints: must be a list such as [{metric: n_params, max: 1.0e6}], got {'metric': 'n_params', 'max': 1000000.0}",
+    ),
+    (
+        "constraint-without-bound",
+        put("constraints", [{"metric": "n_params"}]),
+        "constraints[0]: needs a bound, max, min or both: e.g. {metric: n_params, max: 20} keeps n_params at most 20, "
+        "got {'metric': 'n_params'}",
+    ),
+    (
+        "constraint-unknown-key",
+        put("constraints", [{"metric": "latency_ms", "max": 20, "below": 10}]),
+        "constraints[0].below: unknown key (allowed: metric, max, min)",
+    ),
+    (
+        "constraint-infinite-bound",
+        put("constraints", [{"metric": "latency_ms", "max": float("inf")}]),
+        "constraints[0].max: must be a finite number, got inf",
+    ),
+    (
+        "constraint-empty-range",
+        put("constraints", [{"metric": "ratio", "min": 0.9, "max": 0.1}]),
+        "constraints[0].min: must be at most max (0.1), got 0.9: no value could hold both",
+    ),
+    (
+        "constraint-metric-twice",
+        put("constraints", [{"metric": "n_params", "max": 1.0e6}, {"metric": "n_params", "min": 10}]),
+        "constraints[1].metric: 'n_params' is already constrained by constraints[0]; give both bounds in one item "
+        "({metric: ..., min: ..., max: ...})",
+    ),
+    (
+        "constraints-with-cmaes",
+        lambda spec: spec.update(
+            constraints=[{"metric": "n_params", "max": 1.0e6}], searcher={"type": "optuna", "sampler": "cmaes"}
+        ),
+        "searcher.sampler: 'cmaes' cannot search under constraints: Optuna's CmaEsSampler ignores them; "
+        "use tpe, gp, nsga2 or nsga3 (or leave out constraints)",
+    ),
+    (
+        "constraint-not-a-mapping",
+        put("constraints", ["n_params <= 1e6"]),
+        "constraints[0]: must be a mapping such as {metric: n_params, max: 1.0e6}, got 'n_params <= 1e6'",
     ),
     ("space-null-bound", put("search_space.lr.low", None), "search_space.lr.low: must be a valid number, got None"),
     (

@@ -31,7 +31,7 @@ GOOD = {
 }
 ALLOWED_TOP = (
     "name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, "
-    "resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, storage_path"
+    "resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, constraints, storage_path"
 )
 TYPO_LINE = f"  - serch_space: unknown key; did you mean 'search_space'? (allowed: {ALLOWED_TOP})"
 

@@ -44,7 +44,9 @@ def test_an_errored_trial_is_told_as_infeasible_with_the_worst_value_never_its_p
     _run(searcher, "c", 0.1, error=True)  # it reported the best loss of all at epoch 1, then ran out of memory
     a, b, c = _study(searcher).get_trials(deepcopy=False)
     assert (a.state, b.state, c.state) == (optuna.trial.TrialState.COMPLETE,) * 3
-    assert a.constraints == b.constraints == {}  # feasible
+    assert (
+        a.constraints == b.constraints == {FAILED_CONSTRAINT: 0.0}
+    )  # feasible; every trial has the constraint (GP needs one count)
     assert c.constraints == {FAILED_CONSTRAINT: 1.0} and c.user_attrs[FAILED_ATTR] is True
     assert c.value == 5.0  # the worst so far, not the 0.1 it reached before it failed
     assert _study(searcher).best_trial.number == a.number  # an infeasible trial is never the study's best

@@ -194,9 +194,9 @@ def test_every_report_must_hold_every_objective_and_the_schedulers_metric() -> N
     from hpsearch.runtime.tuner import _required_metrics
 
     spec = load_spec(_spec(scheduler={"type": "asha", "metric": "val_acc", "mode": "max"}), check_trainable=False)
-    assert _required_metrics(spec) == ("n_params", "val_acc")  # besides the primary metric, checked as before
+    assert _required_metrics(spec) == {"n_params": "metric", "val_acc": "metric"}  # besides the primary metric
     single = load_spec(_spec(metric="val_loss", mode="min", scheduler={"type": "asha"}), check_trainable=False)
-    assert _required_metrics(single) == ()
+    assert _required_metrics(single) == {}
 
 
 # ----------------------------------------------------------------------------- searchers and schedulers, by hand

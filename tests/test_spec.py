@@ -32,7 +32,7 @@ BASE: dict[str, Any] = {
 
 ALLOWED_TOP = (
     "name, trainable, metric, mode, num_samples, search_space, searcher, scheduler, scaling, "
-    "resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, storage_path"
+    "resources, failure, checkpoint, aggregate, datasets, data, tracking, budget, warm_start, constraints, storage_path"
 )
 
 

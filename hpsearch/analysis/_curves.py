@@ -139,7 +139,8 @@ class OptimizationHistory:
 
     Per trial, in the order the searcher proposed them (``numbers``): its best value of
     the metric (``None`` if it reported none) and, in ``running_best``, the best value
-    of every trial up to it (errored trials not counted). A best that is not a finite
+    of every trial up to it (errored trials not counted, nor, under the spec's constraints,
+    infeasible ones). A best that is not a finite
     number is ``None`` here: it cannot be drawn. ``reason`` says why no trial has a value
     to draw (``None`` when one has).
     """
@@ -160,7 +161,7 @@ def optimization_history(results: Results) -> OptimizationHistory:
     """Each trial's best value of the search metric, in order, with the running best."""
     trials = results.trials
     values = [float(v) if math.isfinite(v) else None for v in trials["best"].astype("float64")]
-    ranked = list(trials["rank"].notna())
+    ranked = list(trials["rank"].notna() & results.feasible)
     pick = min if results.mode == "min" else max
     running: list[float | None] = []
     current: float | None = None

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hpsearch.analysis._feasibility import constraints_of, violations_by_trial
 from hpsearch.analysis._lineage import lineage_table
 from hpsearch.analysis._pareto import hypervolume, pareto_table, recorded_objectives
 from hpsearch.errors import ExperimentNotFoundError, ResultsError, did_you_mean
@@ -57,6 +58,7 @@ from hpsearch.experiment.tracebacks import short_error
 from hpsearch.formatting import number
 from hpsearch.spec import SCALING_GROUP, Scaling
 from hpsearch.spec._validation import validate_section
+from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.space import ConstParam, Param, iter_params, parse_search_space
 
 __all__ = [
@@ -86,6 +88,7 @@ TRIAL_COLUMNS = (
     "best_iteration",
     "last_iteration",
     "rank",
+    "violation",
     "wall_time_s",
     "error",
     "started_at",
@@ -193,6 +196,8 @@ class Results:
     resource_hours: dict[str, float] = field(default_factory=dict)
     #: Every objective, ``(metric, mode)`` in the spec's order; ``metric``/``mode`` are the first.
     objectives: tuple[tuple[str, str], ...] = ()
+    #: The spec's ``constraints`` (``()``: none); ``trials["violation"]`` is each trial's at its best report.
+    constraints: tuple[Constraint, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.objectives:
@@ -231,11 +236,21 @@ class Results:
 
     @property
     def best(self) -> pd.Series | None:
-        """The best trial's row of :attr:`trials`: rank 1, when its best value is finite."""
+        """The best trial's row of :attr:`trials`: rank 1, when its best value is finite and it meets
+        the constraints (a search where no trial met them has no best trial)."""
         top = self.trials[self.trials["rank"] == 1]
         if top.empty or not math.isfinite(float(top["best"].iloc[0])):
             return None
+        violation = float(top["violation"].iloc[0])
+        if violation == violation and violation > 0:  # NaN: no constraints
+            return None
         return top.iloc[0]
+
+    @property
+    def feasible(self) -> pd.Series:
+        """Per row of :attr:`trials`: whether its best report met every constraint (all true without any)."""
+        violation = self.trials["violation"].astype("float64")
+        return violation.isna() | (violation == 0)
 
     @property
     def has_value(self) -> pd.Series:
@@ -366,7 +381,8 @@ def load_results(
     usage = files.read_usage(exp)
     _add_outcomes(trials, outcomes, summary, state, ended, _budget(spec))
     _running_again(trials, outcomes, usage)
-    _rank(trials, history, metric, mode)
+    constraints = constraints_of(spec)
+    _rank(trials, history, metric, mode, constraints)
     trials = _add_usage(trials, history, usage, _reserved(spec, {r["trial_id"]: r["config"] for r in rows}))
     history = history.drop(columns=_HAS_METRIC)
     _absent_params(trials, space)
@@ -378,6 +394,7 @@ def load_results(
         metric=metric,
         mode=mode,
         objectives=objectives,
+        constraints=constraints,
         trials=trials,
         history=history,
         spec=spec,
@@ -751,7 +768,7 @@ def _trials(rows: list[dict[str, Any]], history: pd.DataFrame, exp: Path) -> pd.
     stats["ended_at"] = groups["reported_at"].last()
     stats["started_at"] = stats["ended_at"] - pd.to_timedelta(stats["wall_time_s"], unit="s")
     stats["last_iteration"] = groups["iteration"].last().astype("Int64")
-    for col in ("best", "last", "best_iteration", "rank", "best_checkpoint"):
+    for col in ("best", "last", "best_iteration", "rank", "violation", "best_checkpoint"):
         stats[col] = None  # filled by _rank, once the statuses are known
     out = base.join(stats, on="trial_id")
     out["status"] = ""
@@ -767,10 +784,13 @@ def _trials(rows: list[dict[str, Any]], history: pd.DataFrame, exp: Path) -> pd.
     return out.sort_values("number", kind="stable", na_position="last").reset_index(drop=True)
 
 
-def _rank(trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode) -> None:
-    """Fill in each trial's best, last, best_iteration, rank and best_checkpoint: the one ranking."""
+def _rank(
+    trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode, constraints: Sequence[Constraint] = ()
+) -> None:
+    """Fill in each trial's best, last, best_iteration, rank, violation and best_checkpoint: the one ranking."""
     reports: dict[str, list[tuple[Any, Any]]] = {t: [] for t in trials["trial_id"]}  # creation order
     checkpoints: dict[str, list[tuple[Any, Any]]] = {}  # per trial: (checkpoint path, value)
+    violations = violations_by_trial(history, list(trials["trial_id"]), constraints) or {}
     saved: set[str] = set()
     if metric in history:
         saved = _checkpoints_on_disk(history)
@@ -780,15 +800,26 @@ def _rank(trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode) 
         for trial_id, iteration, value, checkpoint in rows:
             reports.setdefault(trial_id, []).append((None if iteration != iteration else int(iteration), value))
             checkpoints.setdefault(trial_id, []).append((checkpoint, value))
-    ranking = rank_trials(reports, mode, statuses=dict(zip(trials["trial_id"], trials["status"])))
+    ranking = rank_trials(
+        reports,
+        mode,
+        statuses=dict(zip(trials["trial_id"], trials["status"])),
+        violations=violations if constraints else None,
+    )
     scores = ranking.by_id()
     ids = trials["trial_id"]
+    trials["violation"] = pd.Series([scores[t].violation for t in ids], index=trials.index, dtype="float64")
     trials["best"] = pd.Series([scores[t].best for t in ids], index=trials.index, dtype="float64")
     trials["last"] = pd.Series([scores[t].last for t in ids], index=trials.index, dtype="float64")
     trials["best_iteration"] = pd.Series([scores[t].best_iteration for t in ids], index=trials.index, dtype="Int64")
     trials["rank"] = pd.Series([scores[t].rank for t in ids], index=trials.index, dtype="Int64")
     # the checkpoint still on disk with the best value, by the same rule
-    best = [best_checkpoint(checkpoints.get(t, []), mode, saved.__contains__) for t in ids]
+    best = [
+        best_checkpoint(
+            checkpoints.get(t, []), mode, saved.__contains__, violations.get(t, []) if constraints else None
+        )
+        for t in ids
+    ]
     trials["best_checkpoint"] = pd.Series(best, index=trials.index, dtype="object")
 
 

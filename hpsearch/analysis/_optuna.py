@@ -23,6 +23,12 @@ metric) is exported ``FAIL``, and its ``fail_reason`` user attribute says why; s
 Optuna's best trial is hpsearch's best trial. Intermediate values that are not finite
 numbers are left out (the trial's history keeps them).
 
+With the spec's ``constraints``, each trial's constraint values at its best report (its point,
+under several objectives) are Optuna's constraint values, feasible when at most 0: in
+``system_attrs["constraints"]``, the list optuna-dashboard reads to show feasibility (Optuna
+reads it as constraints ``"0"``, ``"1"``, … in the spec's order), and in the ``constraints``
+user attribute by name. So Optuna's ``best_trial`` is hpsearch's best feasible trial.
+
 A search with several objectives is exported with ``frozen_trials(..., multi_objective=True)``.
 Its study then has one direction per objective (:func:`directions`). A complete trial's
 ``values`` are its point: every objective, read from the report with the trial's best first
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -68,6 +75,7 @@ __all__ = [
     "trial_params",
     "trial_outcome",
     "intermediate_value",
+    "optuna_constraint",
     "study_attrs",
     "study_owner",
     "OWNER_ATTR",
@@ -226,6 +234,13 @@ def trial_outcome(
     return state, (value if state == "COMPLETE" else None), reason
 
 
+def optuna_constraint(excess: float) -> float:
+    """A constraint's excess (:meth:`hpsearch.spec.constraints.Constraint.excess`) as Optuna's constraint value:
+    feasible when at most 0. A value that was not a finite number (``inf``) is the largest float, which
+    every storage and optuna-dashboard can write as JSON."""
+    return excess if math.isfinite(excess) else sys.float_info.max
+
+
 def intermediate_value(raw: Any) -> float | None:
     """A report's value of the metric as an Optuna intermediate value: finite numbers only."""
     value = metric_value(raw)
@@ -241,6 +256,7 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False, multi_
     from optuna.trial import FrozenTrial, TrialState  # lazy: optuna is heavy; reading results never needs it
 
     points = {p.trial_id: p for p in front_of(results).points} if multi_objective else {}
+    at_best = _constraint_values(results, points)
     distributions = optuna_distributions(results)
     intermediate = _intermediate_values(results)
     constants = [c for c in results.trials.columns if c in set(results.space) - set(results.params)]
@@ -265,6 +281,9 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False, multi_
             attrs["point"] = {m: _json_number(v) for (m, _), v in zip(results.objectives, point.values)}
         if fail_reason is not None:
             attrs["fail_reason"] = fail_reason
+        constraints = at_best.get(row["trial_id"])
+        if constraints is not None:
+            attrs["constraints"] = dict(zip((c.text for c in results.constraints), constraints))
         params, dists = trial_params(distributions, {str(k): v for k, v in row.items()})
         start, end = _when(row["started_at"]), _when(row["ended_at"])
         attrs.update(
@@ -293,11 +312,35 @@ def frozen_trials(results: Results, *, stopped_as_complete: bool = False, multi_
                 params=params,
                 distributions=dists,
                 user_attrs={k: _plain(v) for k, v in attrs.items()},
-                system_attrs={},
+                system_attrs={} if constraints is None else {"constraints": constraints},
                 intermediate_values=intermediate.get(row["trial_id"], {}),
                 trial_id=index,
             )
         )
+    return out
+
+
+def _constraint_values(results: Results, points: Mapping[str, ParetoPoint]) -> dict[str, list[float]]:
+    """Trial id -> Optuna's value of each of the spec's constraints at the trial's best report (its point under
+    several objectives), for the trials that have one; ``{}`` without constraints."""
+    if not results.constraints:
+        return {}
+    history = results.history
+    rows: dict[tuple[str, int], int] = {}  # (trial id, iteration) -> its first report, as the ranking reads them
+    for index, (trial_id, step) in enumerate(zip(history["trial_id"], history["iteration"].astype("float64"))):
+        if step == step:
+            rows.setdefault((str(trial_id), int(step)), index)
+    out: dict[str, list[float]] = {}
+    for trial_id, best_iteration in zip(results.trials["trial_id"], results.trials["best_iteration"]):
+        point = points.get(trial_id)
+        at = point.iteration if point is not None else python_value(best_iteration)
+        found = rows.get((str(trial_id), int(at))) if at is not None else None
+        if found is None:
+            continue
+        report = history.iloc[found]
+        out[trial_id] = [
+            optuna_constraint(c.excess(report[c.metric] if c.metric in report else None)) for c in results.constraints
+        ]
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from hpsearch.analysis._feasibility import violations_by_trial
 from hpsearch.analysis._view import SearchTables
 from hpsearch.errors import ResultsError
 from hpsearch.experiment.ranking import Mode, ParetoFront, dominates
@@ -49,7 +50,12 @@ def front_of(results: SearchTables) -> ParetoFront:
         values = [column[row] for column in columns]
         reports.setdefault(trial_id, []).append((None if iteration != iteration else int(iteration), values))
     modes = cast("list[Mode]", [d for _, d in results.objectives])
-    return _front(reports, modes, statuses=dict(zip(results.trials["trial_id"], results.trials["status"])))
+    return _front(
+        reports,
+        modes,
+        statuses=dict(zip(results.trials["trial_id"], results.trials["status"])),
+        violations=violations_by_trial(history, list(results.trials["trial_id"]), results.constraints),
+    )
 
 
 def pareto_table(results: SearchTables) -> pd.DataFrame:
@@ -111,6 +117,8 @@ class ParetoPlot:
         values: Their points, one tuple per trial (objective order).
         statuses: Their statuses.
         on_front: Per trial, whether it is on the front.
+        feasible: Per trial, whether its point meets the spec's constraints (an infeasible point is
+            never on the front, and is drawn apart).
         left_out: Trials with a point that is not complete (a value missing, NaN or ±inf): never drawn.
     """
 
@@ -119,6 +127,7 @@ class ParetoPlot:
     values: list[tuple[float, ...]] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
     on_front: list[bool] = field(default_factory=list)
+    feasible: list[bool] = field(default_factory=list)
     left_out: int = 0
 
     @property
@@ -164,5 +173,6 @@ def pareto_front(results: SearchTables) -> ParetoPlot:
         values=[tuple(float(v) for v in point.values if v is not None) for point in drawn],
         statuses=[str(statuses.get(point.trial_id, "")) for point in drawn],
         on_front=[point.on_front for point in drawn],
+        feasible=[point.feasible for point in drawn],
         left_out=len(found.points) - len(drawn),
     )

@@ -60,6 +60,9 @@ class TrialOutcome:
     best_iteration: int | None = None
     last_iteration: int | None = None  # the epoch (else Tune's iteration) of the last report
     rank: int | None = None  # 1 = best; None: errored or no value
+    violation: float | None = (
+        None  # the constraints' total violation at its best report (0: feasible); None: no constraints
+    )
     ended_by: str | None = None  # the budget that stopped it (it was running when a budget ended the search)
     driver_time_s: float | None = None  # from its driver's start to its end, over its runs
     resource_hours: dict[str, float] = field(default_factory=dict)  # its resources times its driver time
@@ -91,6 +94,8 @@ class SearchSummary:
     #: The estimate made as the search started, next to what happened (see
     #: :func:`hpsearch.planning.versus.versus_actual`); ``None`` when the spec was not checked first.
     estimate: dict[str, Any] | None = None
+    #: The spec's constraints as people read them (``n_params <= 1e+06``); empty: none.
+    constraints: list[str] = field(default_factory=list)
 
     @property
     def multi_objective(self) -> bool:
@@ -110,22 +115,28 @@ class SearchSummary:
         return sum(1 for t in self.trials if t.status == status)
 
     def ranked(self) -> list[TrialOutcome]:
-        """The ranked trials, best first (by the one ranking, over each trial's best value)."""
+        """The ranked trials, best first (by the one ranking, over each trial's best value and its violation)."""
         ranking = rank_trials(
             {t.trial_id: [(t.best_iteration, t.best)] for t in self.trials},
             "min" if self.mode == "min" else "max",
             statuses={t.trial_id: t.status for t in self.trials},
+            violations={t.trial_id: [t.violation or 0.0] for t in self.trials} if self.constraints else None,
         )
         by_id = {t.trial_id: t for t in self.trials}
         return [by_id[s.trial_id] for s in ranking.ranked]
 
     @property
     def best(self) -> TrialOutcome | None:
-        """The best trial: the first ranked one, when its best value is finite."""
+        """The best trial: the first ranked one, when its best value is finite and it meets the constraints."""
         ranked = self.ranked()
-        if not ranked or ranked[0].best is None or not math.isfinite(ranked[0].best):
+        if not ranked or ranked[0].best is None or not math.isfinite(ranked[0].best) or ranked[0].violation:
             return None
         return ranked[0]
+
+    @property
+    def feasible(self) -> int:
+        """How many trials have a feasible best report (with constraints; every ranked one without)."""
+        return sum(1 for t in self.ranked() if not t.violation)
 
     def as_dict(self) -> dict[str, Any]:
         best = self.best
@@ -148,6 +159,7 @@ class SearchSummary:
                 else {}
             ),
             **({"estimate": self.estimate} if self.estimate is not None else {}),
+            **({"constraints": list(self.constraints)} if self.constraints else {}),
             "trials": [asdict(t) for t in self.trials],
         }
 
@@ -197,6 +209,7 @@ def summarize(
         resume_hint=resume_hint,
         total_wall_time_s=usage.wall_time_s() if usage.searches else None,
         objectives=list(results.objectives),
+        constraints=[c.text for c in results.constraints],
     )
     if results.multi_objective:
         summary.pareto = [
@@ -226,6 +239,7 @@ def summarize(
                 best_iteration=python_value(row["best_iteration"]),
                 last_iteration=python_value(row["last_iteration"]),
                 rank=python_value(row["rank"]),
+                violation=_number(row["violation"]) if results.constraints else None,
                 ended_by=(outcomes.get(trial_id) or {}).get("ended_by") or None,
                 driver_time_s=_number(row["driver_time_s"]),
                 resource_hours={
@@ -297,24 +311,45 @@ def best_trials_table(summary: SearchSummary, *, n: int = 5, varying: Sequence[s
     """The closing table of ``hpsearch run``: the ``n`` best trials, best first.
 
     Columns: id, status, how many reports the trial made, the epoch of its last report,
-    the best value of the metric, up to three other metrics of its last report, then
-    the parameters (``varying``; default every config key).
+    the best value of the metric, with constraints whether that report met them
+    (``feasible``: ``yes``, or ``no`` and the total violation), up to three other metrics of
+    its last report, then the parameters (``varying``; default every config key).
     """
     ranked = summary.ranked()[:n]
     if not ranked:
         return "(no trial reported the metric)"
+    constrained = bool(summary.constraints)
     extra = [k for k in ranked[0].metrics if k not in (summary.metric, "training_iteration", "epoch")][:3]
-    header = ["trial_id", "status", "reports", "last epoch", f"{summary.metric} (best)", *extra]
+    header = ["trial_id", "status", "reports", "last epoch", f"{summary.metric} (best)"]
+    header += ["feasible"] * constrained + extra
     flat_configs = [flatten_config(t.config) for t in ranked]
     params = list(varying) if varying is not None else list(flat_configs[0])
     rows = [header + params]
     for trial, flat in zip(ranked, flat_configs):
         rows.append(
             [trial.trial_id, trial.status, str(trial.iterations), cell(trial.last_iteration), cell(trial.best)]
+            + [feasible_cell(trial.violation)] * constrained
             + [cell(trial.metrics.get(k)) for k in extra]
             + [cell(flat.get(p)) for p in params]
         )
     return text_table(rows)
+
+
+def feasible_cell(violation: float | None) -> str:
+    """``yes`` for a report that met every constraint, else ``no (violated by <total>)``."""
+    return "yes" if not violation else f"no (violated by {cell(violation)})"
+
+
+def feasible_line(summary: SearchSummary) -> str | None:
+    """The closing line about the constraints, or ``None`` without any: how many trials met them."""
+    if not summary.constraints:
+        return None
+    ranked = summary.ranked()
+    met = summary.feasible
+    rule = "; ".join(summary.constraints)
+    if ranked and not met:
+        return f"Constraints ({rule}): no trial met them, so there is no best trial; the table ranks by violation"
+    return f"Constraints ({rule}): {met} of {len(ranked)} ranked trials met them; the others rank after, by violation"
 
 
 def pareto_front_table(summary: SearchSummary, *, varying: Sequence[str] | None = None) -> str:

@@ -20,15 +20,16 @@ def best_trials(results: Results, n: int | None = 10) -> pd.DataFrame:
     :mod:`hpsearch.experiment.ranking`: errored and unscored trials left out, NaN/inf bests last.
 
     Columns: ``trial_id``, ``number``, ``status``, ``iterations``, ``best_iteration``, the
-    search metric (its best value), every other reported metric *at that iteration*
-    (``epoch`` and Tune's counters left out), then the searched parameters.
+    search metric (its best value), with the spec's ``constraints`` the ``violation`` there
+    (0: feasible; infeasible trials rank after every feasible one), every other reported metric
+    *at that iteration* (``epoch`` and Tune's counters left out), then the searched parameters.
     """
     ranked = results.ranked()
     if n is not None:
         ranked = ranked.head(n)
-    table = ranked[["trial_id", "number", "status", "iterations", "best_iteration", "best"]].rename(
-        columns={"best": results.metric}
-    )
+    fixed_columns = ["trial_id", "number", "status", "iterations", "best_iteration", "best"]
+    fixed_columns += ["violation"] * bool(results.constraints)
+    table = ranked[fixed_columns].rename(columns={"best": results.metric})
     history = results.history
     fixed = {*HISTORY_COLUMNS, EPOCH}
     others = [c for c in history.columns if c not in fixed and c != results.metric]

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from hpsearch.spec.constraints import Constraint
+
 __all__ = ["SearchTables"]
 
 
@@ -37,6 +39,9 @@ class SearchTables(Protocol):
 
     @property
     def objectives(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def constraints(self) -> tuple[Constraint, ...]: ...
 
     @property
     def lineage(self) -> pd.DataFrame: ...

@@ -429,19 +429,28 @@ def read_controller(run_folder: PathLike) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_missing_metric(run_folder: PathLike, search_token: str, *, metric: str, reported: list[str]) -> None:
-    """Record that a run of the trial reported without ``metric`` in the search ``search_token``."""
+def write_missing_metric(
+    run_folder: PathLike, search_token: str, *, metric: str, reported: list[str], named_by: str = "metric"
+) -> None:
+    """Record that a run of the trial reported without ``metric`` (named by the spec's ``named_by``) in the
+    search ``search_token``."""
     os.makedirs(run_folder, exist_ok=True)
-    record = {"search": search_token, "metric": metric, "reported": list(reported)}
+    record = {"search": search_token, "metric": metric, "reported": list(reported), "named_by": named_by}
     _write_json(Path(run_folder) / MISSING_METRIC_FILE, record, indent=None)
 
 
 def read_missing_metric(run_folder: PathLike, search_token: str) -> dict[str, Any] | None:
-    """``{"metric", "reported"}`` when a run of the trial missed its metric in the search ``search_token``, else ``None``."""
+    """``{"metric", "reported", "named_by"}`` when a run of the trial missed a required metric in the search
+    ``search_token``, else ``None``."""
     data = read_json(Path(run_folder) / MISSING_METRIC_FILE)
     if not isinstance(data, dict) or data.get("search") != search_token or not isinstance(data.get("metric"), str):
         return None
-    return {"metric": data["metric"], "reported": [str(r) for r in data.get("reported") or []]}
+    named_by = data.get("named_by")
+    return {
+        "metric": data["metric"],
+        "reported": [str(r) for r in data.get("reported") or []],
+        "named_by": named_by if isinstance(named_by, str) else "metric",
+    }
 
 
 def append_failure(run_folder: PathLike, failure: Failure) -> None:

@@ -12,13 +12,14 @@ epoch through :func:`report_epoch` and :func:`report_step`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpsearch.experiment.layout import EPOCH
 from hpsearch.experiment.ranking import metric_value
+from hpsearch.spec.constraints import Constraint, violation
 
-__all__ = ["DELIMITER", "flat_metrics", "report_value", "has_metric", "report_epoch", "report_step"]
+__all__ = ["DELIMITER", "flat_metrics", "report_value", "has_metric", "report_violation", "report_epoch", "report_step"]
 
 #: What joins a nested key to its parent, as Ray Tune's ``flatten_dict`` joins them.
 DELIMITER = "/"
@@ -63,6 +64,12 @@ def has_metric(report: Mapping[str, Any], metric: str) -> bool:
     if not any(isinstance(v, dict) for v in report.values()):
         return metric in report
     return metric in flat_metrics(report)
+
+
+def report_violation(report: Mapping[str, Any], constraints: Sequence[Constraint]) -> float:
+    """The report's total violation of the spec's ``constraints`` (0.0: feasible), each metric read as
+    :func:`report_value` reads it (:func:`hpsearch.spec.constraints.violation`)."""
+    return violation({c.metric: report_value(report, c.metric) for c in constraints}, constraints)
 
 
 def report_epoch(report: Mapping[str, Any] | None) -> int | float | None:

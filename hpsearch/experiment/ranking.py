@@ -23,16 +23,31 @@ One function, :func:`rank_trials`, decides it for every view: the closing table 
 - **The best trial** is the first ranked trial with a finite best; a search where no
   trial has one has no best trial.
 
+With ``constraints`` in the spec, each report also has a *violation*
+(:func:`hpsearch.spec.constraints.violation`: 0 when every constraint holds in it):
+
+- **Best value.** The best finite value over the trial's *feasible* reports (violation 0).
+  A trial with none is infeasible: its best is the finite value of its report with the
+  least violation (the better value, then the earliest, wins a tie), and its violation is
+  that report's.
+- **Order.** Feasible trials first, by value; then infeasible ones, by violation (then
+  value); then those whose best is NaN or ±inf; errored trials and trials without a value
+  are not ranked, as above.
+- **The best trial** is the first ranked *feasible* trial with a finite best; a search
+  where no trial met the constraints has no best trial.
+
 With several objectives (``metric``/``mode`` lists), :func:`pareto_front` decides the front:
 
 - **A trial's point** is one report: the one that gave its best value of the *primary*
-  (first) objective by the rules above (the earliest wins a tie); every objective is read
+  (first) objective by the rules above (the earliest wins a tie; with constraints, its best
+  feasible report, else its least violating one); every objective is read
   from that same report, so a point is a model that existed (the one whose checkpoint is
   kept as the trial's best), never the best of each objective taken from different epochs.
 - **On the front** are the points not dominated by any other point (another is at least
   as good in every objective and better in one). Points with a value that is missing or
   not a finite number (NaN, ±inf) are never on the front, nor dominate; errored trials
-  have no point, as they have no rank. Two equal points are both on the front.
+  have no point, as they have no rank. Two equal points are both on the front. With
+  constraints, only feasible points are on the front or dominate.
 - **Hypervolume** (:func:`hypervolume`) is the volume the front dominates up to a
   reference point (worse than the front in every objective), computed exactly; points not
   better than the reference in every objective add nothing.
@@ -94,6 +109,8 @@ class TrialScore:
         best_iteration: The iteration (epoch) of the report that gave ``best``.
         last: Its last numeric value, or ``None``.
         rank: 1 for the best trial, 2 for the next, …; ``None`` when not ranked.
+        violation: The total violation of the constraints at its best report (0.0: feasible);
+            ``None`` when the search has no constraints.
     """
 
     trial_id: str
@@ -101,11 +118,17 @@ class TrialScore:
     best_iteration: int | None
     last: float | None
     rank: int | None
+    violation: float | None = None
 
     @property
     def finite(self) -> bool:
         """Whether the best value is a finite number."""
         return self.best is not None and math.isfinite(self.best)
+
+    @property
+    def feasible(self) -> bool:
+        """Whether its best report meets every constraint (always, without constraints)."""
+        return not self.violation
 
 
 @dataclass(frozen=True)
@@ -122,8 +145,8 @@ class Ranking:
 
     @property
     def best(self) -> TrialScore | None:
-        """The best trial: the first ranked one with a finite best value."""
-        return next((s for s in self.scores if s.rank is not None and s.finite), None)
+        """The best trial: the first ranked one with a finite best value that meets the constraints."""
+        return next((s for s in self.scores if s.rank is not None and s.finite and s.feasible), None)
 
     def __getitem__(self, trial_id: str) -> TrialScore:
         for score in self.scores:
@@ -136,23 +159,37 @@ class Ranking:
         return {s.trial_id: s for s in self.scores}
 
 
-def _score(reports: Iterable[Report], mode: Mode) -> tuple[float | None, int | None, float | None]:
+def _score(
+    reports: Sequence[Report], mode: Mode, violations: Sequence[float] | None = None
+) -> tuple[float | None, int | None, float | None, float | None]:
+    """``(best, its iteration, last, violation at best)``; ``violations`` per report, or ``None``: no constraints."""
     best: float | None = None
     best_at: int | None = None
+    best_violation: float | None = None
     odd: tuple[float, int | None] | None = None  # the last NaN or ±inf, for trials with nothing else
     last: float | None = None
-    for iteration, raw in reports:
+    for index, (iteration, raw) in enumerate(reports):
         value = metric_value(raw)
         if value is None:
             continue
         last = value
         if not math.isfinite(value):
             odd = (value, iteration)
-        elif best is None or is_better(value, best, mode):
-            best, best_at = value, iteration
+            continue
+        over = 0.0 if violations is None else float(violations[index])
+        if best is None or _better_report(value, over, best, best_violation or 0.0, mode):
+            best, best_at, best_violation = value, iteration, over
     if best is None and odd is not None:
         best, best_at = odd
-    return best, best_at, last
+        best_violation = None if violations is None else math.inf
+    return best, best_at, last, (None if violations is None else best_violation)
+
+
+def _better_report(value: float, over: float, best: float, best_over: float, mode: Mode) -> bool:
+    """Whether a report beats the best so far: less violation (feasible is 0), then a strictly better value."""
+    if over != best_over:
+        return over < best_over
+    return is_better(value, best, mode)
 
 
 def rank_trials(
@@ -160,6 +197,7 @@ def rank_trials(
     mode: Mode,
     *,
     statuses: Mapping[str, str] | None = None,
+    violations: Mapping[str, Sequence[float]] | None = None,
 ) -> Ranking:
     """Score and order trials. Every view of a search ranks its trials with this function.
 
@@ -168,6 +206,8 @@ def rank_trials(
             The mapping's order is the trials' creation order (ties and unranked trials keep it).
         mode: ``"min"`` or ``"max"``.
         statuses: Trial id -> status; ``"errored"`` trials are not ranked.
+        violations: With constraints: trial id -> each report's total violation, in the order of its
+            reports (0.0: feasible; ``inf``: a constrained metric missing or not a number).
 
     Example:
         >>> r = rank_trials({"a": [(1, 0.5), (2, float("nan"))], "b": [(1, float("nan"))], "c": [(1, 0.2)]}, "min")
@@ -178,19 +218,24 @@ def rank_trials(
         raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
     statuses = statuses or {}
     sign = 1.0 if mode == "min" else -1.0
-    scored: list[tuple[tuple[int, float, int], str, float | None, int | None, float | None]] = []
-    unranked: list[tuple[int, str, float | None, int | None, float | None]] = []
+    Scored = tuple[str, float | None, int | None, float | None, float | None]
+    scored: list[tuple[tuple[int, float, float, int], Scored]] = []
+    unranked: list[Scored] = []
     for order, (trial_id, trial_reports) in enumerate(reports.items()):
-        best, best_at, last = _score(trial_reports, mode)
+        over = None if violations is None else violations.get(trial_id, [math.inf] * len(trial_reports))
+        best, best_at, last, violation = _score(trial_reports, mode, over)
+        row: Scored = (trial_id, best, best_at, last, violation)
         if best is None or statuses.get(trial_id) == ERRORED:
-            unranked.append((order, trial_id, best, best_at, last))
-        elif math.isfinite(best):
-            scored.append(((0, sign * best, order), trial_id, best, best_at, last))
+            unranked.append(row)
+        elif not math.isfinite(best):
+            scored.append(((2, 0.0, 0.0, order), row))
+        elif violation:  # infeasible: after every feasible trial, the least violation first
+            scored.append(((1, violation, sign * best, order), row))
         else:
-            scored.append(((1, 0.0, order), trial_id, best, best_at, last))
+            scored.append(((0, sign * best, 0.0, order), row))
     scored.sort(key=lambda item: item[0])
-    scores = [TrialScore(t, b, at, last, rank) for rank, (_, t, b, at, last) in enumerate(scored, start=1)]
-    scores += [TrialScore(t, b, at, last, None) for _, t, b, at, last in unranked]
+    scores = [TrialScore(t, b, at, last, rank, v) for rank, (_, (t, b, at, last, v)) in enumerate(scored, start=1)]
+    scores += [TrialScore(t, b, at, last, None, v) for t, b, at, last, v in unranked]
     return Ranking(mode, tuple(scores))
 
 
@@ -209,17 +254,25 @@ class ParetoPoint:
         iteration: The iteration (epoch) of the report that is its point (see the module's rules).
         values: Each objective's value in that report (``None``: not a number), in the spec's order.
         on_front: Whether no other point dominates it.
+        violation: The constraints' total violation in that report (0.0: feasible); ``None``
+            without constraints.
     """
 
     trial_id: str
     iteration: int | None
     values: tuple[float | None, ...]
     on_front: bool
+    violation: float | None = None
 
     @property
     def complete(self) -> bool:
         """Whether every objective has a finite value (only such points can be on the front)."""
         return _all_finite(self.values)
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the point meets every constraint (always, without constraints)."""
+        return not self.violation
 
 
 @dataclass(frozen=True)
@@ -241,20 +294,32 @@ class ParetoFront:
         return hypervolume([_numbers(p.values) for p in self.front], reference, self.modes)
 
 
-def best_checkpoint(reports: Iterable[tuple[Any, Any]], mode: Mode, kept: Callable[[str], bool]) -> str | None:
+def best_checkpoint(
+    reports: Iterable[tuple[Any, Any]],
+    mode: Mode,
+    kept: Callable[[str], bool],
+    violations: Sequence[float] | None = None,
+) -> str | None:
     """The checkpoint still on disk with the best value, by the ranking's rules: every view's best checkpoint.
 
     ``reports`` are a trial's reports in order, each ``(checkpoint path or None, value of the metric)``;
     ``kept`` says whether a path is still on disk (Ray Train keeps the last ``num_to_keep``, so the best
     report's own checkpoint may be gone: the best of those kept is taken). ``None`` when no kept
-    checkpoint's report has a value.
+    checkpoint's report has a value. With constraints, ``violations`` holds each report's (a feasible
+    report's checkpoint is preferred, as the trial's best value is).
 
     Example:
         >>> best_checkpoint([("c1", 0.2), ("c2", 0.5), ("c3", 0.4)], "min", kept={"c2", "c3"}.__contains__)
         'c3'
     """
-    on_disk = [(path, value) for path, value in reports if isinstance(path, str) and kept(path)]
-    score = rank_trials({"t": [(i, value) for i, (_, value) in enumerate(on_disk)]}, mode)["t"]
+    rows = list(reports)
+    over = list(violations) if violations is not None else [0.0] * len(rows)
+    on_disk = [(path, value, v) for (path, value), v in zip(rows, over) if isinstance(path, str) and kept(path)]
+    score = rank_trials(
+        {"t": [(i, value) for i, (_, value, _) in enumerate(on_disk)]},
+        mode,
+        violations=None if violations is None else {"t": [v for _, _, v in on_disk]},
+    )["t"]
     return None if score.best_iteration is None else str(on_disk[score.best_iteration][0])
 
 
@@ -268,24 +333,17 @@ def dominates(a: Sequence[float], b: Sequence[float], modes: Sequence[Mode]) -> 
     return better
 
 
-def _point(reports: Sequence[MultiReport], mode: Mode) -> tuple[int | None, tuple[float | None, ...]] | None:
-    """The report that gave the primary objective's best value (the ranking's rule), as ``(iteration, values)``."""
-    best_at: int | None = None
-    best: float | None = None
-    odd: int | None = None  # the last NaN or ±inf primary value, for trials with nothing else
-    for index, (_, values) in enumerate(reports):
-        value = metric_value(values[0]) if values else None
-        if value is None:
-            continue
-        if not math.isfinite(value):
-            odd = index
-        elif best is None or is_better(value, best, mode):
-            best, best_at = value, index
-    chosen = best_at if best_at is not None else odd
+def _point(
+    reports: Sequence[MultiReport], mode: Mode, violations: Sequence[float] | None = None
+) -> tuple[int | None, tuple[float | None, ...], float | None] | None:
+    """The report that gave the primary objective's best value (the ranking's rule, constraints included),
+    as ``(iteration, values, violation)``."""
+    primary = [(index, values[0] if values else None) for index, (_, values) in enumerate(reports)]
+    _, chosen, _, violation = _score(primary, mode, violations)
     if chosen is None:
         return None
     iteration, values = reports[chosen]
-    return iteration, tuple(metric_value(v) for v in values)
+    return iteration, tuple(metric_value(v) for v in values), violation
 
 
 def pareto_front(
@@ -293,6 +351,7 @@ def pareto_front(
     modes: Sequence[Mode],
     *,
     statuses: Mapping[str, str] | None = None,
+    violations: Mapping[str, Sequence[float]] | None = None,
 ) -> ParetoFront:
     """Each trial's point and which points are on the Pareto front (see the module's rules).
 
@@ -301,6 +360,8 @@ def pareto_front(
             the mapping's order is the trials' creation order.
         modes: ``"min"`` or ``"max"`` per objective, in the same order as the values.
         statuses: Trial id -> status; ``"errored"`` trials have no point.
+        violations: With constraints: trial id -> each report's total violation (see :func:`rank_trials`);
+            only feasible points are on the front or dominate.
 
     Example:
         >>> f = pareto_front({"a": [(1, [0.5, 10])], "b": [(1, [0.3, 20])], "c": [(1, [0.6, 20])]}, ["min", "min"])
@@ -312,16 +373,17 @@ def pareto_front(
         if mode not in ("min", "max"):
             raise ValueError(f"each mode must be 'min' or 'max', got {mode!r}")
     statuses = statuses or {}
-    found: list[tuple[str, int | None, tuple[float | None, ...]]] = []
+    found: list[tuple[str, int | None, tuple[float | None, ...], float | None]] = []
     for trial_id, trial_reports in reports.items():
         if statuses.get(trial_id) == ERRORED:
             continue
-        point = _point(trial_reports, modes[0])
+        over = None if violations is None else violations.get(trial_id, [math.inf] * len(trial_reports))
+        point = _point(trial_reports, modes[0], over)
         if point is not None:
             found.append((trial_id, *point))
-    complete = [(t, _numbers(v)) for t, _, v in found if len(v) == len(modes) and _all_finite(v)]
+    complete = [(t, _numbers(v)) for t, _, v, over in found if len(v) == len(modes) and _all_finite(v) and not over]
     on_front = {t for t, v in complete if not any(dominates(w, v, modes) for _, w in complete)}
-    return ParetoFront(modes, tuple(ParetoPoint(t, it, v, t in on_front) for t, it, v in found))
+    return ParetoFront(modes, tuple(ParetoPoint(t, it, v, t in on_front, over) for t, it, v, over in found))
 
 
 def _all_finite(values: Sequence[float | None]) -> bool:

@@ -51,6 +51,12 @@ def checkpoint_of(results: Results | str | os.PathLike[str], trial_id: str | Non
     res = results if isinstance(results, Results) else load_results(results)
     if trial_id is None:
         best = res.best
+        if best is None and res.constraints and bool(res.trials["rank"].notna().any()):
+            rules = "; ".join(c.text for c in res.constraints)
+            raise ResultsError(
+                f"{res.experiment_dir}: no trial met the constraints ({rules}), so none is the best; "
+                "name one with trial_id= (results.ranked() lists them by violation)"
+            )
         if best is None:
             raise ResultsError(f"{res.experiment_dir}: no trial has a finite {res.metric}, so none is the best")
         row = best

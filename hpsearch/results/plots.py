@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 BEST_COLOR = "#b2182b"
+#: Points the spec's constraints rule out (infeasible), drawn apart as crosses.
+INFEASIBLE_COLOR = "#7f7f7f"
 #: How each trial status is drawn: line colour, line style, marker face ("none": hollow).
 STATUS_STYLE: dict[str, dict[str, Any]] = {
     FINISHED: {"color": "#2166ac", "linestyle": "-", "face": "#2166ac", "label": "finished"},
@@ -470,7 +472,8 @@ def pareto_front(results: Any, *, ax: Axes | Sequence[Axes] | None = None) -> An
     objectives (the staircase is the front of that pair's projection), on ``ax`` (one axes per
     pair) or a new grid, returned as a list of axes. A trial's point is its report with the
     best first objective (:mod:`hpsearch.experiment.ranking`); points with a missing or
-    non-finite value are not drawn.
+    non-finite value are not drawn. Under the spec's ``constraints``, infeasible points (never
+    on the front) are drawn apart, as grey crosses.
     """
     data = results if isinstance(results, _an.ParetoPlot) else _an.pareto_front(results)
     pairs = data.pairs
@@ -542,7 +545,9 @@ def _axes_list(ax: Any) -> list[Axes]:
 def _pareto_title(data: Any) -> str:
     n_front = sum(data.on_front)
     left = f"; {data.left_out} trial(s) without a number for every objective not drawn" if data.left_out else ""
-    return f"Pareto front: {n_front} of {len(data.trial_ids)} trials{left}"
+    infeasible = data.feasible.count(False) if data.feasible else 0
+    apart = f"; {infeasible} infeasible (x)" if infeasible else ""
+    return f"Pareto front: {n_front} of {len(data.trial_ids)} trials{apart}{left}"
 
 
 def _pareto_pair(ax: Axes, data: Any, x: int, y: int, *, legend: bool) -> None:
@@ -550,8 +555,13 @@ def _pareto_pair(ax: Axes, data: Any, x: int, y: int, *, legend: bool) -> None:
     if not data.trial_ids:
         _empty(ax, "no trial reported a finite number for every objective")
         return
+    feasible = data.feasible or [True] * len(data.values)
     for status in _an.STATUSES:
-        mine = [v for v, s, on in zip(data.values, data.statuses, data.on_front) if s == status and not on]
+        mine = [
+            v
+            for v, s, on, ok in zip(data.values, data.statuses, data.on_front, feasible)
+            if s == status and ok and not on
+        ]
         if mine:
             st = _style(status)
             ax.scatter(
@@ -564,6 +574,19 @@ def _pareto_pair(ax: Axes, data: Any, x: int, y: int, *, legend: bool) -> None:
                 alpha=0.8,
                 zorder=3,
             )
+    apart = [v for v, ok in zip(data.values, feasible) if not ok]
+    crosses = None
+    if apart:  # infeasible: the constraints rule them out, whatever their objectives
+        crosses = ax.scatter(
+            [v[x] for v in apart],
+            [v[y] for v in apart],
+            s=36,
+            marker="x",
+            color=INFEASIBLE_COLOR,
+            linewidths=1.2,
+            zorder=3,
+            label=f"infeasible ({len(apart)})",
+        )
     front = [(v, t) for v, t, on in zip(data.values, data.trial_ids, data.on_front) if on]
     xs, ys = data.staircase(x, y)
     (stairs,) = ax.plot(xs, ys, color=BEST_COLOR, lw=1.4, alpha=0.7, zorder=2, label="front (staircase)")
@@ -586,5 +609,5 @@ def _pareto_pair(ax: Axes, data: Any, x: int, y: int, *, legend: bool) -> None:
         from matplotlib.lines import Line2D  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
         dot = Line2D([], [], color=BEST_COLOR, marker="o", linestyle="none", label=f"on the front ({len(front)})")
-        dominated = {s for s, on in zip(data.statuses, data.on_front) if not on}
-        _status_legend(ax, dominated, None, extra=[dot, stairs])
+        dominated = {s for s, on, ok in zip(data.statuses, data.on_front, feasible) if ok and not on}
+        _status_legend(ax, dominated, None, extra=[dot, stairs, *([crosses] if crosses is not None else [])])

@@ -176,7 +176,11 @@ def _plots() -> list[tuple[Any, ...]]:
         if best is None:
             return (
                 f"Each trial's best {data.metric}, in the order the searcher proposed them. No trial that did not "
-                f"error has a finite value of {data.metric}: there is no best trial."
+                + (
+                    f"error met the constraints with a finite value of {data.metric}: there is no best trial."
+                    if results.constraints
+                    else f"error has a finite value of {data.metric}: there is no best trial."
+                )
             )
         first = next((n for n, b in zip(data.numbers, data.running_best) if b == best["best"]), None)
         return (
@@ -235,10 +239,17 @@ def _plots() -> list[tuple[Any, ...]]:
             else ""
         )
         pairs = " Three or more objectives: one plot per pair." if len(data.panels) > 1 else ""
+        infeasible = data.feasible.count(False)
+        apart = (
+            f" {infeasible} trial(s) violate the constraints: grey crosses, never on the front."
+            if infeasible
+            else (" Only trials that meet the constraints can be on the front." if results.constraints else "")
+        )
+        point = "its feasible report with the best" if results.constraints else "its report with the best"
         return (
             f"{sum(data.on_front)} of {len(data.trial_ids)} trials are on the front (dark red): no other trial is "
-            f"at least as good in every objective and better in one. A trial's point is its report with the best "
-            f"{first} (the first objective).{pairs}{left}"
+            f"at least as good in every objective and better in one. A trial's point is {point} "
+            f"{first} (the first objective).{pairs}{apart}{left}"
         )
 
     def lineage_size(data: Any) -> tuple[int, int, float, float]:
@@ -327,6 +338,11 @@ def _facts(results: Results) -> list[tuple[str, str]]:
             versus["not_compared"] = "the search has not ended"
     if versus is not None:
         facts.append(("Estimated at the start", versus_wall(versus)))
+    if results.constraints:
+        ranked = results.ranked()
+        met = int(results.feasible[ranked.index].sum())
+        rules = "; ".join(c.text for c in results.constraints)
+        facts.append(("Constraints", f"{rules}: {met} of {len(ranked)} ranked trials met them"))
     if results.ended_by:
         facts.append(("Ended by its budget", results.ended_reason or results.ended_by))
     if results.resource_hours:
@@ -401,7 +417,8 @@ def _trials_table(results: Results) -> pd.DataFrame:
     held = [
         c for c in results.trials.columns if c.startswith(RESOURCE_HOURS_PREFIX) and results.trials[c].notna().any()
     ]
-    cols = ["trial_id", "status", "iterations", "best", "last", "best_iteration", "wall_time_s", *held, *results.params]
+    cols = ["trial_id", "status", "iterations", "best", "last", "best_iteration"]
+    cols += ["violation"] * bool(results.constraints) + ["wall_time_s", *held, *results.params]
     table = results.trials[[c for c in cols if c in results.trials]]
     shown = _gaps(table)
     for col in ("best", "last"):

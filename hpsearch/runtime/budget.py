@@ -41,7 +41,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +52,13 @@ from hpsearch.errors import HpsearchError, Problem, SpecError
 from hpsearch.experiment import files
 from hpsearch.experiment.files import Outcome
 from hpsearch.experiment.layout import ERRORED, OUTCOMES_FILE, STOPPED, TRAIN_RUNS_DIR, USAGE_FILE
-from hpsearch.experiment.metrics import report_epoch, report_value
+from hpsearch.experiment.metrics import report_epoch, report_value, report_violation
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.planning.for_spec import demand_for
 from hpsearch.runtime.internals import tune_interrupt_installed
 from hpsearch.spec import Spec
 from hpsearch.spec.budget import Budget, BudgetUse, Reached
+from hpsearch.spec.constraints import Constraint
 
 __all__ = [
     "BudgetStopper",
@@ -108,6 +109,7 @@ class BudgetTracker:
         started_at: When this run of the search started (UNIX seconds, on ``clock``).
         previous_s: Wall time of the search's earlier runs (``resume``).
         previous_best: Per target metric, the best value reported before this run, with its trial.
+        constraints: The spec's constraints: a report that violates them reaches no target.
         clock: UNIX seconds.
         poll_s: How often the folder's files are read again (they are re-read only when they changed).
     """
@@ -120,11 +122,13 @@ class BudgetTracker:
         started_at: float,
         previous_s: float = 0.0,
         previous_best: Mapping[str, tuple[float, str]] | None = None,
+        constraints: Sequence[Constraint] = (),
         clock: Callable[[], float] = time.time,
         poll_s: float = 1.0,
     ) -> None:
         self.experiment_dir = Path(experiment_dir)
         self.budget = budget
+        self.constraints = tuple(constraints)
         self.started_at = started_at
         self.previous_s = previous_s
         self.clock = clock
@@ -137,7 +141,10 @@ class BudgetTracker:
         self._usage = files.Usage()
 
     def observe(self, trial_id: str, result: Mapping[str, Any]) -> None:
-        """A result Tune received: its value of each target metric counts toward the target."""
+        """A result Tune received: its value of each target metric counts toward the target (when it meets
+        the constraints: an infeasible model reaches no target)."""
+        if self.constraints and report_violation(result, self.constraints) > 0:
+            return
         for name, target in self.budget.target.items():
             value = metric_value(report_value(result, name))  # a nested metric too, as Tune reads it
             if value is None or not math.isfinite(value):
@@ -189,11 +196,13 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return (st.st_size, st.st_mtime_ns)
 
 
-def _best_reported(experiment_dir: Path, budget: Budget) -> dict[str, tuple[float, str]]:
-    """Per target metric, the best value any trial of the folder reported, with its trial (the histories)."""
+def _best_reported(
+    experiment_dir: Path, budget: Budget, constraints: Sequence[Constraint] = ()
+) -> dict[str, tuple[float, str]]:
+    """Per target metric, the best feasible value any trial of the folder reported, with its trial (the histories)."""
     if not budget.target:
         return {}
-    tracker = BudgetTracker(experiment_dir, budget, started_at=0.0)
+    tracker = BudgetTracker(experiment_dir, budget, started_at=0.0, constraints=constraints)
     runs = experiment_dir / TRAIN_RUNS_DIR
     try:
         trial_ids = sorted(p.name for p in runs.iterdir() if p.is_dir())
@@ -205,11 +214,13 @@ def _best_reported(experiment_dir: Path, budget: Budget) -> dict[str, tuple[floa
     return tracker.best
 
 
-def measure(experiment_dir: str | os.PathLike[str], budget: Budget) -> BudgetUse:
+def measure(
+    experiment_dir: str | os.PathLike[str], budget: Budget, constraints: Sequence[Constraint] = ()
+) -> BudgetUse:
     """What a search (from its folder alone) has used of ``budget``: for ``resume``, and the summary."""
     exp = Path(experiment_dir)
     usage = files.read_usage(exp)
-    best = _best_reported(exp, budget)
+    best = _best_reported(exp, budget, constraints)
     return BudgetUse(
         wall_time_s=usage.wall_time_s(),
         failed_trials=sum(1 for s in files.read_outcomes(exp).values() if s == ERRORED),
@@ -225,7 +236,8 @@ def check_not_spent(spec: Spec) -> None:
     Raises:
         SpecError: naming the budget's key (exit 2; nothing has started).
     """
-    reached = spec.budget.reached(measure(spec.experiment_dir, spec.budget)) if spec.budget.is_set() else None
+    use = measure(spec.experiment_dir, spec.budget, spec.constraints) if spec.budget.is_set() else None
+    reached = spec.budget.reached(use) if use is not None else None
     if reached is not None:
         raise SpecError(
             [
@@ -250,7 +262,8 @@ def begin(spec: Spec, *, clock: Callable[[], float] = time.time) -> BudgetTracke
         spec.budget,
         started_at=started,
         previous_s=previous,
-        previous_best=_best_reported(exp, spec.budget),
+        previous_best=_best_reported(exp, spec.budget, spec.constraints),
+        constraints=spec.constraints,
         clock=clock,
     )
     _active = tracker

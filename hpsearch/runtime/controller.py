@@ -75,7 +75,7 @@ def aggregating_callback(
     run_folder: str,
     record_controller: bool = True,
     *,
-    required: Sequence[str] = (),
+    required: Mapping[str, str] | Sequence[str] = (),
     checkpoints: CheckpointRules | None = None,
     search: str = "",
 ) -> Any:
@@ -86,9 +86,10 @@ def aggregating_callback(
     ``run_folder``, the nested run's folder. With ``record_controller``, the controller also
     records itself there for :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`.
 
-    The ``required`` metrics are the spec's metric, every objective and the scheduler's metric.
-    A report without one of them raises :class:`MetricNotReportedError`, naming the first one
-    missing. The report then never reaches Tune, whose own check would end the whole search
+    The ``required`` metrics are the spec's metric, every objective, the scheduler's metric and every
+    constrained metric (a mapping gives the spec key naming each: ``constraints[0]``; a name alone is the
+    spec's ``metric``). A report without one of them raises :class:`MetricNotReportedError`, naming the
+    first one missing. The report then never reaches Tune, whose own check would end the whole search
     with a ``TuneError``. Ray Train wraps the error in a ``ControllerError``. Its failure policy
     never retries that, since only failures to start the worker group are retryable controller
     errors. So ``fit()`` raises the error in the trial driver at once, without restarting the
@@ -97,6 +98,8 @@ def aggregating_callback(
     With ``search`` (the search run's token), the controller also judges each failure of the worker group
     (:mod:`hpsearch.runtime.retries`): a repeat of the failure before it is not restarted again.
     """
+
+    named_by = dict(required) if isinstance(required, Mapping) else dict.fromkeys(required, "metric")
 
     class AggregatingTuneReportCallback(TuneReportCallback):
         reports = 0
@@ -119,9 +122,9 @@ def aggregating_callback(
             # A loop that reports none gets its reports numbered, from 1 in each run of the trial.
             combined.setdefault(EPOCH, self.reports)
             retries.saw_epoch(combined[EPOCH])  # a failure after this report happened in the next epoch
-            missing = next((m for m in required if not has_metric(combined, m)), None)
+            missing = next((m for m in named_by if not has_metric(combined, m)), None)
             if missing is not None:
-                raise MetricNotReportedError(missing, reported)
+                raise MetricNotReportedError(missing, reported, named_by[missing])
             if checkpoints is not None:
                 problem = checkpoint_problem(checkpoints, combined, checkpoint, first=self.reports == 1)
                 if problem is not None:

@@ -94,7 +94,7 @@ def run_nested(
     record_controller: bool = True,
     *,
     metric: str | None = None,
-    required: Sequence[str] = (),
+    required: Mapping[str, str] | Sequence[str] = (),
     search_token: str = "",
     data: TrialData | None = None,
     population: bool = False,
@@ -282,7 +282,9 @@ def _remember_missing_metric(trial_folder: str, search_token: str, error: Metric
     This is a courtesy, so it never fails the trial further.
     """
     try:
-        files.write_missing_metric(trial_folder, search_token, metric=error.metric, reported=list(error.reported))
+        files.write_missing_metric(
+            trial_folder, search_token, metric=error.metric, reported=list(error.reported), named_by=error.named_by
+        )
     except OSError:  # without it a retry runs the loop once more and fails the same way
         pass
 
@@ -290,4 +292,4 @@ def _remember_missing_metric(trial_folder: str, search_token: str, error: Metric
 def _missing_metric_before(trial_folder: str, search_token: str) -> MetricNotReportedError | None:
     """The missing metric an earlier run of this trial, in this search (not a resumed one), failed on."""
     found = files.read_missing_metric(trial_folder, search_token)
-    return None if found is None else MetricNotReportedError(found["metric"], found["reported"])
+    return None if found is None else MetricNotReportedError(found["metric"], found["reported"], found["named_by"])

@@ -321,6 +321,21 @@ def _uses_failed_infeasible(spec: Spec) -> bool:
     return isinstance(options, OptunaOptions) and options.failed_trials == "infeasible"
 
 
+def _check_optuna_constraints() -> None:
+    searcher = "ray.tune.search.optuna.optuna_search:OptunaSearch"
+    _parameters(f"{searcher}.on_trial_complete", "trial_id", "result", "error")
+    _assigns(searcher, "_ot_trials")
+    _parameters(
+        "optuna.trial._trial:Trial.set_constraint", "key", "value"
+    )  # Optuna 5's; constraints_func is deprecated
+
+
+def _uses_optuna_constraints(spec: Spec) -> bool:
+    return isinstance(spec.searcher.options, OptunaOptions) and (
+        bool(spec.constraints) or _uses_failed_infeasible(spec)
+    )
+
+
 def _check_hyperopt() -> None:
     searcher = "ray.tune.search.hyperopt.hyperopt_search:HyperOptSearch"
     _resolve(f"{searcher}._setup_hyperopt")
@@ -868,6 +883,22 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="warn",
         check=_check_optuna_failed,
         used_by=_uses_failed_infeasible,
+    ),
+    Internal(
+        key="optuna-constraints",
+        relies_on="ray.tune.search.optuna.OptunaSearch's _ot_trials (the live Optuna trial of each Tune trial)",
+        feature=(
+            "the spec's constraints (and searcher.failed_trials: infeasible) told to Optuna with each trial, "
+            "through Optuna's Trial.set_constraint"
+        ),
+        without_it=(
+            "Optuna's sampler would not know the constraints and would propose infeasible regions as freely as "
+            "feasible ones (hpsearch's ranking still puts infeasible trials last)"
+        ),
+        public="OptunaSearch takes no constraints; Optuna 5 reads them from each trial's set_constraint",
+        on_missing="warn",
+        check=_check_optuna_constraints,
+        used_by=_uses_optuna_constraints,
     ),
     Internal(
         key="tune-search-state",
@@ -1644,8 +1675,11 @@ class OptunaStudyHook:
     def after_study_setup(self, study: Any, space: Any, metric: str | list[str] | None) -> None:
         """Called with the new study, the searcher's space and its metric (a list with several objectives)."""
 
-    def tell_infeasible(self, trial_id: str, values: float | list[float]) -> bool:
-        """Tell the study that this Tune trial errored, as infeasible: COMPLETE with ``values`` and the
+    def tell_infeasible(
+        self, trial_id: str, values: float | list[float], constraints: Mapping[str, float] | None = None
+    ) -> bool:
+        """Tell the study that this Tune trial errored, as infeasible: COMPLETE with ``values``, the spec's
+        ``constraints`` (name -> Optuna's constraint value, set first, as every other trial's are) and the
         constraint ``FAILED_CONSTRAINT`` violated (Optuna's ``Trial.set_constraint``; a trial without one is
         feasible), marked failed in its user attributes (internal ``optuna-failed-trials``). Whether it
         could (else the caller tells it Ray's way)."""
@@ -1654,10 +1688,24 @@ class OptunaStudyHook:
         import optuna  # lazy: only an optuna search gets here, and the search process may not need Optuna
 
         trial = self._ot_trials[trial_id]  # type: ignore[attr-defined]  # Ray's
+        for name, value in (constraints or {}).items():
+            trial.set_constraint(name, value)
         trial.set_constraint(FAILED_CONSTRAINT, 1.0)
         trial.set_user_attr(FAILED_ATTR, True)
         self._ot_study.tell(trial, values, state=optuna.trial.TrialState.COMPLETE)  # type: ignore[attr-defined]  # Ray's
         self._completed_trials.add(trial_id)  # type: ignore[attr-defined]  # Ray's: a second completion is ignored
+        return True
+
+    def set_constraints(self, trial_id: str, constraints: Mapping[str, float]) -> bool:
+        """Set the constraint values (name -> value, feasible when at most 0) of this Tune trial's Optuna trial,
+        before Ray's ``on_trial_complete`` tells it (internal ``optuna-constraints``). Whether it could."""
+        if not available("optuna-constraints"):
+            return False
+        trial = self._ot_trials.get(trial_id)  # type: ignore[attr-defined]  # Ray's
+        if trial is None:
+            return False
+        for name, value in constraints.items():
+            trial.set_constraint(name, value)
         return True
 
     def knows_trial(self, trial_id: str) -> bool:

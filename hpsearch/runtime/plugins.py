@@ -22,11 +22,13 @@ from ray.tune.search.hyperopt import HyperOptSearch
 from hpsearch.runtime.pbt import HpsearchPB2, HpsearchPBT
 from hpsearch.runtime.searchers import (
     ConditionalVariantGenerator,
+    ConstrainedHyperOptSearch,
     HpsearchHyperOptSearch,
     HpsearchOptunaSearch,
     OptunaSpace,
     ResumableOptunaSearch,
 )
+from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.plugins import (
     SCHEDULERS,
     SEARCHERS,
@@ -72,6 +74,9 @@ class SearcherContext:
     points: tuple[dict[str, Any], ...] = ()
     # Earlier trials that seed the searcher without running again. Each is a flat config and one value per objective.
     seeds: tuple[tuple[dict[str, Any], tuple[float, ...]], ...] = ()
+    # The spec's constraints: Optuna is told each trial's constraint values; HyperOpt, an infeasible trial's value
+    # as the worst reported.
+    constraints: tuple[Constraint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,8 @@ def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
             metric=ctx.metric,
             mode=ctx.mode,
             hp_failed_infeasible=options.failed_trials == "infeasible",
+            hp_constraints=ctx.constraints,
+            hp_mark_feasible=options.sampler != "cmaes",
         )
     else:  # a define-by-run space for conditions, where Tune's param_space is empty, and for the seeds
         searcher = HpsearchOptunaSearch(
@@ -146,6 +153,8 @@ def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
             hp_points=ctx.points,
             hp_seeds=ctx.seeds,
             hp_failed_infeasible=options.failed_trials == "infeasible",
+            hp_constraints=ctx.constraints,
+            hp_mark_feasible=options.sampler != "cmaes",
         )
     return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)
 
@@ -157,14 +166,19 @@ def _hyperopt_searcher(options: HyperoptOptions, ctx: SearcherContext) -> Any:
         "n_initial_points": options.n_initial_points,
         "random_state_seed": options.seed,
     }
+    searcher: HyperOptSearch
     if ctx.space is None or not (ctx.points or ctx.seeds or is_conditional(ctx.space)):
-        searcher = HyperOptSearch(**common)
+        if ctx.constraints:  # an infeasible trial told as the worst value so far
+            searcher = ConstrainedHyperOptSearch(hp_constraints=ctx.constraints, **common)
+        else:
+            searcher = HyperOptSearch(**common)
     else:  # nested choices for conditions, where Tune's param_space is empty, and for the seeds
         searcher = HpsearchHyperOptSearch(
             hp_tree=ctx.space,
             hp_conditional=is_conditional(ctx.space),
             hp_points=ctx.points,
             hp_seeds=ctx.seeds,
+            hp_constraints=ctx.constraints,
             **common,
         )
     return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)

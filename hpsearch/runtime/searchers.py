@@ -43,9 +43,11 @@ from ray.tune.search.optuna import OptunaSearch
 from ray.tune.search.variant_generator import format_vars
 
 from hpsearch import messages
-from hpsearch.analysis._optuna import param_distribution
+from hpsearch.analysis._optuna import optuna_constraint, param_distribution
+from hpsearch.experiment.metrics import report_value, report_violation
 from hpsearch.experiment.ranking import metric_value
-from hpsearch.runtime.internals import HyperOptTrialsHook, OptunaStudyHook, VariantHook
+from hpsearch.runtime.internals import FAILED_CONSTRAINT, HyperOptTrialsHook, OptunaStudyHook, VariantHook
+from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.space import (
     JOINT_GRID_KEY,
     ChoiceParam,
@@ -75,6 +77,8 @@ __all__ = [
     "HpsearchOptunaSearch",
     "hyperopt_space",
     "HpsearchHyperOptSearch",
+    "ConstrainedHyperOptSearch",
+    "WorstWhenInfeasible",
     "ConditionalVariantGenerator",
 ]
 
@@ -175,10 +179,25 @@ class ResumableOptunaSearch(OptunaStudyHook, OptunaSearch):
     #: Tell an errored trial as infeasible (``searcher.failed_trials: infeasible``), else as failed. A searcher
     #: pickled by an older hpsearch has no such attribute: it tells it failed, as it did.
     _hp_failed_infeasible = False
+    #: The spec's constraints: each trial is told with one Optuna constraint per constrained metric.
+    _hp_constraints: tuple[Constraint, ...] = ()
+    #: Tell every trial that did not fail so (the failed-trial constraint at 0), for a sampler that needs the same
+    #: constraints on every trial (GP); not for CMA-ES, which warns at each trial with constraints it ignores.
+    _hp_mark_feasible = False
 
-    def __init__(self, *args: Any, hp_failed_infeasible: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        hp_failed_infeasible: bool = False,
+        hp_constraints: Sequence[Constraint] = (),
+        hp_mark_feasible: bool = True,
+        **kwargs: Any,
+    ) -> None:
         self._hp_unknown: set[str] = set()
         self._hp_failed_infeasible = hp_failed_infeasible
+        self._hp_constraints = tuple(hp_constraints)
+        self._hp_mark_feasible = hp_mark_feasible
+        self._hp_last = {}
         super().__init__(*args, **kwargs)
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -191,6 +210,16 @@ class ResumableOptunaSearch(OptunaStudyHook, OptunaSearch):
             return
         if not error:
             self._hp_see(trial_id, result or {})
+            # Every told trial gets the same constraints, in the same order: the spec's (its value of each, at
+            # the report Ray tells as its value), then the failed-trial one (0: it did not fail). Optuna's GP
+            # sampler refuses trials with different numbers of constraints.
+            told = {
+                **self._hp_constraint_values(result or {}),
+                **({FAILED_CONSTRAINT: 0.0} if self._hp_failed_infeasible and self._hp_mark_feasible else {}),
+            }
+            if told:
+                self.set_constraints(trial_id, told)
+            (self._hp_last or {}).pop(trial_id, None)
             super().on_trial_complete(trial_id, result=result, error=False)
             return
         # An errored trial is never told as complete with the value it reached before it failed: that would
@@ -200,14 +229,26 @@ class ResumableOptunaSearch(OptunaStudyHook, OptunaSearch):
         # failed, they skip it. Before any other trial reported a value it is told as failed.
         worst = self._hp_worst(but=trial_id)
         (self._hp_seen or {}).pop(trial_id, None)  # a failed trial's values rank no other trial
-        if not (self._hp_failed_infeasible and worst is not None and self.tell_infeasible(trial_id, _one(worst))):
+        last = self._hp_constraint_values((self._hp_last or {}).pop(trial_id, {}))  # its last report's, if any
+        if not (self._hp_failed_infeasible and worst is not None and self.tell_infeasible(trial_id, _one(worst), last)):
             super().on_trial_complete(trial_id, result=None, error=True)
+
+    def _hp_constraint_values(self, result: Mapping[str, Any]) -> dict[str, float]:
+        """Optuna's value of each of the spec's constraints in ``result`` (feasible when at most 0)."""
+        return {c.metric: optuna_constraint(c.excess(report_value(result, c.metric))) for c in self._hp_constraints}
 
     #: Per trial, per objective, the worst finite value it reported (a searcher pickled by an older hpsearch
     #: starts with none).
     _hp_seen: dict[str, list[float]] | None = None
+    #: Per trial, its last report's value of each constrained metric (a searcher pickled by an older hpsearch
+    #: starts with none).
+    _hp_last: dict[str, dict[str, Any]] | None = None
 
     def _hp_see(self, trial_id: str, result: Mapping[str, Any]) -> None:
+        if self._hp_constraints:  # what the trial is told with if it then errors
+            if self._hp_last is None:
+                self._hp_last = {}
+            self._hp_last[trial_id] = {c.metric: report_value(result, c.metric) for c in self._hp_constraints}
         metrics = self.metric if isinstance(self.metric, list) else [self.metric]
         values = [metric_value(result.get(m)) if m else None for m in metrics]
         if any(v is None or not math.isfinite(v) for v in values):
@@ -274,13 +315,22 @@ class HpsearchOptunaSearch(ResumableOptunaSearch):
         searched = _searched(self._hp_tree)
         # space: Ray's converted dict of distributions, or an OptunaSpace
         known = space.distributions() if isinstance(space, OptunaSpace) else dict(space or {})
+        # The same constraints as every trial the search tells (Optuna's GP sampler needs one count); an earlier
+        # trial's values of the constrained metrics are not part of a seed, so it counts as feasible.
+        failed = self._hp_failed_infeasible and self._hp_mark_feasible
+        keys = [c.metric for c in self._hp_constraints] + [FAILED_CONSTRAINT] * failed
+        constraints = dict.fromkeys(keys, 0.0) or None
         for config, values in self._hp_seeds:
             params = {label(k): v for k, v in config.items() if k in searched}
             distributions = {k: known[k] for k in params}
             if isinstance(metric, list):  # one value per objective
-                trial = optuna.trial.create_trial(params=params, distributions=distributions, values=list(values))
+                trial = optuna.trial.create_trial(
+                    params=params, distributions=distributions, values=list(values), constraints=constraints
+                )
             else:
-                trial = optuna.trial.create_trial(params=params, distributions=distributions, value=values[0])
+                trial = optuna.trial.create_trial(
+                    params=params, distributions=distributions, value=values[0], constraints=constraints
+                )
             study.add_trial(trial)
         for point in self._hp_points:
             study.enqueue_trial({label(k): v for k, v in point.items() if k in searched})
@@ -344,7 +394,49 @@ def _from_hyperopt(param: Param, stored: Any) -> Any:
     return float(stored)
 
 
-class HpsearchHyperOptSearch(HyperOptTrialsHook, HyperOptSearch):
+class WorstWhenInfeasible:
+    """Mixed before a single-objective Tune ``Searcher`` that takes no constraints (HyperOpt): a trial whose
+    final result violates the spec's constraints is told with the worst value of the metric reported so far,
+    by any trial, so that the searcher ranks it below every trial it has seen. Only Tune's public
+    ``Searcher`` API (``metric``, ``mode``, ``on_trial_result``, ``on_trial_complete``) is used."""
+
+    _hp_constraints: tuple[Constraint, ...] = ()
+    _hp_worst_value: float | None = None
+
+    def __init__(self, *args: Any, hp_constraints: Sequence[Constraint] = (), **kwargs: Any) -> None:
+        self._hp_constraints = tuple(hp_constraints)
+        self._hp_worst_value = None
+        super().__init__(*args, **kwargs)
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        self._hp_note(result)
+        super().on_trial_result(trial_id, result)  # type: ignore[misc]  # the Searcher's, next in the MRO
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        if result is not None and not error and self._hp_constraints:
+            self._hp_note(result)
+            metric = self.metric  # type: ignore[attr-defined]  # the Searcher's
+            if report_violation(result, self._hp_constraints) > 0 and self._hp_worst_value is not None:
+                result = {**result, metric: self._hp_worst_value}
+        super().on_trial_complete(trial_id, result=result, error=error)  # type: ignore[misc]  # the Searcher's
+
+    def _hp_note(self, result: Mapping[str, Any]) -> None:
+        if not self._hp_constraints:
+            return
+        value = metric_value(report_value(result, self.metric))  # type: ignore[attr-defined]  # the Searcher's
+        if value is None or not math.isfinite(value):
+            return
+        worst = self._hp_worst_value
+        lower_is_better = self.mode == "min"  # type: ignore[attr-defined]  # the Searcher's
+        if worst is None or (value > worst if lower_is_better else value < worst):
+            self._hp_worst_value = value
+
+
+class ConstrainedHyperOptSearch(WorstWhenInfeasible, HyperOptSearch):
+    """Ray's ``HyperOptSearch``, told an infeasible trial as the worst value so far (:class:`WorstWhenInfeasible`)."""
+
+
+class HpsearchHyperOptSearch(WorstWhenInfeasible, HyperOptTrialsHook, HyperOptSearch):
     """``HyperOptSearch`` for conditional spaces and warm starts.
 
     With ``hp_conditional`` it takes :func:`hyperopt_space` and returns only the active

@@ -39,7 +39,7 @@ import math
 import netrc
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +51,7 @@ from hpsearch import messages
 from hpsearch.analysis._optuna import (
     LIVE_ATTR,
     intermediate_value,
+    optuna_constraint,
     space_distributions,
     study_attrs,
     study_direction,
@@ -62,7 +63,7 @@ from hpsearch.errors import Problem, SpecError
 from hpsearch.experiment import ranking
 from hpsearch.experiment.files import read_history
 from hpsearch.experiment.layout import ERRORED, TUNE_COLUMNS, TUNE_STATE_GLOB, flatten_config
-from hpsearch.experiment.metrics import report_step, report_value
+from hpsearch.experiment.metrics import report_step, report_value, report_violation
 from hpsearch.experiment.ranking import Mode, metric_value, rank_trials
 from hpsearch.runtime.env import mlflow_probe
 from hpsearch.runtime.internals import TBXWriters
@@ -72,6 +73,7 @@ from hpsearch.spec.tracking import MLFLOW_ARTIFACTS, mlflow_file_store_problem, 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.runtime.outcomes import OutcomeRecorder
     from hpsearch.spec import Spec
+    from hpsearch.spec.constraints import Constraint
     from hpsearch.spec.tracking import MlflowSettings, WandbSettings
 
 __all__ = [
@@ -96,7 +98,7 @@ def tracking_callbacks(spec: Spec, recorder: OutcomeRecorder | None) -> list[Cal
     """
     tracking = spec.tracking
     mode: Mode = "min" if spec.mode == "min" else "max"
-    facts = TrialFacts(spec.name, spec.experiment_dir, spec.metric, mode, recorder)
+    facts = TrialFacts(spec.name, spec.experiment_dir, spec.metric, mode, recorder, spec.constraints)
     out: list[Callback] = []
     if tracking.mlflow is not None:
         out.append(MlflowTracker(tracking.mlflow, facts))
@@ -125,12 +127,14 @@ class TrialFacts:
         metric: str,
         mode: Mode,
         recorder: OutcomeRecorder | None,
+        constraints: Sequence[Constraint] = (),
     ) -> None:
         self.experiment = experiment
         self.experiment_dir = str(experiment_dir)
         self.metric = metric
         self.mode: Mode = mode
         self.recorder = recorder
+        self.constraints = tuple(constraints)
         self._warned: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -177,11 +181,14 @@ class TrialFacts:
         every other view of the search uses.
         """
         history = read_history(self.experiment_dir_of(trial), trial.trial_id)
+        over = [report_violation(r, self.constraints) for r in history] if self.constraints else None
         score = rank_trials(
-            {trial.trial_id: [(report_step(r), report_value(r, self.metric)) for r in history]}, self.mode
+            {trial.trial_id: [(report_step(r), report_value(r, self.metric)) for r in history]},
+            self.mode,
+            violations=None if over is None else {trial.trial_id: over},
         )
         top = score[trial.trial_id]
-        return top.best, top.best_iteration, best_checkpoint(history, self.metric, self.mode), history
+        return top.best, top.best_iteration, best_checkpoint(history, self.metric, self.mode, over), history
 
     def end_tags(self, trial: Any, failed: bool) -> dict[str, str]:
         """The tags a run gets when its trial ends: status, best value and best checkpoint."""
@@ -215,13 +222,16 @@ class TrialFacts:
             self.warn_once(tracker, what, err)
 
 
-def best_checkpoint(history: list[dict[str, Any]], metric: str, mode: Mode) -> str | None:
-    """The checkpoint still on disk with the best value of ``metric``, as :func:`hpsearch.load_results` picks it.
+def best_checkpoint(
+    history: list[dict[str, Any]], metric: str, mode: Mode, violations: Sequence[float] | None = None
+) -> str | None:
+    """The checkpoint still on disk with the best value of ``metric``, as :func:`hpsearch.load_results` picks it
+    (``violations``: each report's, under the spec's constraints).
 
     Ray Train keeps the last ``num_to_keep`` checkpoints: the best report's own may be gone.
     """
     reports = [(r.get("checkpoint_path"), report_value(r, metric)) for r in history]
-    return ranking.best_checkpoint(reports, mode, os.path.isdir)
+    return ranking.best_checkpoint(reports, mode, os.path.isdir, violations)
 
 
 def _space(spec: Spec) -> tuple[dict[str, Any], list[str]]:
@@ -661,9 +671,16 @@ class OptunaTracker(Callback):
                 if value is not None and epoch is not None:
                     self._storage.set_trial_intermediate_value(storage_id, epoch, value)
             state, value, reason = trial_outcome(status, best, self.facts.metric)
-            attrs = {"status": status, "best_iteration": best_epoch, "best_checkpoint": checkpoint}
+            attrs: dict[str, Any] = {"status": status, "best_iteration": best_epoch, "best_checkpoint": checkpoint}
             if reason is not None:
                 attrs["fail_reason"] = reason
+            at_best = (
+                next((r for r in history if report_step(r) == best_epoch), None) if best_epoch is not None else None
+            )
+            if self.facts.constraints and at_best is not None:  # as `hpsearch export` writes them: the dashboard's list
+                told = [optuna_constraint(c.excess(report_value(at_best, c.metric))) for c in self.facts.constraints]
+                self._storage.set_trial_system_attr(storage_id, "constraints", told)
+                attrs["constraints"] = dict(zip((c.text for c in self.facts.constraints), told))
             for key, attr in attrs.items():
                 self._storage.set_trial_user_attr(storage_id, key, attr)
             self._storage.set_trial_state_values(storage_id, TrialState[state], None if value is None else [value])

@@ -66,7 +66,7 @@ def make_trainable(
     storage_path: str | Path | None = None,
     metric: str | None = None,
     mode: str = "min",
-    required_metrics: Sequence[str] = (),
+    required_metrics: Sequence[str] | Mapping[str, str] = (),
     record_controller: bool | None = None,
     datasets: Mapping[str, Any] | None = None,
     data: DataSettings | Mapping[str, Any] | None = None,
@@ -93,8 +93,9 @@ def make_trainable(
             whose report lacks it errors with :class:`~hpsearch.errors.MetricNotReportedError`.
         mode: ``"min"`` or ``"max"``, for ``metric``.
         required_metrics: Other metrics every report must hold, such as a multi-objective
-            search's other objectives and the scheduler's own metric. They are checked as
-            ``metric`` is.
+            search's other objectives, the scheduler's own metric and constrained metrics. They are
+            checked as ``metric`` is. A mapping gives, per metric, the spec key that names it
+            (``constraints[0]``), for the error's message.
         record_controller: Have each nested run's controller record itself for
             :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`. By default it does,
             unless the Ray work-arounds are switched off (``HPSEARCH_RAY_WORKAROUNDS=0``).
@@ -140,6 +141,7 @@ def make_trainable(
     checkpoint_config: dict[str, Any] = {"num_to_keep": None if population else checkpoint.num_to_keep}
     if metric is not None:
         checkpoint_config.update(checkpoint_score_attribute=metric, checkpoint_score_order=mode)
+    required = {**({metric: "metric"} if metric is not None else {}), **_named(required_metrics)}
     search_token = uuid.uuid4().hex  # one per Tuner, so Tune's retries of a trial share it and a resume does not
     shared, factories, feed = _datasets(datasets, _as(DataSettings, data), concurrency)
 
@@ -154,7 +156,7 @@ def make_trainable(
             runs_dir,
             record_controller,
             metric=metric,
-            required=(*([metric] if metric is not None else []), *required_metrics),
+            required=required,
             search_token=search_token,
             data=TrialData(dict(datasets or {}), factories, feed) if feed is not None else None,
             population=population,
@@ -206,6 +208,11 @@ def _datasets(
 
 
 _Section = TypeVar("_Section", bound=BaseModel)
+
+
+def _named(metrics: Sequence[str] | Mapping[str, str]) -> dict[str, str]:
+    """Required metrics -> the spec key naming each (a bare name: the spec's ``metric``)."""
+    return dict(metrics) if isinstance(metrics, Mapping) else dict.fromkeys(metrics, "metric")
 
 
 def _as(model: type[_Section], value: _Section | Mapping[str, Any] | None) -> _Section:

@@ -158,8 +158,8 @@ def _searcher_context(spec: Spec, concurrency: int) -> SearcherContext:
     """The searcher's metric and mode: lists, one item per objective, for a multi-objective search."""
     if spec.multi_objective:
         metrics, modes = [m for m, _ in spec.objectives], [d for _, d in spec.objectives]
-        return SearcherContext(metrics, modes, concurrency)
-    return SearcherContext(spec.metric, spec.mode, concurrency)
+        return SearcherContext(metrics, modes, concurrency, constraints=spec.constraints)
+    return SearcherContext(spec.metric, spec.mode, concurrency, constraints=spec.constraints)
 
 
 def callbacks_for(
@@ -267,12 +267,16 @@ def _trainable(
     )
 
 
-def _required_metrics(spec: Spec) -> tuple[str, ...]:
-    """What every report must hold besides the primary metric: the other objectives, the scheduler's metric."""
-    names = [m for m, _ in spec.objectives[1:]]
+def _required_metrics(spec: Spec) -> dict[str, str]:
+    """What every report must hold besides the primary metric, each with the spec key that names it: the
+    other objectives, the scheduler's metric, every constrained metric."""
+    names = {m: "metric" for m, _ in spec.objectives[1:]}
     if spec.scheduler.type != "fifo":
-        names.append(spec.scheduler_metric[0])
-    return tuple(dict.fromkeys(n for n in names if n != spec.metric))
+        names.setdefault(spec.scheduler_metric[0], "metric")
+    for i, constraint in enumerate(spec.constraints):
+        names.setdefault(constraint.metric, f"constraints[{i}]")
+    names.pop(spec.metric, None)
+    return names
 
 
 def _waiting_reason(spec: Spec, planned: int, autoscaling: Autoscaling | None = None) -> str | None:

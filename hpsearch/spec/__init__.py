@@ -37,6 +37,7 @@ from hpsearch.spec._storage import check_storage, path_problems
 from hpsearch.spec._validation import StrictModel, field_error, join_path, show, validate_section
 from hpsearch.spec._yaml import YamlError, parse_scalar, read_yaml
 from hpsearch.spec.budget import Budget, parse_budget
+from hpsearch.spec.constraints import Constraint, parse_constraints
 from hpsearch.spec.datasets import DataSettings, parse_data, parse_datasets
 from hpsearch.spec.plugins import POPULATION_SCHEDULERS, SCHEDULERS, SEARCHERS, PluginChoice
 from hpsearch.spec.population import population_problems
@@ -55,6 +56,7 @@ __all__ = [
     "Tracking",
     "Budget",
     "WarmStart",
+    "Constraint",
     "load_spec",
     "apply_overrides",
     "check_storage",
@@ -478,6 +480,7 @@ class _TopLevel(StrictModel):
     tracking: Any = None
     budget: Any = None
     warm_start: Any = None
+    constraints: Any = None
     storage_path: str = Field(default="./hpsearch-results", min_length=1)
 
 
@@ -633,6 +636,7 @@ class Spec:
     budget: Budget = field(default_factory=Budget)
     warm_start: WarmStart = field(default_factory=WarmStart)
     objectives: tuple[tuple[str, str], ...] = ()  # every (metric, mode); () means ((metric, mode),)
+    constraints: tuple[Constraint, ...] = ()  # bounds on reported metrics (spec/constraints.py)
 
     def __post_init__(self) -> None:
         if not self.objectives:
@@ -678,7 +682,7 @@ class Spec:
         def tree(node: _space.SearchSpace) -> dict[str, Any]:
             return {k: tree(v) if isinstance(v, dict) else v.model_dump(exclude_none=True) for k, v in node.items()}
 
-        out = {
+        out: dict[str, Any] = {
             "name": self.name,
             "trainable": self.trainable,
             "metric": [m for m, _ in self.objectives] if self.multi_objective else self.metric,
@@ -700,6 +704,8 @@ class Spec:
         }
         if self.warm_start.enabled():  # written only when given: a spec without it reads as before
             out["warm_start"] = self.warm_start.to_dict()
+        if self.constraints:  # likewise
+            out["constraints"] = [c.to_dict() for c in self.constraints]
         return out
 
 
@@ -871,6 +877,16 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         objectives=objectives,
         driver_node=sections["resources"].driver_node if sections["resources"] is not None else None,
     )
+    constraints, found = parse_constraints(get("constraints"))
+    problems += found
+    if constraints and searcher is not None and getattr(searcher.options, "sampler", None) == "cmaes":
+        problems.append(
+            Problem(
+                "searcher.sampler",
+                "'cmaes' cannot search under constraints: Optuna's CmaEsSampler ignores them; "
+                "use tpe, gp, nsga2 or nsga3 (or leave out constraints)",
+            )
+        )
     metric, mode = objectives[0] if objectives else (None, None)  # the primary objective
     budget, found = parse_budget(get("budget"), metric=metric, mode=mode)
     problems += found
@@ -930,6 +946,7 @@ def _parse(raw: Mapping[str, Any], *, base_dir: Path, origin: Path | None, check
         tracking=tracking,
         budget=budget,
         warm_start=warm_start or WarmStart(),
+        constraints=constraints,
     )
 
 
