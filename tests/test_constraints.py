@@ -391,3 +391,9 @@ def test_load_model_says_when_no_trial_met_the_constraints(tmp_path: Path) -> No
     exp = write_experiment(tmp_path / "none", _trials()[2:4], spec=spec_dict("none", constraints=SIZE))
     with pytest.raises(ResultsError, match=r"no trial met the constraints \(n_params <= 1000\), so none is the best"):
         load_model(exp, object())
+
+
+def test_the_shipped_constrained_search_is_valid() -> None:
+    spec = load_spec(Path(__file__).resolve().parents[1] / "search_spaces" / "digits_constrained.yaml")
+    assert spec.constraints == (Constraint(metric="n_params", max=20000),)
+    assert spec.aggregate.method("n_params") == "rank0"  # a whole number, as the constraint reads it

@@ -307,3 +307,20 @@ def test_a_printer_pickled_by_an_older_hpsearch_resumes_too(tmp_path) -> None:
     assert SAID.getvalue()[before:] == (
         "[00:00] status   1/5 done (0 stopped early, 0 errored; 1 ended before the resume), 0 running, 1 pending\n"
     )
+
+
+def test_under_constraints_the_best_skips_infeasible_reports_and_an_end_line_says_so(tmp_path) -> None:
+    from hpsearch.spec.constraints import Constraint
+
+    search = Search(tmp_path)
+    search.printer.constraints = (Constraint(metric="n_params", max=1000),)
+    small, big = FakeTrial("t1", {"lr": 0.1, "layers": 1}), FakeTrial("t2", {"lr": 0.1, "layers": 3})
+    search.start(small)
+    search.start(big)
+    search.report(small, val_loss=0.5, n_params=800, epoch=1, training_iteration=1)
+    search.report(big, val_loss=0.1, n_params=5000, epoch=1, training_iteration=1)  # better, but too big
+    search.complete(big)
+    search.clock.now += 31
+    search.printer.on_step_end(0, [small, big])
+    assert "[00:00] finished t2  val_loss=0.1 at epoch 1 (1 report, infeasible: violated by 4000)" in search.lines()
+    assert search.lines()[-1].endswith("| best val_loss=0.5 (t1)")

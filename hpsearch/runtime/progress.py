@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +36,11 @@ from hpsearch.experiment.layout import (
     TrialStatus,
     flatten_config,
 )
-from hpsearch.experiment.metrics import report_epoch, report_value
+from hpsearch.experiment.metrics import report_epoch, report_value, report_violation
 from hpsearch.experiment.ranking import is_better, metric_value
 from hpsearch.formatting import number, plural
 from hpsearch.runtime.outcomes import OutcomeRecorder
+from hpsearch.spec.constraints import Constraint
 
 __all__ = ["ProgressPrinter"]
 
@@ -76,6 +77,8 @@ class ProgressPrinter(Callback):
             every status line; a ``cannot be placed`` line only once two looks in a row found it (a
             node that has just joined holds a pending group for a moment before Ray places it).
         placement_every_s: Seconds between two questions to ``placement_status``.
+        constraints: The spec's constraints: an end line says when the last report broke them, and
+            only reports that keep them count for the best value.
         clock: Seconds, for the elapsed time on each line and the status interval.
     """
 
@@ -92,9 +95,11 @@ class ProgressPrinter(Callback):
         waiting_reason: Callable[[], str | None] | None = None,
         placement_status: Callable[[], str | None] | None = None,
         placement_every_s: float = 5.0,
+        constraints: Sequence[Constraint] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.metric, self.mode = metric, mode
+        self.constraints = tuple(constraints)
         self.recorder = recorder
         self.total = total
         self.varying = varying
@@ -154,10 +159,15 @@ class ProgressPrinter(Callback):
         if outcome.last_epoch is not None:
             unit = "epoch" if result.get(EPOCH) is not None else "iteration"
             shown += f" at {unit} {number(outcome.last_epoch)}"
-        return f"{shown} ({plural(outcome.reports, 'report')})"
+        over = report_violation(result, self.constraints) if self.constraints and result else 0.0
+        broken = f", infeasible: violated by {number(over)}" if over > 0 else ""
+        return f"{shown} ({plural(outcome.reports, 'report')}{broken})"
 
     def _track_best(self, trial_id: str, result: dict[str, Any]) -> None:
-        """The best value so far, by the ranking's rules: only finite numbers count (NaN never wins)."""
+        """The best value so far, by the ranking's rules: only finite numbers count (NaN never wins), and only
+        reports that keep the constraints."""
+        if self.constraints and report_violation(result, self.constraints) > 0:
+            return
         value = metric_value(report_value(result, self.metric))
         if value is None or not math.isfinite(value):
             return

@@ -192,6 +192,7 @@ def callbacks_for(
         concurrency=concurrency,
         waiting_reason=functools.partial(_waiting_reason, spec, concurrency, autoscaling),
         placement_status=functools.partial(placement_status, spec, autoscaling.groups) if autoscaling else None,
+        constraints=spec.constraints,
     )
     callbacks: list[Callback] = [recorder, printer, watch]
     if workarounds:
