@@ -200,6 +200,17 @@ def test_ended_trials_that_fit_seed_with_their_last_value(earlier: Path) -> None
     }
 
 
+def test_an_earlier_trial_that_breaks_the_constraints_seeds_with_the_worst_value(earlier: Path) -> None:
+    from hpsearch.runtime.warm_start import earlier_trials
+    from hpsearch.spec.constraints import Constraint
+
+    tree, _ = parse_search_space(SPACE)
+    found = earlier_trials(earlier, tree, (("val_loss", "min"),), (Constraint(metric="val_acc", min=0.6),))
+    assert [v for _, v in found.seeds] == [(0.2,), (2.0,), (2.0,)]  # val_acc 0.1 and 0.5 break it: 0.6 -> 2.0
+    assert found.infeasible == 2
+    assert found.line("optuna").endswith("; 2 broke the constraints, told with the seeds' worst value")
+
+
 def context(tmp_path: Path, earlier: Path, searcher: dict[str, Any], **changes: Any) -> SearcherContext:
     from hpsearch.runtime.warm_start import with_space
 

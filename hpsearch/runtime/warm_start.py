@@ -11,12 +11,18 @@ finite last value of every objective (the value Tune gave the searcher when the 
 completed), whose config fits this search space (:func:`hpsearch.spec.warm_start.misfit`).
 They are never run again. The random searcher learns nothing from results: it is told of
 none, and runs its ``num_samples`` trials as it would without them.
+
+Under this spec's ``constraints``, an earlier trial whose last report breaks them (or lacks a
+constrained metric) seeds with the worst value of the seeds, per objective, as HyperOpt is told
+an infeasible trial (:class:`~hpsearch.runtime.searchers.WorstWhenInfeasible`): a seed carries
+values, not the constrained metrics, so Optuna is told it as feasible, and it must not look good.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +31,7 @@ from hpsearch.analysis import load_results
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import FINISHED, STOPPED, TUNE_PARAMS_FILE
 from hpsearch.formatting import plural
+from hpsearch.spec.constraints import Constraint, violation
 from hpsearch.spec.space import SearchSpace, flat_config
 from hpsearch.spec.warm_start import misfit
 
@@ -43,6 +50,7 @@ class Seeds:
     seeds: tuple[tuple[dict[str, Any], tuple[float, ...]], ...]
     skipped: tuple[str, ...]  # one reason per trial that ended with values but does not fit this space
     unused: int  # trials that had not ended, errored, or lack a finite value of an objective
+    infeasible: int = 0  # seeds whose last report broke this spec's constraints: told with the worst values
 
     def line(self, searcher: str) -> str:
         """The one line ``hpsearch run`` prints about them."""
@@ -52,6 +60,8 @@ class Seeds:
             shown = "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3 else "")
             skipped = f"; {len(self.skipped)} skipped (not in this search space: {shown})"
         unused = f"; {self.unused} not ended or without a finite value of every objective" if self.unused else ""
+        if self.infeasible:
+            unused += f"; {self.infeasible} broke the constraints, told with the seeds' worst value"
         n = len(self.seeds)
         if searcher == "random":
             return (
@@ -62,11 +72,18 @@ class Seeds:
         return f"warm start: {plural(n, 'trial')} of {self.name} {verb} the searcher{skipped}{unused}"
 
 
-def earlier_trials(source: Path, tree: SearchSpace, objectives: tuple[tuple[str, str], ...]) -> Seeds:
-    """Read the earlier experiment folder (pure: :func:`hpsearch.load_results`) into seeds for ``tree``."""
+def earlier_trials(
+    source: Path,
+    tree: SearchSpace,
+    objectives: tuple[tuple[str, str], ...],
+    constraints: Sequence[Constraint] = (),
+) -> Seeds:
+    """Read the earlier experiment folder (pure: :func:`hpsearch.load_results`) into seeds for ``tree``,
+    judged by this search's ``constraints``."""
     results = load_results(source)
     history = results.history
     seeds: list[tuple[dict[str, Any], tuple[float, ...]]] = []
+    broken: list[bool] = []
     skipped: list[str] = []
     unused = 0
     for row in results.trials.itertuples(index=False):
@@ -86,7 +103,12 @@ def earlier_trials(source: Path, tree: SearchSpace, objectives: tuple[tuple[str,
             skipped.append(reason)
             continue
         seeds.append((flat, tuple(values)))
-    return Seeds(results.name, tuple(seeds), tuple(skipped), unused)
+        last = {c.metric: mine[c.metric].iloc[-1] if c.metric in mine and len(mine) else None for c in constraints}
+        broken.append(bool(constraints) and violation(last, constraints) > 0)
+    if any(broken):
+        worst = [max(v) if mode == "min" else min(v) for v, (_, mode) in zip(zip(*(s[1] for s in seeds)), objectives)]
+        seeds = [(config, tuple(worst)) if bad else (config, values) for (config, values), bad in zip(seeds, broken)]
+    return Seeds(results.name, tuple(seeds), tuple(skipped), unused, infeasible=sum(broken))
 
 
 def _is_number(value: Any) -> bool:
@@ -103,7 +125,7 @@ def with_space(spec: Spec, ctx: SearcherContext) -> SearcherContext:
     if warm.points:
         messages.say(f"warm start: {plural(len(warm.points), 'point')} run first")
     if warm.source is not None:
-        found = earlier_trials(warm.source, tree, spec.objectives)
+        found = earlier_trials(warm.source, tree, spec.objectives, spec.constraints)
         messages.say(found.line(spec.searcher.type))
         seeds = found.seeds if spec.searcher.type != "random" else ()
     return dataclasses.replace(ctx, space=tree, points=tuple(warm.points), seeds=seeds)
