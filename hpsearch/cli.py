@@ -156,7 +156,9 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
     missing = missing_metric_message(summary)
     if missing is not None:  # every trial made the same mistake: one Error block, no table of tracebacks
         print(f"Error: {missing}\nExperiment folder: {spec.experiment_dir}", file=sys.stderr)
-        return EXIT_FAILED
+        return (
+            EXIT_USAGE  # the loop and the spec disagree (a metric, a constraint's metric, a checkpoint): a user mistake
+        )
 
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ENDED)
     varying = varying_params(spec)

@@ -137,6 +137,21 @@ def test_a_missing_metric_fails_with_what_the_loop_reported(tmp_path: Path) -> N
     assert verdict.text == "accuracy is missing from the report of epoch 1 (it had: val_loss, loss, epoch)"
 
 
+def test_a_constrained_metric_missing_fails_naming_its_constraint(tmp_path: Path) -> None:
+    setup = _setup(tmp_path)
+    setup = check_setup(
+        load_spec({**setup.spec.to_dict(), "constraints": [{"metric": "n_params", "max": 1000}]}), setup.reports
+    )
+    setup.run_dir.mkdir(parents=True, exist_ok=True)
+    _run(setup, T0, T0 + 20)
+    _report(setup, T0 + 12, 1, loss=0.3)
+    verdict = next(v for v in judge(setup, progress=[_ranks(1, 1)]).verdicts if v.name == "metric")
+    assert not verdict.ok
+    assert verdict.text == (
+        "n_params, the metric of constraints[0], is missing from the report of epoch 1 (it had: val_loss, loss, epoch)"
+    )
+
+
 def test_ranks_that_report_a_different_number_of_times_or_never_start_fail_named(tmp_path: Path) -> None:
     setup = _setup(tmp_path)
     _good(setup)

@@ -183,7 +183,7 @@ def test_a_loop_that_never_checkpoints_fails_under_pbt_with_one_line(ray_cluster
     }
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
-    assert main(["run", str(path)]) == 1
+    assert main(["run", str(path)]) == 2  # the loop cannot run under PBT: a user mistake
     _, err = capfd.readouterr()
     expected = (
         "pbt/pb2 need a checkpoint with every report; epoch 1 had none: report with "

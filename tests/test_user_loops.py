@@ -179,7 +179,7 @@ def test_a_metric_the_loop_never_reports_is_one_error_and_exit_1(ray_cluster, tm
 
     code = main(["run", str(path)])
     out, err = capfd.readouterr()
-    assert code == 1, err
+    assert code == 2, err  # the loop and the spec disagree: a user mistake
     expected = "the loop did not report the spec's metric 'val_loss'; did you mean 'val_los'? (it reported: loss, val_los, epoch)"
     errors = [line for line in err.splitlines() if line.startswith("Error:")]
     assert errors == [f"Error: the trial failed: {expected}"], err

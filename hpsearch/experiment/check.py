@@ -333,11 +333,23 @@ def _ranks_verdict(progress: Sequence[Any], workers: int) -> Verdict:
     )
 
 
-def _metric_verdict(rows: Sequence[Mapping[str, Any]], objectives: Sequence[tuple[str, str]]) -> Verdict:
+def _metric_verdict(
+    rows: Sequence[Mapping[str, Any]], objectives: Sequence[tuple[str, str]], constrained: Sequence[str] = ()
+) -> Verdict:
     names = [m for m, _ in objectives]
     shown = " and ".join(names)
     if not rows:
         return Verdict("metric", False, f"{shown}: no report reached Tune")
+    for i, name in enumerate(constrained):  # a constraint reads its metric in every report (any value: a
+        for row in rows:  # NaN there only makes the report infeasible)
+            if not has_metric(row, name):
+                reported = ", ".join(k for k in flat_metrics(row) if k not in ("time", "checkpoint_path"))
+                return Verdict(
+                    "metric",
+                    False,
+                    f"{name}, the metric of constraints[{i}], is missing from the report of epoch "
+                    f"{report_epoch(row)} (it had: {reported})",
+                )
     for name in names:
         for row in rows:
             value = report_value(row, name)
@@ -435,7 +447,7 @@ def judge(
     error = str(records.get(trial_id, {}).get("error") or "")
     verdicts = [
         _ranks_verdict(progress, setup.workers),
-        _metric_verdict(first + restored, setup.spec.objectives),
+        _metric_verdict(first + restored, setup.spec.objectives, [c.metric for c in setup.spec.constraints]),
         _checkpoint_verdict(first),
         _restore_verdict(first, restored, restored_started, setup.reports, failed=bool(error)),
     ]
