@@ -389,3 +389,27 @@ def test_the_shipped_constrained_search_is_valid() -> None:
     spec = load_spec(Path(__file__).resolve().parents[1] / "search_spaces" / "digits_constrained.yaml")
     assert spec.constraints == (Constraint(metric="n_params", max=20000),)
     assert spec.aggregate.method("n_params") == "rank0"  # a whole number, as the constraint reads it
+
+
+def test_nsga2_is_told_the_constraints_under_several_objectives() -> None:
+    from ray import tune
+
+    raw = spec_dict(
+        metric=["val_loss", "latency"],
+        mode=["min", "min"],
+        searcher={"type": "optuna", "sampler": "nsga2", "seed": 0, "population_size": 4},
+        scheduler={"type": "fifo"},
+        constraints=SIZE,
+    )
+    raw["search_space"] = {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}}
+    spec = load_spec(raw, check_trainable=False)
+    metrics, modes = [m for m, _ in spec.objectives], [d for _, d in spec.objectives]
+    searcher = build_searcher(spec.searcher, SearcherContext(metrics, modes, 1, constraints=spec.constraints))
+    searcher.set_search_properties(None, None, {"lr": tune.loguniform(1e-4, 1e-1)}, num_samples=12)
+    _drive(searcher, 12, lambda c: {"val_loss": -c["lr"], "latency": c["lr"], "n_params": c["lr"] * 1e5})
+    trials = searcher.searcher._ot_study.get_trials(deepcopy=False)
+    assert len(trials) == 12 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    for trial in trials:
+        assert trial.constraints["n_params"] == pytest.approx(trial.params["lr"] * 1e5 - 1000)
+    feasible = [t for t in trials if t.constraints["n_params"] <= 0]
+    assert {t.number for t in searcher.searcher._ot_study.best_trials} <= {t.number for t in feasible}
