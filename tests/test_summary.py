@@ -70,8 +70,11 @@ def test_best_trials_table_shows_only_the_varying_params() -> None:
 
 
 def test_best_trials_table_without_scores() -> None:
-    empty = SearchSummary("exp", "loss", "min", 1.0, [TRIALS[2], TRIALS[4]])
+    empty = SearchSummary("exp", "loss", "min", 1.0, [TRIALS[4]])
     assert best_trials_table(empty) == "(no trial reported the metric)"
+    # the only trial with a value errored after reporting it: said so, not "no trial reported"
+    errored = SearchSummary("exp", "loss", "min", 1.0, [TRIALS[2], TRIALS[4]])
+    assert best_trials_table(errored) == "(no trial ranks: the 1 trial that reported loss errored)"
 
 
 @pytest.mark.parametrize(("mode", "best"), [("min", "t_low"), ("max", "t_high")], ids=["min", "max"])

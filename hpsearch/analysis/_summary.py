@@ -28,7 +28,7 @@ from hpsearch.experiment import files
 from hpsearch.experiment.layout import ENDED, ERRORED, TUNE_ERROR_FILE, TUNE_PARAMS_FILE, flatten_config
 from hpsearch.experiment.ranking import rank_trials
 from hpsearch.experiment.tracebacks import error_excerpt
-from hpsearch.formatting import cell, text_table
+from hpsearch.formatting import cell, plural, text_table
 from hpsearch.planning.versus import versus_actual
 
 __all__ = [
@@ -317,6 +317,9 @@ def best_trials_table(summary: SearchSummary, *, n: int = 5, varying: Sequence[s
     """
     ranked = summary.ranked()[:n]
     if not ranked:
+        reported = [t for t in summary.trials if t.best is not None]  # only errored ones, as none ranks
+        if reported:
+            return f"(no trial ranks: the {plural(len(reported), 'trial')} that reported {summary.metric} errored)"
         return "(no trial reported the metric)"
     constrained = bool(summary.constraints)
     extra = [k for k in ranked[0].metrics if k not in (summary.metric, "training_iteration", "epoch")][:3]
