@@ -156,3 +156,18 @@ def test_short_error_is_cut_at_the_limit() -> None:
 )
 def test_flatten_config(config: dict, flat: dict) -> None:
     assert flatten_config(config) == flat
+
+
+def test_a_metric_named_as_a_parameter_is_told_apart_in_the_closing_table() -> None:
+    # the HF Trainer reports the scheduled learning_rate; the searched one is a parameter of the same name
+    reported = TrialOutcome("t1", "finished", {"learning_rate": 1e-3}, {"loss": 0.2, "learning_rate": 2e-4}, 0.2, 3)
+    header = best_trials_table(SearchSummary("exp", "loss", "min", 1.0, [reported])).splitlines()[0].split("  ")
+    assert [h.strip() for h in header if h.strip()] == [
+        "trial_id",
+        "status",
+        "reports",
+        "last epoch",
+        "loss (best)",
+        "learning_rate (last)",
+        "learning_rate",
+    ]

@@ -313,7 +313,8 @@ def best_trials_table(summary: SearchSummary, *, n: int = 5, varying: Sequence[s
     Columns: id, status, how many reports the trial made, the epoch of its last report,
     the best value of the metric, with constraints whether that report met them
     (``feasible``: ``yes``, or ``no`` and the total violation), up to three other metrics of
-    its last report, then the parameters (``varying``; default every config key).
+    its last report (``(last)`` after one named as a parameter), then the parameters
+    (``varying``; default every config key).
     """
     ranked = summary.ranked()[:n]
     if not ranked:
@@ -323,10 +324,11 @@ def best_trials_table(summary: SearchSummary, *, n: int = 5, varying: Sequence[s
         return "(no trial reported the metric)"
     constrained = bool(summary.constraints)
     extra = [k for k in ranked[0].metrics if k not in (summary.metric, "training_iteration", "epoch")][:3]
-    header = ["trial_id", "status", "reports", "last epoch", f"{summary.metric} (best)"]
-    header += ["feasible"] * constrained + extra
     flat_configs = [flatten_config(t.config) for t in ranked]
     params = list(varying) if varying is not None else list(flat_configs[0])
+    header = ["trial_id", "status", "reports", "last epoch", f"{summary.metric} (best)"]
+    # a metric named as a parameter (the HF Trainer reports the scheduled learning_rate) is told apart
+    header += ["feasible"] * constrained + [f"{k} (last)" if k in params else k for k in extra]
     rows = [header + params]
     for trial, flat in zip(ranked, flat_configs):
         rows.append(
