@@ -155,7 +155,7 @@ def test_plain_ray_train_loop(searches, pattern: str) -> None:
         assert type(last["train_loss"]) is float and last["epoch"] == 2 and type(last["epoch"]) is int
 
 
-def test_a_metric_the_loop_never_reports_is_one_error_and_exit_1(ray_cluster, tmp_path, capfd) -> None:
+def test_a_metric_the_loop_never_reports_is_one_error_and_exit_2(ray_cluster, tmp_path, capfd) -> None:
     """The spec names val_loss, the loop reports loss and val_los: the trial errors at its first report,
     with one line and no retry (though every retry level allows one), and the run ends with one Error.
 
