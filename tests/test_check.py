@@ -152,6 +152,18 @@ def test_a_constrained_metric_missing_fails_naming_its_constraint(tmp_path: Path
     )
 
 
+def test_a_constrained_metric_in_every_report_passes_and_is_named(tmp_path: Path) -> None:
+    setup = check_setup(
+        load_spec({**_setup(tmp_path).spec.to_dict(), "constraints": [{"metric": "n_params", "max": 1000}]}), 2
+    )
+    setup.run_dir.mkdir(parents=True, exist_ok=True)
+    _run(setup, T0, T0 + 20)
+    _report(setup, T0 + 12, 1, n_params=900)
+    _report(setup, T0 + 14, 2, n_params=float("nan"))  # NaN makes a report infeasible, not the loop wrong
+    verdict = next(v for v in judge(setup, progress=[_ranks(1, 1)]).verdicts if v.name == "metric")
+    assert verdict.ok and verdict.text.endswith("; so did the constrained n_params")
+
+
 def test_ranks_that_report_a_different_number_of_times_or_never_start_fail_named(tmp_path: Path) -> None:
     setup = _setup(tmp_path)
     _good(setup)

@@ -363,8 +363,11 @@ def _metric_verdict(
                 return Verdict("metric", False, f"{name} was {value!r} at epoch {epoch}, not a finite number")
     last = rows[-1]
     values = ", ".join(f"{n}={number(report_value(last, n))}" for n in names)
+    also = f"; so did the constrained {', '.join(constrained)}" if constrained else ""
     return Verdict(
-        "metric", True, f"{shown} arrived with every report ({plural(len(rows), 'report')}), finite (last: {values})"
+        "metric",
+        True,
+        f"{shown} arrived with every report ({plural(len(rows), 'report')}), finite (last: {values}){also}",
     )
 
 
