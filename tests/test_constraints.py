@@ -64,6 +64,8 @@ def test_the_ranking_puts_feasible_trials_first_then_infeasible_by_violation_the
     assert ranking.best is not None and ranking.best.trial_id == "better-ok"
     assert ranking["slightly-big"].violation == 5.0 and not ranking["slightly-big"].feasible
     assert ranking["nothing"].rank is None
+    # a NaN best keeps its own report's violation: it met the constraint, it just has no number to rank by
+    assert ranking["nan"].violation == 0.0 and ranking["nan"].feasible and not ranking["nan"].finite
 
 
 def test_a_trials_best_value_is_its_best_feasible_report() -> None:

@@ -241,8 +241,7 @@ class Results:
         top = self.trials[self.trials["rank"] == 1]
         if top.empty or not math.isfinite(float(top["best"].iloc[0])):
             return None
-        violation = float(top["violation"].iloc[0])
-        if violation == violation and violation > 0:  # NaN: no constraints
+        if not self.feasible[top.index[0]]:
             return None
         return top.iloc[0]
 
@@ -790,7 +789,7 @@ def _rank(
     """Fill in each trial's best, last, best_iteration, rank, violation and best_checkpoint: the one ranking."""
     reports: dict[str, list[tuple[Any, Any]]] = {t: [] for t in trials["trial_id"]}  # creation order
     checkpoints: dict[str, list[tuple[Any, Any]]] = {}  # per trial: (checkpoint path, value)
-    violations = violations_by_trial(history, list(trials["trial_id"]), constraints) or {}
+    violations = violations_by_trial(history, list(trials["trial_id"]), constraints)  # None: no constraints
     saved: set[str] = set()
     if metric in history:
         saved = _checkpoints_on_disk(history)
@@ -804,7 +803,7 @@ def _rank(
         reports,
         mode,
         statuses=dict(zip(trials["trial_id"], trials["status"])),
-        violations=violations if constraints else None,
+        violations=violations,
     )
     scores = ranking.by_id()
     ids = trials["trial_id"]
@@ -815,9 +814,7 @@ def _rank(
     trials["rank"] = pd.Series([scores[t].rank for t in ids], index=trials.index, dtype="Int64")
     # the checkpoint still on disk with the best value, by the same rule
     best = [
-        best_checkpoint(
-            checkpoints.get(t, []), mode, saved.__contains__, violations.get(t, []) if constraints else None
-        )
+        best_checkpoint(checkpoints.get(t, []), mode, saved.__contains__, None if violations is None else violations[t])
         for t in ids
     ]
     trials["best_checkpoint"] = pd.Series(best, index=trials.index, dtype="object")

@@ -53,6 +53,7 @@ from hpsearch.analysis._load import python_value
 from hpsearch.analysis._params import MIN_TRIALS_FOR_IMPORTANCE, ParamAxis, _count_note, _hashable, param_axis
 from hpsearch.analysis._pareto import front_of
 from hpsearch.experiment.layout import ERRORED, FINISHED, PENDING, RUNNING, STOPPED
+from hpsearch.experiment.metrics import report_value
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.formatting import number
 from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from hpsearch.analysis._load import Results
     from hpsearch.experiment.ranking import ParetoPoint
+    from hpsearch.spec.constraints import Constraint
     from hpsearch.spec.space import Param
 
 __all__ = [
@@ -75,7 +77,7 @@ __all__ = [
     "trial_params",
     "trial_outcome",
     "intermediate_value",
-    "optuna_constraint",
+    "optuna_constraints",
     "study_attrs",
     "study_owner",
     "OWNER_ATTR",
@@ -234,11 +236,16 @@ def trial_outcome(
     return state, (value if state == "COMPLETE" else None), reason
 
 
-def optuna_constraint(excess: float) -> float:
-    """A constraint's excess (:meth:`hpsearch.spec.constraints.Constraint.excess`) as Optuna's constraint value:
-    feasible when at most 0. A value that was not a finite number (``inf``) is the largest float, which
-    every storage and optuna-dashboard can write as JSON."""
-    return excess if math.isfinite(excess) else sys.float_info.max
+def optuna_constraints(report: Mapping[str, Any], constraints: Sequence[Constraint]) -> dict[str, float]:
+    """Each constraint's value in ``report`` as Optuna takes it, by metric, in the spec's order: its excess
+    (:meth:`hpsearch.spec.constraints.Constraint.excess`), feasible when at most 0. A value that was not a
+    finite number (excess ``inf``) is the largest float, which every storage and optuna-dashboard can write
+    as JSON. The searcher, the live tracker and the export all tell Optuna these."""
+    out = {}
+    for constraint in constraints:
+        excess = constraint.excess(report_value(report, constraint.metric))
+        out[constraint.metric] = excess if math.isfinite(excess) else sys.float_info.max
+    return out
 
 
 def intermediate_value(raw: Any) -> float | None:
@@ -337,10 +344,8 @@ def _constraint_values(results: Results, points: Mapping[str, ParetoPoint]) -> d
         found = rows.get((str(trial_id), int(at))) if at is not None else None
         if found is None:
             continue
-        report = history.iloc[found]
-        out[trial_id] = [
-            optuna_constraint(c.excess(report[c.metric] if c.metric in report else None)) for c in results.constraints
-        ]
+        report = {str(k): v for k, v in history.iloc[found].items()}
+        out[trial_id] = list(optuna_constraints(report, results.constraints).values())
     return out
 
 

@@ -133,11 +133,6 @@ class SearchSummary:
             return None
         return ranked[0]
 
-    @property
-    def feasible(self) -> int:
-        """How many trials have a feasible best report (with constraints; every ranked one without)."""
-        return sum(1 for t in self.ranked() if not t.violation)
-
     def as_dict(self) -> dict[str, Any]:
         best = self.best
         return {
@@ -350,7 +345,7 @@ def feasible_line(summary: SearchSummary) -> str | None:
     if not summary.constraints:
         return None
     ranked = summary.ranked()
-    met = summary.feasible
+    met = sum(1 for t in ranked if not t.violation)
     rule = "; ".join(summary.constraints)
     if ranked and not met:
         return f"Constraints ({rule}): no trial met them, so there is no best trial; the table ranks by violation"

@@ -166,22 +166,20 @@ def _score(
     best: float | None = None
     best_at: int | None = None
     best_violation: float | None = None
-    odd: tuple[float, int | None] | None = None  # the last NaN or ±inf, for trials with nothing else
+    odd: tuple[float, int | None, float] | None = None  # the last NaN or ±inf, for trials with nothing else
     last: float | None = None
     for index, (iteration, raw) in enumerate(reports):
         value = metric_value(raw)
         if value is None:
             continue
         last = value
-        if not math.isfinite(value):
-            odd = (value, iteration)
-            continue
         over = 0.0 if violations is None else float(violations[index])
-        if best is None or _better_report(value, over, best, best_violation or 0.0, mode):
+        if not math.isfinite(value):
+            odd = (value, iteration, over)
+        elif best is None or _better_report(value, over, best, best_violation or 0.0, mode):
             best, best_at, best_violation = value, iteration, over
     if best is None and odd is not None:
-        best, best_at = odd
-        best_violation = None if violations is None else math.inf
+        best, best_at, best_violation = odd
     return best, best_at, last, (None if violations is None else best_violation)
 
 

@@ -43,7 +43,7 @@ from ray.tune.search.optuna import OptunaSearch
 from ray.tune.search.variant_generator import format_vars
 
 from hpsearch import messages
-from hpsearch.analysis._optuna import optuna_constraint, param_distribution
+from hpsearch.analysis._optuna import optuna_constraints, param_distribution
 from hpsearch.experiment.metrics import report_value, report_violation
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.runtime.internals import FAILED_CONSTRAINT, HyperOptTrialsHook, OptunaStudyHook, VariantHook
@@ -235,7 +235,7 @@ class ResumableOptunaSearch(OptunaStudyHook, OptunaSearch):
 
     def _hp_constraint_values(self, result: Mapping[str, Any]) -> dict[str, float]:
         """Optuna's value of each of the spec's constraints in ``result`` (feasible when at most 0)."""
-        return {c.metric: optuna_constraint(c.excess(report_value(result, c.metric))) for c in self._hp_constraints}
+        return optuna_constraints(result, self._hp_constraints)
 
     #: Per trial, per objective, the worst finite value it reported (a searcher pickled by an older hpsearch
     #: starts with none).

@@ -51,7 +51,7 @@ from hpsearch import messages
 from hpsearch.analysis._optuna import (
     LIVE_ATTR,
     intermediate_value,
-    optuna_constraint,
+    optuna_constraints,
     space_distributions,
     study_attrs,
     study_direction,
@@ -678,7 +678,7 @@ class OptunaTracker(Callback):
                 next((r for r in history if report_step(r) == best_epoch), None) if best_epoch is not None else None
             )
             if self.facts.constraints and at_best is not None:  # as `hpsearch export` writes them: the dashboard's list
-                told = [optuna_constraint(c.excess(report_value(at_best, c.metric))) for c in self.facts.constraints]
+                told = list(optuna_constraints(at_best, self.facts.constraints).values())
                 self._storage.set_trial_system_attr(storage_id, "constraints", told)
                 attrs["constraints"] = dict(zip((c.text for c in self.facts.constraints), told))
             for key, attr in attrs.items():
