@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from hpsearch.experiment.layout import CONTROLLER_FILE
-from hpsearch.runtime.ray_workarounds import OrphanReaper, orphan_groups
+from hpsearch.runtime.ray_workarounds import OrphanReaper, orphan_groups, search_frees_worker_groups
 
 
 class World:
@@ -222,6 +222,100 @@ def test_without_worker_bundles_nothing_is_swept(tmp_path, world) -> None:
     world.now += 1000
     reaper.on_step_end(0, [])
     reaper.on_experiment_end([])
+
+
+def _group_record(train_dir: Path, trial_id: str, group_id: str) -> None:
+    from hpsearch.experiment import files
+
+    files.write_worker_group(train_dir / trial_id, group_id=group_id, run_name=trial_id)
+
+
+def test_an_ended_trials_worker_group_is_freed_once_its_controller_is_gone(tmp_path, world, said) -> None:
+    """Ray Train's placement-group cleaner's job, done by the search process for every trial."""
+    removed: list[str] = []
+    reserved = {"g1", "g2"}
+    reaper = OrphanReaper(
+        tmp_path,
+        grace_s=15,
+        alive=world.alive,
+        kill=world.kill,
+        remove_group=lambda g: (removed.append(g), reserved.discard(g)),
+        clock=lambda: world.now,
+        group_removed=lambda g: g not in reserved,
+        controller_running=lambda record: record["pid"] in world.alive_pids,
+        free_every_s=0.25,
+    )
+    reaper.setup()
+    assert search_frees_worker_groups(tmp_path)  # the trial drivers then start no cleaner of Ray's
+    _record(tmp_path, "t1", pid=41)
+    _group_record(tmp_path, "t1", "g1")
+    world.alive_pids.add(41)
+    _end(reaper, "t1")
+    world.now += 0.25
+    reaper.on_step_end(0, [])
+    assert removed == []  # its controller is still ending: the group may still be in use
+    world.alive_pids.discard(41)
+    world.now += 0.1
+    reaper.on_step_end(0, [])
+    assert removed == []  # looked at every 0.25 s, not at every step
+    world.now += 0.15
+    reaper.on_step_end(0, [])
+    assert removed == ["g1"] and reaper.freed == ["g1"]
+    world.now += 1
+    reaper.on_step_end(0, [])
+    assert removed == ["g1"]  # once
+    assert said.getvalue() == ""  # Ray's cleaner says nothing either
+
+
+def test_a_group_ray_train_removed_itself_is_left_alone_and_a_retried_trial_frees_its_old_one(tmp_path, world) -> None:
+    removed: list[str] = []
+    reserved = {"old"}
+    reaper = OrphanReaper(
+        tmp_path,
+        remove_group=removed.append,
+        clock=lambda: world.now,
+        group_removed=lambda g: g not in reserved,
+        controller_running=lambda record: False,
+    )
+    _record(tmp_path, "done", pid=5)
+    _group_record(tmp_path, "done", "shut-down-by-ray")  # a run that ended by itself removed its group
+    _end(reaper, "done")
+    _record(tmp_path, "retried", pid=6)
+    _group_record(tmp_path, "retried", "old")
+    reaper.on_trial_recover(0, [], SimpleNamespace(trial_id="retried"))
+    _group_record(tmp_path, "retried", "new")  # the next run of the trial records its own group at once
+    reserved.add("new")
+    world.now += 1
+    reaper.on_step_end(0, [])
+    assert removed == ["old"]  # the run that ended, never the one that started since
+
+
+def test_at_the_end_of_the_search_every_ended_trials_group_is_freed(tmp_path, world, monkeypatch) -> None:
+    removed: list[str] = []
+    reaper = OrphanReaper(
+        tmp_path,
+        grace_s=15,
+        alive=world.alive,
+        kill=world.kill,
+        remove_group=removed.append,
+        clock=lambda: world.now,
+        group_removed=lambda g: g in removed,
+        controller_running=lambda record: record["pid"] in world.alive_pids,
+    )
+    monkeypatch.setattr(
+        "hpsearch.runtime.ray_workarounds.time.sleep", lambda seconds: setattr(world, "now", world.now + seconds)
+    )
+    _record(tmp_path, "t1", pid=41)
+    _group_record(tmp_path, "t1", "g1")
+    world.alive_pids.add(41)
+    _end(reaper, "t1")
+    reaper.on_experiment_end([])  # its controller hangs: ended after its grace, then its group freed
+    assert world.killed == [("n1", 41)] and removed == ["g1"]
+
+
+def test_without_the_reaper_a_trial_driver_keeps_rays_cleaner(tmp_path) -> None:
+    assert not search_frees_worker_groups(tmp_path)
+    assert not search_frees_worker_groups(tmp_path / "missing")
 
 
 @pytest.mark.ray

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import json
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from hpsearch.errors import PlanError
-from hpsearch.planning.planner import GB, MEMORY, Node, Plan, TrialDemand, plan_trials
+from hpsearch.planning.planner import GB, HELPER_CPU, MEMORY, Node, Plan, TrialDemand, plan_trials
+from hpsearch.planning.render import render_plan
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 DRIVER_NODES = ("head", "any")
@@ -787,7 +789,27 @@ def test_plan_as_dict() -> None:
             }
         ],
         "trials": [{"driver": "head", "workers": ["head", "head"]}],
+        "not_reserved": HELPER_CPU.as_dict(),
     }
+
+
+def test_the_plan_says_what_a_trials_helpers_use_beyond_its_bundles() -> None:
+    """Ray starts a nested run's controller and synchronisation actor with 0 CPUs: a measured figure, not a bundle."""
+    assert HELPER_CPU.cpu_s > 0 and HELPER_CPU.ray_defaults_cpu_s > HELPER_CPU.cpu_s
+    assert "benchmarks/trial_start.py" in HELPER_CPU.measured
+    plan = plan_trials([Node({"CPU": 8.0}, node_id="head", is_head=True)], demand(0.1, {"CPU": 1.0}, 2), requested=3)
+    data = json.loads(json.dumps(plan.as_dict()))
+    assert data["not_reserved"] == {
+        "cpu_s_per_trial": HELPER_CPU.cpu_s,
+        "ray_defaults_cpu_s_per_trial": HELPER_CPU.ray_defaults_cpu_s,
+        "processes": list(HELPER_CPU.processes),
+        "measured": HELPER_CPU.measured,
+    }
+    assert plan.per_trial == {"CPU": 2.1}  # the plan itself reserves only the bundles
+    text = render_plan(plan, title="Plan")
+    assert f"  not reserved    about {HELPER_CPU.cpu_s:.0f} CPU-seconds per trial on the head node" in text
+    assert f"3 starting at once: about {3 * HELPER_CPU.cpu_s:.0f} CPU-seconds" in text
+    assert "HPSEARCH_RAY_WORKAROUNDS=0" in text and "benchmarks/trial_start.py" in text
 
 
 def test_nodes_without_ids_are_named_by_position() -> None:

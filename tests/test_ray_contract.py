@@ -326,3 +326,247 @@ def test_an_elastic_search_is_refused_without_the_coordinator_and_a_fixed_one_is
     with pytest.raises(IncompatibleLibraryError, match=r"train-autoscaling-coordinator \(elastic trials"):
         internals.preflight(_spec(tmp_path, scaling=elastic)[1])
     assert not internals.hold_in_coordinator("hpsearch-drivers-x", [{"CPU": 1.0}], expire_after_s=1, timeout_s=1)
+
+
+# ----------------------------------------------------------------------------- a nested run's helper processes
+
+
+def _callbacks(trainer_class, **kwargs) -> list[str]:
+    import ray.train
+
+    trainer = trainer_class(lambda: None, scaling_config=ray.train.ScalingConfig(num_workers=2), **kwargs)
+    return [type(cb).__name__ for cb in trainer._create_default_callbacks()]
+
+
+def test_without_datasets_a_nested_run_starts_no_dataset_manager_and_keeps_rays_other_callbacks() -> None:
+    from ray.train.torch import TorchTrainer
+
+    ray_own = _callbacks(TorchTrainer)
+    assert "DatasetsCallback" in ray_own and "PlacementGroupCleanerCallback" in ray_own
+    lean = internals.lean_trainer_class(TorchTrainer)
+    assert issubclass(lean, TorchTrainer) and lean.__name__ == "TorchTrainer"  # Ray's messages name it so
+    assert _callbacks(lean) == [name.replace("DatasetsCallback", "NoDatasetManager") for name in ray_own]
+    assert _callbacks(lean, datasets={"train": lambda: None}) == ray_own  # a run with datasets keeps Ray's
+    # the search process frees the worker groups (OrphanReaper): Ray's cleaner, and only it, is left out
+    assert _callbacks(internals.lean_trainer_class(TorchTrainer, cleaner=False)) == [
+        name.replace("DatasetsCallback", "NoDatasetManager")
+        for name in ray_own
+        if name != "PlacementGroupCleanerCallback"
+    ]
+
+
+def test_a_worker_of_a_run_without_datasets_that_asks_for_one_gets_rays_own_key_error() -> None:
+    import pickle
+
+    import ray.train
+    from ray import cloudpickle
+    from ray.train.torch import TorchTrainer
+    from ray.train.v2._internal.data_integration.interfaces import DatasetShardMetadata
+
+    trainer = internals.lean_trainer_class(TorchTrainer)(
+        lambda: None, scaling_config=ray.train.ScalingConfig(num_workers=2)
+    )
+    (callback,) = [cb for cb in trainer._create_default_callbacks() if type(cb).__name__ == "NoDatasetManager"]
+    callback = pickle.loads(cloudpickle.dumps(callback))  # as the controller gets it
+    providers = callback.before_init_train_context(["rank 0", "rank 1"])["dataset_shard_provider"]
+    assert len(providers) == 2
+    with pytest.raises(KeyError) as missing:
+        pickle.loads(cloudpickle.dumps(providers[1])).get_dataset_shard(DatasetShardMetadata("train", 1))
+    assert missing.value.args[0] == (
+        "Dataset shard for 'train' not found. Please ensure that the dataset is passed through the Trainer "
+        "`datasets` argument."
+    )
+
+
+def test_the_callbacks_check_fails_when_ray_no_longer_builds_them_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    real = internals.inspect.getsource
+    method = DataParallelTrainer._create_default_callbacks
+    monkeypatch.setattr(
+        internals.inspect,
+        "getsource",
+        lambda obj: (
+            "def _create_default_callbacks(self): return [DatasetsCallback(datasets=self.datasets)]"
+            if obj is method
+            else real(obj)
+        ),
+    )
+    with pytest.raises(ContractBroken, match=r"no longer refers to PlacementGroupCleanerCallback\(\)"):
+        internals._check_trainer_callbacks()
+
+
+def test_the_callbacks_check_fails_when_a_run_ending_by_itself_no_longer_removes_its_worker_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ray.train.v2._internal.execution.worker_group.state import WorkerGroupState
+
+    real = internals.inspect.getsource
+    monkeypatch.setattr(
+        internals.inspect,
+        "getsource",
+        lambda obj: "def shutdown(self): pass" if obj is WorkerGroupState.shutdown else real(obj),
+    )
+    with pytest.raises(ContractBroken, match=r"no longer refers to placement_group_handle.shutdown\(\)"):
+        internals._check_trainer_callbacks()
+
+
+def test_without_the_callbacks_internal_trials_get_rays_own_trainer(tmp_path: Path, broken_contracts, said) -> None:
+    from ray.train.torch import TorchTrainer
+
+    broken_contracts({"train-default-callbacks": "DataParallelTrainer has no attribute _create_default_callbacks"})
+    assert internals.lean_trainer_class(TorchTrainer) is TorchTrainer
+    internals.preflight(_spec(tmp_path)[1])
+    assert said.getvalue().splitlines() == [
+        "hpsearch: off for this search: nested runs that start no Ray Data DatasetManager without datasets, and no "
+        "placement-group cleaner of their own (Ray internal train-default-callbacks: DataParallelTrainer has no "
+        "attribute _create_default_callbacks)"
+    ]
+
+
+def test_reports_reach_the_driver_through_its_channel_in_order_and_fits_error_is_raised_there() -> None:
+    """No queue actor: the controller sends each report to the driver's socket and waits until it is taken."""
+    import threading
+
+    from hpsearch.runtime.controller import ReportChannel, fit_serving, send_report
+
+    channel = ReportChannel()
+    delivered: list[dict] = []
+    taken = threading.Event()
+
+    def fit() -> None:  # the controller's side, as Ray Train's run calls after_report
+        for epoch in (1, 2, 3):
+            send_report(channel.address, {"epoch": epoch, "loss": 1.0 / epoch})
+        taken.wait(5)
+        raise RuntimeError("the nested run failed")
+
+    def deliver(metrics: dict) -> None:  # ray.tune.report
+        delivered.append(metrics)
+        if len(delivered) == 3:
+            taken.set()
+
+    with pytest.raises(RuntimeError, match="the nested run failed"):
+        fit_serving(fit, channel, deliver)
+    assert [m["epoch"] for m in delivered] == [1, 2, 3]
+    assert not Path(channel.address).exists()  # closed, its folder gone
+    with pytest.raises(OSError):
+        send_report(channel.address, {"epoch": 4})  # a controller that outlived its trial fails its next report
+
+
+def test_the_channel_callback_sends_what_rays_callback_queues(tmp_path: Path) -> None:
+    from hpsearch.runtime.controller import ReportChannel, aggregating_callback, fit_serving
+    from hpsearch.spec import Aggregate
+
+    channel = ReportChannel()
+    callback = aggregating_callback(Aggregate(), str(tmp_path), record_controller=False, channel=channel.address)
+    from ray.train import UserCallback
+
+    assert isinstance(callback, UserCallback)  # no TuneReportCallback: no queue actor made in the driver
+    delivered: list[dict] = []
+
+    class Checkpoint:
+        path = "/runs/t1/checkpoint_000000"
+
+    def fit() -> None:
+        callback.after_report(None, [{"loss": 1.0}, {"loss": 3.0}], Checkpoint())
+        callback.after_report(None, [{"loss": 0.5}, {"loss": 0.5}], None)
+
+    fit_serving(fit, channel, delivered.append)
+    assert delivered == [
+        {"loss": 2.0, "epoch": 1, "checkpoint_path": "/runs/t1/checkpoint_000000"},
+        {"loss": 0.5, "epoch": 2},
+    ]
+
+
+class _Workers:
+    """A worker group that records what the backend has each worker run."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.calls = size, []
+
+    def __len__(self) -> int:
+        return self.size
+
+    def execute(self, fn, *args, **kwargs):
+        self.calls.append(("every worker", fn.__name__, kwargs))
+        return [None] * self.size
+
+    def execute_single(self, rank, fn, *args, **kwargs):
+        self.calls.append((f"rank {rank}", fn.__name__, kwargs))
+        return ("10.0.0.1", 29500)
+
+    def execute_single_async(self, rank, fn, *args, **kwargs):
+        self.calls.append((f"rank {rank}", fn.__name__, kwargs))
+        return None
+
+    def execute_async(self, fn, *args, **kwargs):
+        self.calls.append(("every worker", fn.__name__, kwargs))
+        return []
+
+
+def test_the_lean_torch_config_sets_up_the_process_groups_as_rays_backend_does(monkeypatch) -> None:
+    from ray.train.torch import TorchTrainer
+
+    from hpsearch.runtime.node_check import pin_worker_interface
+
+    config = internals.lean_torch_config(pin_worker_interface)
+    monkeypatch.setattr("ray.get", lambda refs, timeout=None: refs)
+    trainer = TorchTrainer(lambda: None, torch_config=config)  # names the backend, as for Ray's own config
+    assert config.backend == "gloo" and config.to_dict() == {"backend": "gloo", "init_method": "env", "timeout_s": 1800}
+    workers = _Workers(2)
+    backend = trainer.backend_config.backend_cls()
+    assert backend.share_cuda_visible_devices  # as Ray's _TorchBackend: each GPU worker sees its node's GPUs
+    backend.on_start(workers, config)
+    group = {"backend": "gloo", "world_size": 2, "init_method": "env://", "timeout_s": 1800}
+    assert workers.calls == [
+        ("every worker", "pin_worker_interface", {}),
+        ("rank 0", "get_address_and_port", {}),
+        ("every worker", "_on_worker_set_master", {"addr": "10.0.0.1", "port": 29500}),
+        ("every worker", "_on_worker_torch_env", {}),
+        ("rank 0", "_on_worker_process_group", {**group, "world_rank": 0}),
+        ("rank 1", "_on_worker_process_group", {**group, "world_rank": 1}),
+    ]
+    workers.calls.clear()
+    backend.on_shutdown(workers, config)
+    assert workers.calls == [("every worker", "_on_worker_shutdown", {"destroy_process_group": True})]
+
+
+def test_the_mirror_check_fails_when_rays_torch_backend_gains_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = internals._torch_config_source()
+    step = "            if not isinstance(worker_group, V1WorkerGroup):\n"
+    assert step in source and 'url = "env://"' in source
+    monkeypatch.setattr(
+        internals, "_torch_config_source", lambda: source.replace(step, "            warm_up(worker_group)\n" + step)
+    )
+    with pytest.raises(ContractBroken, match="_TorchBackend.on_start has another step"):
+        internals._check_torch_mirror()
+    monkeypatch.setattr(internals, "_torch_config_source", lambda: source.replace('url = "env://"', 'url = "file://"'))
+    with pytest.raises(ContractBroken, match="no longer does url = 'env://'"):
+        internals._check_torch_mirror()
+
+
+def test_a_controller_unpickles_the_lean_run_without_importing_torch() -> None:
+    import subprocess
+    import sys
+
+    import ray.train
+    from ray import cloudpickle
+    from ray.train.torch import TorchTrainer
+
+    from hpsearch.runtime.node_check import pin_worker_interface
+
+    trainer = internals.lean_trainer_class(TorchTrainer, cleaner=False)(
+        lambda: None,
+        torch_config=internals.lean_torch_config(pin_worker_interface),
+        scaling_config=ray.train.ScalingConfig(num_workers=2),
+    )
+    blob = cloudpickle.dumps((trainer._create_default_callbacks(), trainer.train_run_context))
+    check = (
+        "import pickle, sys\n"
+        "import ray.train.v2._internal.execution.controller.controller\n"
+        "callbacks, context = pickle.loads(sys.stdin.buffer.read())\n"
+        "print('torch' in sys.modules, context.backend_config.backend_cls.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], input=blob, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["False", "LeanTorchBackend"]

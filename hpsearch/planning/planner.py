@@ -73,6 +73,43 @@ _NOT_PLANNED = {"object_store_memory"}
 UNIT_INSTANCE = frozenset({"GPU", "TPU", "neuron_cores", "NPU", "HPU", "RBLN", "FURIOSA", "TTNPU", "MBLT"})
 #: The CPUs a Ray Data task asks for unless told otherwise (``map_batches``, the read tasks).
 DATA_TASK_CPUS = 1.0
+
+
+@dataclass(frozen=True)
+class HelperCpu:
+    """What a nested trial's helper processes use on its driver's node, where Ray reserves no CPU for them.
+
+    Ray Train starts the controller and the synchronisation actor of every nested run with 0 CPUs, on
+    the trial driver's node, so no plan of bundles counts them; the trial driver uses CPU beyond its
+    own small bundle while its run starts. A measured figure, not a reservation: ``cpu_s`` is the
+    CPU-seconds one trial's start, reports and teardown cost in those processes (``processes``), and
+    ``ray_defaults_cpu_s`` the same with ``HPSEARCH_RAY_WORKAROUNDS=0`` (Ray's own nested run, which
+    also starts a queue actor, a placement-group cleaner and a Ray Data DatasetManager beside it).
+    """
+
+    cpu_s: float
+    ray_defaults_cpu_s: float
+    processes: tuple[str, ...]
+    measured: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cpu_s_per_trial": self.cpu_s,
+            "ray_defaults_cpu_s_per_trial": self.ray_defaults_cpu_s,
+            "processes": list(self.processes),
+            "measured": self.measured,
+        }
+
+
+#: The figure ``hpsearch plan`` gives for what a trial's helpers use beyond the plan (benchmarks/trial_start.py).
+HELPER_CPU = HelperCpu(
+    cpu_s=4.8,  # trial driver 1.34 + Train controller 1.98 + synchronisation actor 1.43
+    ray_defaults_cpu_s=11.5,  # the same 2.79 + 3.09 + 1.44, cleaner 1.70, DatasetManager 1.51, queue actor 0.93
+    processes=("trial driver", "Train controller", "synchronisation actor"),
+    measured=(
+        "benchmarks/trial_start.py: 3 sequential 2-worker trials of a 2-report loop, Ray 2.60.0, 2 CPUs, 2026-12-04"
+    ),
+)
 #: A resource name written bare in an exact resource dict (anything else is a quoted YAML string).
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 Strategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
@@ -292,6 +329,8 @@ class Plan:
             **({"memory_limit": dict(self.memory_limit)} if self.memory_limit else {}),
             # Only with elastic trials: plans without them read as before.
             **({"elastic": dict(self.elastic)} if self.elastic else {}),
+            # What no bundle counts: the CPU a trial's helpers use on its driver's node (measured).
+            "not_reserved": HELPER_CPU.as_dict(),
         }
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from hpsearch.formatting import duration, plural, text_table
 from hpsearch.planning.cluster_shape import cluster_text
-from hpsearch.planning.planner import GB, MEMORY, Plan, fmt_resources
+from hpsearch.planning.planner import GB, HELPER_CPU, MEMORY, Plan, fmt_resources
 from hpsearch.spec.budget import format_duration
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,9 +81,24 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
         "  utilisation     " + ", ".join(f"{k} {100 * util[k]:.0f}%" for k in keys),
         "  idle            " + (fmt_resources({k: idle[k] for k in keys if idle[k] > 1e-9})[1:-1] or "nothing"),
     ]
+    lines += _helper_lines(plan)
     if plan.warnings:
         lines += ["  notes"] + [f"    - {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def _helper_lines(plan: Plan) -> list[str]:
+    """What the plan leaves out: the CPU each trial's helper processes use on its driver's node (measured)."""
+    h = HELPER_CPU
+    where = "the head node" if plan.demand.driver_node == "head" else "its driver's node"
+    at_once = plan.max_concurrent_trials
+    return [
+        f"  not reserved    about {h.cpu_s:.0f} CPU-seconds per trial on {where} as it starts, reports and ends,",
+        f"                  in its {', '.join(h.processes)} (Ray starts them with 0 CPUs or little);",
+        f"                  {at_once} starting at once: about {at_once * h.cpu_s:.0f} CPU-seconds "
+        f"({h.ray_defaults_cpu_s:.0f} per trial with HPSEARCH_RAY_WORKAROUNDS=0)",
+        f"                  measured: {h.measured}",
+    ]
 
 
 def _searched_lines(plan: Plan) -> list[str]:

@@ -19,15 +19,28 @@ itself for :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper` and for the t
 watchdog (:class:`hpsearch.runtime.rank_watch.Watchdog`, which ends a run whose ranks hang), and its
 output is copied into the trial's ``logs/controller.log`` (:func:`hpsearch.runtime.rank_watch.keep_controller_output`).
 It records itself again at the first report.
+
+With the work-arounds on, the callback is a plain Train ``UserCallback`` that sends each report to
+the trial driver through its :class:`ReportChannel` (a Unix socket on the driver's node, where Ray
+Train starts the controller), instead of Ray's ``TuneReportCallback`` and the queue actor it starts
+for every nested run; the driver hands each report to Tune with ``ray.tune.report``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import pickle
+import select
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ray.tune.integration.ray_train import TuneReportCallback
+from ray.train import UserCallback
+from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY, TuneReportCallback
 
 from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
 from hpsearch.experiment import files
@@ -38,7 +51,14 @@ from hpsearch.runtime.aggregate import aggregate_metrics
 from hpsearch.runtime.rank_watch import keep_controller_output
 from hpsearch.spec import Aggregate
 
-__all__ = ["CheckpointRules", "aggregating_callback", "checkpoint_problem"]
+__all__ = [
+    "CheckpointRules",
+    "ReportChannel",
+    "aggregating_callback",
+    "checkpoint_problem",
+    "fit_serving",
+    "send_report",
+]
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,94 @@ def checkpoint_problem(checks: CheckpointRules, metrics: Mapping[str, Any], chec
     return None
 
 
+class ReportChannel:
+    """How each forwarded report reaches the trial driver without Ray's queue actor: a Unix socket of the driver's.
+
+    Ray's ``TuneReportCallback`` hands every report to the driver through a ``ray.util.queue.Queue``: an
+    actor of its own (``ray::_QueueActor``) started for every nested run, about 1.4 CPU-seconds a trial on
+    this project's machine, which the driver's main thread polls. Ray Train starts the controller on the
+    driver's node (internal ``train-controller-on-driver-node``), so a socket file in a folder only this
+    user can enter reaches it. The driver's thread serves it (:meth:`serve`) while ``fit()`` runs in
+    another (:func:`fit_serving`) and hands each report to Tune with ``ray.tune.report``, in order; the
+    controller (:func:`send_report`) waits for each report to be taken, as it waits on the one-item queue.
+    """
+
+    #: How long the serving thread waits for a report before it looks whether the run is still going.
+    WAIT_S = 0.2
+
+    def __init__(self) -> None:
+        self._folder = tempfile.mkdtemp(prefix="hpsearch-")  # mode 0700: only this user reaches the socket
+        self.address = os.path.join(self._folder, "reports")
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.bind(self.address)
+        self._socket.listen(8)
+
+    def serve(self, running: Callable[[], bool], deliver: Callable[[dict[str, Any]], None]) -> None:
+        """Hand every report sent to ``deliver``, one at a time, in order, until ``running()`` is false and
+        none is waiting. A report is answered before it is delivered: the controller goes on while the
+        driver hands it to Tune, and its next report waits until that one was taken."""
+        while True:
+            ready, _, _ = select.select([self._socket], [], [], self.WAIT_S)
+            if not ready:
+                if not running():  # a run's last report was answered before its fit() could return
+                    return
+                continue
+            connection, _ = self._socket.accept()
+            with connection:
+                size = int.from_bytes(_read(connection, 8), "big")
+                metrics = pickle.loads(_read(connection, size))
+                connection.sendall(b"k")
+            deliver(metrics)
+
+    def close(self) -> None:
+        self._socket.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _read(connection: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = connection.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the report's sender closed the connection halfway")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def send_report(address: str, metrics: Mapping[str, Any]) -> None:
+    """In the controller: send one report to the trial driver's :class:`ReportChannel`; return once it took it."""
+    payload = pickle.dumps(dict(metrics), protocol=pickle.HIGHEST_PROTOCOL)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(address)
+        connection.sendall(len(payload).to_bytes(8, "big") + payload)
+        if connection.recv(1) != b"k":
+            raise ConnectionError("the trial driver closed its report channel before taking the report")
+
+
+def fit_serving(fit: Callable[[], Any], channel: ReportChannel, deliver: Callable[[dict[str, Any]], None]) -> None:
+    """In the trial driver: run ``fit()`` in a thread of its own while this thread serves ``channel``; raise
+    what ``fit()`` raised. The channel is closed when this returns or raises (Tune stopping the trial raises
+    ``SystemExit`` out of ``deliver``; the nested run then ends with the driver's actor, as before)."""
+    outcome: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            fit()
+        except BaseException as err:  # noqa: BLE001 - handed to the serving thread, which raises it
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, name="hpsearch-nested-fit", daemon=True)
+    thread.start()
+    try:
+        channel.serve(thread.is_alive, deliver)
+    finally:
+        channel.close()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+
+
 def aggregating_callback(
     aggregate: Aggregate,
     run_folder: str,
@@ -78,6 +186,7 @@ def aggregating_callback(
     required: Mapping[str, str] | Sequence[str] = (),
     checkpoints: CheckpointRules | None = None,
     search: str = "",
+    channel: str | None = None,
 ) -> Any:
     """A ``TuneReportCallback`` that forwards the aggregate of all ranks, not rank 0's dict.
 
@@ -85,6 +194,10 @@ def aggregating_callback(
     trial that constructs it. Each forwarded report is also appended to the history file in
     ``run_folder``, the nested run's folder. With ``record_controller``, the controller also
     records itself there for :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`.
+
+    With ``channel`` (a :class:`ReportChannel`'s address), the callback is a plain Train
+    ``UserCallback`` that sends each report, with Ray's ``checkpoint_path`` key as Ray's callback
+    adds it, to the trial driver through the channel; no queue actor is started.
 
     The ``required`` metrics are the spec's metric, every objective, the scheduler's metric and every
     constrained metric (a mapping gives the spec key naming each: ``constraints[0]``; a name alone is the
@@ -101,7 +214,9 @@ def aggregating_callback(
 
     named_by = dict(required) if isinstance(required, Mapping) else dict.fromkeys(required, "metric")
 
-    class AggregatingTuneReportCallback(TuneReportCallback):
+    base: type = UserCallback if channel is not None else TuneReportCallback
+
+    class AggregatingTuneReportCallback(base):  # type: ignore[misc]  # one of Ray's two callback classes
         reports = 0
 
         def __setstate__(self, state: dict[str, Any]) -> None:
@@ -129,10 +244,13 @@ def aggregating_callback(
                 problem = checkpoint_problem(checkpoints, combined, checkpoint, first=self.reports == 1)
                 if problem is not None:
                     raise CheckpointNotReportedError(problem)
-            super().after_report(run_context, [combined], checkpoint)
+            if channel is None:
+                super().after_report(run_context, [combined], checkpoint)
+            else:  # what Ray's TuneReportCallback puts on its queue: the metrics, and where the checkpoint went
+                send_report(channel, {**combined, CHECKPOINT_PATH_KEY: checkpoint.path} if checkpoint else combined)
             _append_history(run_folder, combined, checkpoint)
 
-    return AggregatingTuneReportCallback()  # type: ignore[no-untyped-call]  # Ray's __init__ has no annotations
+    return AggregatingTuneReportCallback()
 
 
 def _append_history(run_folder: str, metrics: dict[str, Any], checkpoint: Any) -> None:

@@ -18,6 +18,16 @@ For each trial, the driver sets:
 - the datasets;
 - the Train callback that forwards every report to Tune (:mod:`hpsearch.runtime.controller`).
 
+With the work-arounds on (``HPSEARCH_RAY_WORKAROUNDS``, read in the search process and passed in as
+``record_controller``), the nested run starts fewer helper processes beside the driver, each cut
+measured by ``benchmarks/trial_start.py``: no Ray Data ``DatasetManager`` when the trial has no
+datasets, and no placement-group cleaner when the search process frees the trial's worker group
+itself (:func:`hpsearch.runtime.internals.lean_trainer_class`,
+:class:`hpsearch.runtime.ray_workarounds.OrphanReaper`); and no queue actor for the reports, which
+reach this driver through a socket of its own while ``fit()`` runs in another thread
+(:class:`hpsearch.runtime.controller.ReportChannel`), and which it hands to Tune with
+``ray.tune.report``.
+
 Each worker runs the loop wrapped by :mod:`hpsearch.runtime.worker`. A trial whose report lacks
 a required metric ends with :class:`~hpsearch.errors.MetricNotReportedError`, in one line. The
 error is remembered, so Tune's retries of that trial in this search fail at once.
@@ -53,10 +63,17 @@ from hpsearch.experiment import files
 from hpsearch.experiment.layout import TRAIN_RUNS_DIR
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
 from hpsearch.runtime import pbt_driver, ray_workarounds, retries, reuse
-from hpsearch.runtime.controller import CheckpointRules, aggregating_callback
+from hpsearch.runtime.controller import CheckpointRules, ReportChannel, aggregating_callback, fit_serving
 from hpsearch.runtime.datasets import build_for_trial, data_config
 from hpsearch.runtime.env import apply_trial_defaults
-from hpsearch.runtime.internals import controller_failure, hold_in_coordinator, torch_config_with_worker_setup
+from hpsearch.runtime.internals import (
+    available,
+    controller_failure,
+    hold_in_coordinator,
+    lean_torch_config,
+    lean_trainer_class,
+    torch_config_with_worker_setup,
+)
 from hpsearch.runtime.node_check import pin_worker_interface
 from hpsearch.runtime.rank_watch import Watchdog
 from hpsearch.runtime.worker import worker_loop
@@ -147,44 +164,89 @@ def run_nested(
                 f"trial {trial_id}: Ray's autoscaling coordinator did not take the trial drivers' room within "
                 f"{DriverRoom.FIRST_TIMEOUT_S:g} s; it may size this elastic trial for room they hold"
             )
-    trainer = TorchTrainer(
-        worker_loop(reuse.current(train_loop), trial_folder),
-        train_loop_config=config,
-        # Ray's TorchConfig; on a host whose name resolves to a loopback address each worker first pins
-        # gloo's interface to its node's IP, or the other hosts' workers cannot reach it (node_check).
-        torch_config=torch_config_with_worker_setup(pin_worker_interface) if own.workers > 1 else None,
-        scaling_config=train.ScalingConfig(**scaling_config_kwargs(own)),
-        # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
-        run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
-            name=run_name,
-            storage_path=storage_path,
-            callbacks=[
-                aggregating_callback(
-                    aggregate,
-                    trial_folder,
-                    record_controller,
-                    required=required,
-                    checkpoints=CheckpointRules(population, donor_epoch) if population else None,
-                    search=search_token,
-                )
-            ],
-            failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
-                max_failures=failure.worker_retries,
-                controller_failure_limit=failure.controller_retries,
-                max_preemption_failures=failure.worker_retries,
-            ),
-            checkpoint_config=train.CheckpointConfig(**checkpoint_config),
-            logging_config=train.LoggingConfig(log_level="WARNING"),
-        ),
-        **fed,
+    # With the work-arounds on (record_controller: the switch as the search process read it), the nested run
+    # starts fewer helper processes beside the driver: no DatasetManager without datasets, and no placement-group
+    # cleaner when the search process frees the trial's worker group itself (internals.lean_trainer_class).
+    trainer_class = (
+        lean_trainer_class(TorchTrainer, cleaner=not ray_workarounds.search_frees_worker_groups(runs_dir))
+        if record_controller
+        else TorchTrainer
     )
+    # The same switch: reports reach this driver through a socket of its own, not Ray's queue actor (controller.py).
+    channel = ReportChannel() if record_controller and available("train-controller-on-driver-node") else None
+    # Ray's TorchConfig; on a host whose name resolves to a loopback address each worker first pins gloo's
+    # interface to its node's IP, or the other hosts' workers cannot reach it (node_check). With the switch on,
+    # a config the controller unpickles without importing torch (internals.lean_torch_config).
+    setup = pin_worker_interface if own.workers > 1 and available("torch-backend-start") else None
+    torch_config = lean_torch_config(setup) if record_controller else None
+    if torch_config is None and setup is not None:
+        torch_config = torch_config_with_worker_setup(setup)
+    try:
+        _build_and_fit(
+            trainer_class(
+                worker_loop(reuse.current(train_loop), trial_folder),
+                train_loop_config=config,
+                torch_config=torch_config,
+                scaling_config=train.ScalingConfig(**scaling_config_kwargs(own)),
+                # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
+                run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
+                    name=run_name,
+                    storage_path=storage_path,
+                    callbacks=[
+                        aggregating_callback(
+                            aggregate,
+                            trial_folder,
+                            record_controller,
+                            required=required,
+                            checkpoints=CheckpointRules(population, donor_epoch) if population else None,
+                            search=search_token,
+                            channel=channel.address if channel is not None else None,
+                        )
+                    ],
+                    failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
+                        max_failures=failure.worker_retries,
+                        controller_failure_limit=failure.controller_retries,
+                        max_preemption_failures=failure.worker_retries,
+                    ),
+                    checkpoint_config=train.CheckpointConfig(**checkpoint_config),
+                    logging_config=train.LoggingConfig(log_level="WARNING"),
+                ),
+                **fed,
+            ),
+            channel,
+            generation,
+            trial_folder,
+            failure,
+            search_token,
+            wait_for_queues=record_controller and channel is None,
+        )
+    finally:
+        if channel is not None:
+            channel.close()
+
+
+def _build_and_fit(
+    trainer: Any,
+    channel: ReportChannel | None,
+    generation: int,
+    trial_folder: str,
+    failure: Failure,
+    search_token: str,
+    *,
+    wait_for_queues: bool,
+) -> None:
+    """Fit the nested run; its error, if it fails, as the trial's one line where hpsearch has one."""
     reuse.claim(generation)  # leave if a later trial took this actor while this one was setting up
     watchdog = Watchdog(trial_folder, failure.report_timeout_s)  # ranks that report unequally, or stall
     try:
         with watchdog:
-            trainer.fit()  # raises the nested run's error, so Tune marks the trial errored
+            # raises the nested run's error, so Tune marks the trial errored
+            if channel is None:
+                trainer.fit()
+            else:  # each report handed to Tune in this thread, as the controller sends it
+                fit_serving(trainer.fit, channel, tune.report)
         reuse.claim(generation)
-        if record_controller:  # the work-arounds are on, so Tune must take the last report first (bug 3)
+        if wait_for_queues:  # the work-arounds are on, so Tune must take the last report off the queue first (bug 3)
             ray_workarounds.wait_for_forwarded_reports()
     except Exception as err:
         watchdog.raise_verdict()  # the watchdog ended the run: its one line is the trial's error

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 import queue
 import re
 import threading
@@ -70,6 +71,9 @@ __all__ = [
     "torch_config_with_worker_setup",
     "offer_start_checkpoint",
     "hold_in_coordinator",
+    "lean_trainer_class",
+    "lean_torch_config",
+    "NoDatasetShards",
     "NodeInfo",
     "Exploit",
     "ExploitHook",
@@ -594,6 +598,318 @@ def _check_coordinator() -> None:
     )
 
 
+def lean_torch_config(setup: Callable[[], object] | None = None) -> Any | None:
+    """A backend config that sets up each trial's Torch process group as Ray's ``TorchConfig()`` does, and that
+    the Train controller unpickles without importing torch; ``setup`` (if given) runs on every worker first.
+
+    Internal ``torch-backend-mirror``: Ray's ``TorchConfig`` lives in ``ray.train.torch.config``, which imports
+    torch, and the controller unpickles it (with the callbacks that hold it): about 1.5 CPU-seconds a trial
+    in a process that never runs torch. This config's backend does in the controller what Ray's
+    ``_TorchBackend`` does there for gloo and nccl (the master address from rank 0, ``MASTER_ADDR`` and
+    ``MASTER_PORT`` or a ``tcp://`` URL, each rank's distributed environment and process group, the shutdown
+    with Ray's timeout), and has the workers call Ray's own functions for each step, imported there. Any
+    other backend is handed to Ray's ``_TorchBackend`` itself. ``None`` when the internal is missing: the
+    trainer then takes :func:`torch_config_with_worker_setup` or Ray's own ``TorchConfig``.
+    """
+    if not available("torch-backend-mirror"):
+        return None
+    config = _lean_torch_config_class()()
+    config.worker_setup = setup
+    return config
+
+
+#: The backends whose set-up :func:`lean_torch_config` does itself; any other is Ray's ``_TorchBackend``'s.
+MIRRORED_BACKENDS = ("gloo", "nccl")
+
+
+def _on_worker_set_master(addr: str, port: int) -> None:
+    """On a Train worker: the address every rank's process group meets at (Ray's ``set_env_vars``)."""
+    os.environ["MASTER_ADDR"] = addr
+    os.environ["MASTER_PORT"] = str(port)
+
+
+def _on_worker_torch_env() -> None:
+    """On a Train worker: Ray's ``_set_torch_distributed_env_vars`` (LOCAL_RANK, RANK, WORLD_SIZE, ...)."""
+    from ray.train.torch.config import _set_torch_distributed_env_vars  # lazy: torch, on the worker only
+
+    _set_torch_distributed_env_vars()  # type: ignore[no-untyped-call]  # Ray's, unannotated
+
+
+def _on_worker_process_group(**kwargs: Any) -> None:
+    """On a Train worker: Ray's ``_setup_torch_process_group`` (``init_process_group``, NCCL's variables)."""
+    from ray.train.torch.config import _setup_torch_process_group  # lazy: torch, on the worker only
+
+    _setup_torch_process_group(**kwargs)
+
+
+def _on_worker_shutdown(destroy_process_group: bool) -> None:
+    """On a Train worker: Ray's ``_shutdown_torch``."""
+    from ray.train.torch.config import _shutdown_torch  # lazy: torch, on the worker only
+
+    _shutdown_torch(destroy_process_group=destroy_process_group)  # type: ignore[no-untyped-call]  # Ray's
+
+
+def _url_address(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"  # Ray's build_address: IPv6 in brackets
+
+
+@functools.cache
+def _lean_torch_config_class() -> type:
+    """The config class of :func:`lean_torch_config`, made once per process; Ray's cloudpickle sends it (and its
+    backend) to the controller and the workers by value, and the functions above by reference."""
+    import ray  # lazy: this module is imported before Ray in the search process
+    from ray.exceptions import GetTimeoutError  # lazy: as above
+    from ray.train._internal.utils import get_address_and_port  # lazy: as above
+    from ray.train.backend import Backend, BackendConfig  # lazy: as above
+    from ray.train.constants import (  # lazy: as above
+        DEFAULT_TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S,
+        TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S,
+    )
+    from ray.train.v2._internal.util import TrainingFramework  # lazy: as above
+
+    log = logging.getLogger("ray.train.torch.config")
+
+    class LeanTorchBackend(Backend):
+        """Ray's ``_TorchBackend`` for gloo and nccl, run in the controller without torch."""
+
+        share_cuda_visible_devices = True
+
+        def on_start(self, worker_group: Any, backend_config: Any) -> None:
+            if backend_config.worker_setup is not None:
+                worker_group.execute(backend_config.worker_setup)
+            if backend_config.backend not in MIRRORED_BACKENDS or backend_config.init_method not in ("env", "tcp"):
+                backend_config.ray_backend().on_start(worker_group, backend_config.ray_config())  # imports torch
+                return
+            master_addr, master_port = worker_group.execute_single(0, get_address_and_port)
+            if backend_config.init_method == "env":
+                worker_group.execute(_on_worker_set_master, addr=master_addr, port=master_port)
+                url = "env://"
+            else:
+                url = f"tcp://{_url_address(master_addr, master_port)}"
+            worker_group.execute(_on_worker_torch_env)
+            ray.get(
+                [
+                    worker_group.execute_single_async(
+                        rank,
+                        _on_worker_process_group,
+                        backend=backend_config.backend,
+                        world_rank=rank,
+                        world_size=len(worker_group),
+                        init_method=url,
+                        timeout_s=backend_config.timeout_s,
+                    )
+                    for rank in range(len(worker_group))
+                ]
+            )
+
+        def on_shutdown(self, worker_group: Any, backend_config: Any) -> None:
+            if backend_config.backend not in MIRRORED_BACKENDS:
+                backend_config.ray_backend().on_shutdown(worker_group, backend_config.ray_config())
+                return
+            futures = worker_group.execute_async(_on_worker_shutdown, destroy_process_group=len(worker_group) > 1)
+            timeout_s = int(
+                os.environ.get(TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S, DEFAULT_TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S)
+            )
+            try:
+                ray.get(futures, timeout=timeout_s)
+            except GetTimeoutError:
+                log.warning(f"Torch process group shutdown timed out after {timeout_s} seconds")
+
+    class LeanTorchConfig(BackendConfig):
+        """Ray's ``TorchConfig()`` (its defaults), with :class:`LeanTorchBackend`; ``worker_setup`` runs first."""
+
+        def __init__(self) -> None:
+            self.backend: str | None = None  # TorchTrainer sets gloo or nccl from the scaling config
+            self.init_method = "env"
+            self.timeout_s = 1800
+            self.worker_setup: Callable[[], object] | None = None
+
+        @property
+        def backend_cls(self) -> type:
+            return LeanTorchBackend
+
+        @property
+        def train_func_context(self) -> Any:
+            from ray.train.torch.config import TorchConfigContextManager  # lazy: read in the driver only (torch)
+
+            return TorchConfigContextManager
+
+        @property
+        def framework(self) -> Any:
+            return TrainingFramework.TORCH
+
+        def to_dict(self) -> dict[str, Any]:
+            return {"backend": self.backend, "init_method": self.init_method, "timeout_s": self.timeout_s}
+
+        def ray_config(self) -> Any:
+            from ray.train.torch.config import TorchConfig  # lazy: only a backend hpsearch does not mirror
+
+            return TorchConfig(backend=self.backend, init_method=self.init_method, timeout_s=self.timeout_s)
+
+        def ray_backend(self) -> Any:
+            from ray.train.torch.config import _TorchBackend  # lazy: as above
+
+            return _TorchBackend()
+
+    return LeanTorchConfig
+
+
+#: Ray's words when a worker asks for a dataset shard its run was not given (RayDatasetShardProvider's KeyError).
+NO_DATASET_SHARD = (
+    "Dataset shard for '{name}' not found. Please ensure that the dataset is passed through the Trainer "
+    "`datasets` argument."
+)
+
+
+_TRAINER = "ray.train.v2.api.data_parallel_trainer:DataParallelTrainer"
+_DATASETS_CALLBACK = "ray.train.v2._internal.callbacks.datasets:DatasetsCallback"
+
+
+_PG_CLEANER_CALLBACK = "ray.train.v2._internal.callbacks.placement_group_callback:PlacementGroupCleanerCallback"
+
+
+def _check_trainer_callbacks() -> None:
+    _parameters(f"{_TRAINER}._create_default_callbacks", "self")
+    _mentions(f"{_TRAINER}.fit", "callbacks=self._create_default_callbacks()")
+    _mentions(
+        f"{_TRAINER}._create_default_callbacks",
+        "DatasetsCallback(",
+        "datasets=self.datasets",
+        "PlacementGroupCleanerCallback()",
+    )
+    # The cleaner's one job: a detached actor that removes the worker group once the controller is dead.
+    _mentions(f"{_PG_CLEANER_CALLBACK}.after_controller_start", "PlacementGroupCleaner", 'lifetime="detached"')
+    _mentions(f"{_PG_CLEANER_CALLBACK}.after_worker_group_start", "register_placement_group")
+    _mentions(
+        "ray.train.v2._internal.execution.controller.placement_group_cleaner:PlacementGroupCleaner._monitor_loop",
+        "is_actor_alive(",
+        "self._cleanup_placement_group(",
+    )
+    # A run that ends by itself removes its own worker group (nothing is left for a cleaner).
+    _mentions(
+        "ray.train.v2._internal.execution.worker_group.state:WorkerGroupState.shutdown",
+        "placement_group_handle.shutdown()",
+    )
+    _mentions(
+        "ray.train.v2._internal.execution.worker_group.placement_group_handle:DefaultPlacementGroupHandle.shutdown",
+        "remove_placement_group(",
+    )
+    _assigns(_TRAINER, "datasets", "train_run_context")
+    _parameters(_DATASETS_CALLBACK, "train_run_context", "datasets")
+    # Its one use of the datasets: a DatasetManager actor behind the provider each worker's context gets.
+    _mentions(f"{_DATASETS_CALLBACK}.before_init_train_context", "RayDatasetShardProvider(", '"dataset_shard_provider"')
+    _mentions(
+        "ray.train.v2._internal.callbacks.datasets:RayDatasetShardProvider",
+        "ray.remote(DatasetManager)",
+        "' not found. ",  # the KeyError NoDatasetShards repeats, in Ray's two string pieces
+        "Please ensure that the dataset is passed through the Trainer `datasets` ",
+    )
+    _mentions(
+        "ray.train.v2._internal.execution.context:TrainContext.get_dataset_shard",
+        "self.dataset_shard_provider.get_dataset_shard(dataset_info)",
+    )
+    metadata = _resolve("ray.train.v2._internal.data_integration.interfaces:DatasetShardMetadata")
+    if "dataset_name" not in getattr(metadata, "__dataclass_fields__", {}):
+        raise ContractBroken("DatasetShardMetadata has no dataset_name field")
+
+
+def _check_controller_node() -> None:
+    # The controller starts on the node of the process that calls fit(): the trial driver's.
+    _mentions(
+        f"{_TRAINER}._initialize_and_run_controller",
+        "label_selector",
+        "ray.get_runtime_context().get_node_id()",
+        ")(TrainController)",
+    )
+    _mentions(f"{_TRAINER}.fit", "self._initialize_and_run_controller(")
+
+
+def _check_torch_mirror() -> None:
+    """Ray's ``_TorchBackend`` still does in the controller, for gloo and nccl, what ``lean_torch_config`` does."""
+    tree = ast.parse(_torch_config_source())
+    defined = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+
+    def text(name: str, member: str | None = None) -> str:
+        node = defined.get(name)
+        if member is not None and isinstance(node, ast.ClassDef):
+            node = next((m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == member), None)
+        if node is None:
+            raise ContractBroken(f"ray.train.torch.config has no {name}{'.' + member if member else ''}")
+        return ast.unparse(node)
+
+    def holds(where: str, source: str, *parts: str) -> None:
+        missing = [p for p in parts if p not in source]
+        if missing:
+            raise ContractBroken(f"ray.train.torch.config.{where} no longer does {', '.join(missing)}")
+
+    on_start = text(TORCH_BACKEND_CLASS, "on_start")
+    holds(
+        f"{TORCH_BACKEND_CLASS}.on_start",
+        on_start,
+        "backend = backend_config.backend",
+        "master_addr, master_port = worker_group.execute_single(0, get_address_and_port)",
+        "if backend_config.init_method == 'env':",
+        "os.environ['MASTER_ADDR'] = addr",
+        "os.environ['MASTER_PORT'] = str(port)",
+        "url = 'env://'",
+        "url = f'tcp://{build_address(master_addr, master_port)}'",
+        "worker_group.execute(_set_torch_distributed_env_vars)",
+        "worker_group.execute_single_async(i, _setup_torch_process_group, backend=backend, world_rank=i, "
+        "world_size=len(worker_group), init_method=url, timeout_s=backend_config.timeout_s)",
+        "ray.get(setup_futures)",
+    )
+    # Between the init method and the process groups, only TPU (tpu_dist) steps, which hpsearch hands to Ray.
+    middle = on_start.split("url = f'tcp://", 1)[1].split("worker_group.execute(_set_torch_distributed_env_vars)")[0]
+    allowed = ("else:", "if backend == 'tpu_dist':", "if not isinstance(worker_group, V1WorkerGroup):")
+    steps = [line.strip() for line in middle.splitlines()[1:] if re.match(r" {8}\S", line)]
+    if any(step not in allowed for step in steps):
+        raise ContractBroken(f"ray.train.torch.config.{TORCH_BACKEND_CLASS}.on_start has another step: {steps}")
+    holds(
+        f"{TORCH_BACKEND_CLASS}.on_shutdown",
+        text(TORCH_BACKEND_CLASS, "on_shutdown"),
+        "worker_group.execute_async(_shutdown_torch, destroy_process_group=len(worker_group) > 1)",
+        "TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S",
+        "DEFAULT_TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S",
+        "ray.get(futures, timeout=timeout_s)",
+    )
+    holds(TORCH_BACKEND_CLASS, text(TORCH_BACKEND_CLASS), "share_cuda_visible_devices: bool = True")
+    holds(
+        "TorchConfig",
+        text("TorchConfig"),
+        "backend: Optional[str] = None",
+        "init_method: str = 'env'",
+        "timeout_s: int = 1800",
+        "return TorchConfigContextManager",
+        "return TrainingFramework.TORCH",
+    )
+    holds(
+        "_setup_torch_process_group",
+        text("_setup_torch_process_group"),
+        "def _setup_torch_process_group(backend: str, world_rank: int, world_size: int, init_method: str, "
+        "timeout_s: int=1800):",
+    )
+    holds("_shutdown_torch", text("_shutdown_torch"), "def _shutdown_torch(destroy_process_group=False):")
+    holds(
+        "_set_torch_distributed_env_vars",
+        text("_set_torch_distributed_env_vars"),
+        "def _set_torch_distributed_env_vars():",
+    )
+    # TorchTrainer names the backend (gloo, or nccl with GPUs) when its config has none. Read from its file:
+    # importing it imports torch.
+    path = Path(_resolve("ray.train").__file__).parent / "v2" / "torch" / "torch_trainer.py"
+    try:
+        trainer = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ContractBroken(f"cannot read {path} ({err})") from None
+    if 'torch_config.backend = "nccl" if is_gpu_training else "gloo"' not in trainer:
+        raise ContractBroken("ray.train.v2.torch.torch_trainer.TorchTrainer no longer names gloo or nccl itself")
+    _mentions("ray.train._internal.utils:get_address_and_port", "get_node_ip_address()")
+    for name in ("backend_cls", "train_func_context", "framework"):
+        if not isinstance(getattr(_resolve("ray.train.backend:BackendConfig"), name, None), property):
+            raise ContractBroken(f"ray.train.backend.BackendConfig.{name} is no longer a property")
+    _resolve("ray.train.v2._internal.util:TrainingFramework.TORCH")
+
+
 def _uses_pbt(spec: Spec) -> bool:
     return spec.scheduler.type in ("pbt", "pb2")
 
@@ -1002,6 +1318,62 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="warn",
         check=_check_torch_backend,
         used_by=_several_workers,
+    ),
+    Internal(
+        key="train-default-callbacks",
+        relies_on=(
+            f"{_TRAINER.replace(':', '.')}._create_default_callbacks() (the controller's callbacks, called by fit), "
+            "self.datasets and self.train_run_context; DatasetsCallback(train_run_context, datasets), whose "
+            "before_init_train_context gives each worker a RayDatasetShardProvider backed by a DatasetManager actor; "
+            "TrainContext.get_dataset_shard asking that provider"
+        ),
+        feature=(
+            "nested runs that start no Ray Data DatasetManager without datasets, and no placement-group cleaner of "
+            "their own"
+        ),
+        without_it=(
+            "every nested run starts Ray's DatasetManager and PlacementGroupCleaner actors, as Ray does: about 3.5 "
+            "CPU-seconds more per trial, and two processes more beside each trial driver"
+        ),
+        public="none: TorchTrainer has no switch for its default callbacks (RunConfig's callbacks are added to them)",
+        on_missing="warn",
+        check=_check_trainer_callbacks,
+    ),
+    Internal(
+        key="train-controller-on-driver-node",
+        relies_on=(
+            f"{_TRAINER.replace(':', '.')}._initialize_and_run_controller (called by fit) starting the "
+            "TrainController actor with a label_selector on the node id of the process that calls fit()"
+        ),
+        feature=(
+            "reports handed to the trial driver through a socket on its node, without Ray's queue actor "
+            "(ray::_QueueActor, about 1.4 CPU-seconds a trial)"
+        ),
+        without_it="every nested run starts Ray's queue actor for its reports, as Ray does",
+        public=(
+            "Ray's comment says the controller is attached to the node running the driver script; no API says so, "
+            "and TuneReportCallback's queue has no other transport"
+        ),
+        on_missing="warn",
+        check=_check_controller_node,
+    ),
+    Internal(
+        key="torch-backend-mirror",
+        relies_on=(
+            f"ray.train.torch.config.{TORCH_BACKEND_CLASS}.on_start/on_shutdown doing, for gloo and nccl: the "
+            "master address from rank 0 (get_address_and_port), MASTER_ADDR/MASTER_PORT (init_method env) or a "
+            "tcp:// URL, _set_torch_distributed_env_vars on every worker, _setup_torch_process_group per rank, "
+            "_shutdown_torch with TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S; TorchConfig's defaults and "
+            "TorchConfigContextManager; TorchTrainer naming gloo or nccl; BackendConfig's properties"
+        ),
+        feature="a Train controller that never imports torch (about 1.5 CPU-seconds a trial)",
+        without_it="every nested run's controller imports torch to unpickle Ray's TorchConfig, as Ray does",
+        public=(
+            "none: TorchConfig lives in a module that imports torch; the steps are Ray's own functions, called on "
+            "the workers, and any backend other than gloo or nccl is Ray's _TorchBackend's"
+        ),
+        on_missing="warn",
+        check=_check_torch_mirror,
     ),
     Internal(
         key="train-autoscaling-coordinator",
@@ -1491,6 +1863,71 @@ def _setup_torch_config_class() -> type:
             return SetupTorchBackend
 
     return SetupTorchConfig
+
+
+class NoDatasetShards:
+    """A Train worker's dataset-shard provider for a run with no datasets: every name is Ray's ``KeyError``.
+
+    What Ray's own provider says for a name it was not given, without the ``DatasetManager`` actor
+    Ray starts for every run to hand out shards. Pickled by reference into each worker.
+    """
+
+    def get_dataset_shard(self, dataset_info: Any) -> Any:
+        raise KeyError(NO_DATASET_SHARD.format(name=dataset_info.dataset_name))
+
+
+def lean_trainer_class(base: type, *, cleaner: bool = True) -> type:
+    """``base`` (Ray's ``TorchTrainer``), made to start fewer helper processes per nested run.
+
+    Internal ``train-default-callbacks``: Ray Train builds the callbacks its controller runs in
+    ``DataParallelTrainer._create_default_callbacks``. In the subclass returned:
+
+    - a run with no datasets gets, instead of Ray's ``DatasetsCallback`` (which starts a
+      ``DatasetManager`` actor in every run, datasets or not: about 1.5 CPU-seconds a trial), the
+      same callback without that actor: a worker that asks for a shard gets Ray's own ``KeyError``,
+      and the driver's ``DataContext`` still reaches the workers. A run with datasets keeps Ray's;
+    - with ``cleaner=False``, Ray's ``PlacementGroupCleanerCallback`` is left out: it starts a
+      detached ``PlacementGroupCleaner`` actor per run (about 2 CPU-seconds a trial) that removes the
+      worker group once the controller is dead. Only for a search whose own process does that
+      (:class:`hpsearch.runtime.ray_workarounds.OrphanReaper`).
+
+    Returns ``base`` itself when the internal is missing.
+    """
+    if not available("train-default-callbacks"):
+        return base
+    return _lean_trainer_class(base, cleaner)
+
+
+@functools.cache
+def _lean_trainer_class(base: type, cleaner: bool) -> type:
+    """The subclass of :func:`lean_trainer_class`; made once per process (the trainer stays in the driver)."""
+    # lazy: Ray Train's callbacks, only where a trial driver builds its trainer
+    from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+
+    # lazy: as above
+    from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+
+    class NoDatasetManager(DatasetsCallback):
+        """Ray's ``DatasetsCallback`` for a run without datasets: the same, with no ``DatasetManager`` actor."""
+
+        def before_init_train_context(self, workers: list[Any]) -> dict[str, list[Any]]:
+            return {"dataset_shard_provider": [NoDatasetShards() for _ in workers]}
+
+    class LeanTrainer(base):  # type: ignore[misc]  # Ray's TorchTrainer, given at run time
+        """Ray's trainer whose run starts no ``DatasetManager`` without datasets (and, if told, no cleaner)."""
+
+        def _create_default_callbacks(self) -> list[Any]:
+            kept = []
+            for cb in super()._create_default_callbacks():
+                if type(cb) is PlacementGroupCleanerCallback and not cleaner:
+                    continue
+                if type(cb) is DatasetsCallback and not self.datasets:
+                    cb = NoDatasetManager(train_run_context=self.train_run_context, datasets={})
+                kept.append(cb)
+            return kept
+
+    LeanTrainer.__name__ = LeanTrainer.__qualname__ = base.__name__  # Ray's messages name the trainer's class
+    return LeanTrainer
 
 
 # ----------------------------------------------------------------------------- hooks in Tune's classes

@@ -11,6 +11,9 @@ Any other value, or none, leaves the work-arounds on. The switch is read once, w
 tuner builds its callbacks (:func:`workarounds_enabled`). When it is off, the search has no
 :class:`OrphanReaper` callback, the controllers of the nested runs do not call
 :func:`record_controller`, and the drivers do not call :func:`wait_for_forwarded_reports`.
+The same switch turns off the cuts of a nested run's helper processes
+(``benchmarks/trial_start.py`` measures them): with it off, every trial driver starts Ray's own
+nested run, with its Ray Data ``DatasetManager``, its placement-group cleaner and its queue actor.
 
 Bug 1: a Ray Train controller that never exits. When Tune stops a trial (ASHA, a failure,
 the end of the search), the trial driver exits and Ray terminates the Ray Train controller
@@ -82,7 +85,7 @@ from typing import Any
 
 import ray
 from ray.tune import Callback
-from ray.util.placement_group import PlacementGroup, remove_placement_group
+from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ray.util.state import get_actor, list_actors, list_placement_groups
 
@@ -94,7 +97,9 @@ from hpsearch.runtime.session import CONTROLLER_PROCESS, this_process
 
 __all__ = [
     "SWITCH",
+    "FREES_GROUPS_MARKER",
     "workarounds_enabled",
+    "search_frees_worker_groups",
     "OrphanReaper",
     "orphan_groups",
     "record_controller",
@@ -111,12 +116,27 @@ GRACE_S = 15.0
 SWEEP_EVERY_S = 10.0
 #: At the end of a search, how long unused worker groups get to be removed by Ray Train.
 END_SETTLE_S = 5.0
+#: The file in the experiment's ``train/`` folder that tells each trial driver that the search process frees
+#: its trials' worker groups (:class:`OrphanReaper`), so its nested run needs no placement-group cleaner of its own.
+FREES_GROUPS_MARKER = ".hpsearch_frees_worker_groups"
+#: How often an ended trial's worker group is looked at until it is removed.
+FREE_EVERY_S = 0.25
 
 
 def workarounds_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether the work-arounds are on: unless ``HPSEARCH_RAY_WORKAROUNDS`` is ``0`` (or false/no/off)."""
     value = (os.environ if environ is None else environ).get(SWITCH, "")
     return value.strip().lower() not in _OFF
+
+
+def search_frees_worker_groups(runs_dir: str | os.PathLike[str]) -> bool:
+    """In a trial driver: whether the search process frees this trial's worker group once the trial ended.
+
+    True when the experiment's ``train/`` folder (``runs_dir``) holds :data:`FREES_GROUPS_MARKER`, which
+    :class:`OrphanReaper` writes as the search starts. A trainable run by a ``Tuner`` of the user's own
+    (``make_trainable``) has no reaper, and its nested runs keep Ray Train's own cleaner.
+    """
+    return (Path(runs_dir) / FREES_GROUPS_MARKER).is_file()
 
 
 def wait_for_forwarded_reports(
@@ -183,6 +203,30 @@ def _kill_on_node(node_id: str, pid: int, create_time: float | None) -> None:
     ray.get(kill.options(scheduling_strategy=strategy).remote(pid, create_time), timeout=30)
 
 
+def _controller_running(record: Mapping[str, Any]) -> bool:
+    """Whether a recorded Train controller still runs: its process, when it is on this node (its PID and start
+    time; no call to anything); else the State API."""
+    if record.get("node_id") == ray.get_runtime_context().get_node_id() and record.get("create_time") is not None:
+        import psutil  # lazy: only a search that frees worker groups gets here
+
+        try:
+            proc = psutil.Process(int(record["pid"]))
+            same = abs(float(proc.create_time()) - float(record["create_time"])) < 0.01
+            return bool(same and proc.status() != psutil.STATUS_ZOMBIE)
+        except (psutil.Error, ValueError, TypeError):
+            return False
+    return _actor_alive(str(record["actor_id"]), int(record["pid"]))
+
+
+def _group_removed(group_id: str) -> bool:
+    """Whether a placement group is removed (or unknown to Ray): the GCS's table, not the State API."""
+    group = PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group_id)))
+    try:
+        return placement_group_table(group).get("state") in (None, "REMOVED")
+    except Exception:  # noqa: BLE001 - an unknown group is no group
+        return True
+
+
 def _live_state() -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """This cluster's CREATED placement groups and non-dead actors (State API), and our job id."""
     groups = list_placement_groups(
@@ -230,7 +274,18 @@ def orphan_groups(
 
 
 class OrphanReaper(Callback):
-    """Tune callback: end the Ray Train controller of a trial that ended ``grace_s`` ago."""
+    """Tune callback: end the Ray Train controller of a trial that ended ``grace_s`` ago, sweep the worker
+    groups no process uses, and free each ended trial's worker group once its controller is gone.
+
+    The last is Ray Train's placement-group cleaner's work, done here for every trial of the search: a
+    nested run Ray Train ends by itself removes its own worker group, but one whose controller dies with
+    its trial (Tune stops it, a reused actor ends it) leaves it reserved. Ray starts one cleaner actor per
+    nested run for it, a process of its own polling the State API every second (about 2 CPU-seconds a
+    trial); here it is a look at the ended trials' groups every ``free_every_s`` (the GCS's table, and the
+    controller's process when it runs on this node). As the search starts, the callback writes
+    :data:`FREES_GROUPS_MARKER`, and the trial drivers then start their runs without Ray's cleaner
+    (:func:`hpsearch.runtime.internals.lean_trainer_class`).
+    """
 
     def __init__(
         self,
@@ -245,6 +300,9 @@ class OrphanReaper(Callback):
         live_state: Callable[[], tuple[list[dict[str, Any]], list[dict[str, Any]], str]] = _live_state,
         remove_group: Callable[[str], None] = _remove_group,
         clock: Callable[[], float] = time.monotonic,
+        group_removed: Callable[[str], bool] = _group_removed,
+        controller_running: Callable[[Mapping[str, Any]], bool] = _controller_running,
+        free_every_s: float = FREE_EVERY_S,
     ) -> None:
         self.train_dir = Path(train_dir)
         # The worker groups a trial can make: one shape, or several when trials differ in scale.
@@ -257,20 +315,75 @@ class OrphanReaper(Callback):
         self._next_sweep = clock() + sweep_every_s
         self.ended: list[str] = []  # trials whose controller had to be ended
         self.removed: list[str] = []  # placement groups removed by the sweep
+        self._group_removed, self._controller_running = group_removed, controller_running
+        self.free_every_s = free_every_s
+        # worker group id -> (its trial, that run's controller record as the trial ended): freed once it is gone
+        self._freeing: dict[str, tuple[str, dict[str, Any] | None]] = {}
+        self._next_free = clock()
+        self.freed: list[str] = []  # ended trials' worker groups removed here
+
+    def setup(self, *args: Any, **info: Any) -> None:
+        """As the search starts (and resumes): tell the trial drivers that this search frees their worker groups."""
+        try:
+            self.train_dir.mkdir(parents=True, exist_ok=True)
+            (self.train_dir / FREES_GROUPS_MARKER).write_text(
+                "hpsearch's search process frees each ended trial's worker group (runtime/ray_workarounds.py)\n",
+                encoding="utf-8",
+            )
+        except OSError:  # the drivers then keep Ray Train's own cleaner
+            pass
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Tune pickles its callbacks into the experiment state; one saved by an earlier hpsearch lacks these.
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_group_removed", _group_removed)
+        self.__dict__.setdefault("_controller_running", _controller_running)
+        self.__dict__.setdefault("free_every_s", FREE_EVERY_S)
+        self.__dict__.setdefault("_freeing", {})
+        self.__dict__.setdefault("_next_free", 0.0)
+        self.__dict__.setdefault("freed", [])
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self._due[trial.trial_id] = self._clock() + self.grace_s
+        self._watch_group(trial.trial_id)
 
     on_trial_error = on_trial_complete
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        # Tune runs the trial again, and its next run makes a worker group of its own: free this run's.
+        self._watch_group(trial.trial_id)
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         now = self._clock()
         for trial_id in [t for t, due in self._due.items() if due <= now]:
             del self._due[trial_id]
             self._check(trial_id)
+        if self._freeing and now >= self._next_free:
+            self._next_free = now + self.free_every_s
+            self._free_groups()
         if now >= self._next_sweep:
             self._next_sweep = now + self.sweep_every_s
             self._sweep(self.grace_s)
+
+    def _watch_group(self, trial_id: str) -> None:
+        """Remember the worker group of a trial's run that just ended, with that run's controller."""
+        group = files.read_worker_group(self.train_dir / trial_id)
+        group_id = (group or {}).get("group_id")
+        if group_id:
+            self._freeing[str(group_id)] = (trial_id, self._record(trial_id))
+
+    def _free_groups(self) -> None:
+        """Remove each ended trial's worker group that is still reserved once its controller is gone."""
+        for group_id, (_trial_id, controller) in list(self._freeing.items()):
+            try:
+                if not self._group_removed(group_id):
+                    if controller is not None and self._controller_running(controller):
+                        continue  # still ending (or a reused actor's run, which the next trial ends first)
+                    self._remove_group(group_id)
+                    self.freed.append(group_id)
+            except Exception:  # noqa: BLE001 - removed meanwhile, or Ray refused: the sweep looks again
+                pass
+            del self._freeing[group_id]
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         """Wait out the last trials' grace (only while their controllers are still alive), then sweep."""
@@ -280,6 +393,7 @@ class OrphanReaper(Callback):
                 time.sleep(0.5)
             self._check(trial_id)
         self._due.clear()
+        self._free_groups()  # every recorded controller has ended by now (or was ended just above)
         # No trial runs any more: an unused worker group of ours is left over, once Ray
         # Train's own cleaner (it polls every second) has had a moment to remove it.
         self._sweep(0.0, settle_s=END_SETTLE_S)
