@@ -103,11 +103,12 @@ class HelperCpu:
 
 #: The figure ``hpsearch plan`` gives for what a trial's helpers use beyond the plan (benchmarks/trial_start.py).
 HELPER_CPU = HelperCpu(
-    cpu_s=4.8,  # trial driver 1.34 + Train controller 1.98 + synchronisation actor 1.43
+    cpu_s=4.1,  # trial driver + Train controller + synchronisation actor: 1.00 + 1.75 + 1.34 (runs: 4.8, 4.1, 4.1)
     ray_defaults_cpu_s=11.5,  # the same 2.79 + 3.09 + 1.44, cleaner 1.70, DatasetManager 1.51, queue actor 0.93
     processes=("trial driver", "Train controller", "synchronisation actor"),
     measured=(
-        "benchmarks/trial_start.py: 3 sequential 2-worker trials of a 2-report loop, Ray 2.60.0, 2 CPUs, 2026-12-04"
+        "benchmarks/trial_start.py: 3 sequential 2-worker trials of a 2-report loop, Ray 2.60.0, 2 CPUs, "
+        "median of 3 runs, 2026-12-04"
     ),
 )
 #: A resource name written bare in an exact resource dict (anything else is a quoted YAML string).
