@@ -93,3 +93,9 @@ def test_cluster_does_not_import_the_trainable() -> None:
     tree = ast.parse((PACKAGE / "runtime" / "cluster.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "hpsearch.runtime.trainable" not in imported
+
+
+def test_a_workers_torch_master_is_the_trials_whatever_was_set() -> None:
+    environ = {"MASTER_ADDR": "10.0.0.9", "MASTER_PORT": "1"}
+    env.set_torch_master("127.0.0.1", 29500, environ)
+    assert environ == {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}

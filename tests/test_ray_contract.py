@@ -507,9 +507,10 @@ class _Workers:
 def test_the_lean_torch_config_sets_up_the_process_groups_as_rays_backend_does(monkeypatch) -> None:
     from ray.train.torch import TorchTrainer
 
+    from hpsearch.runtime.env import set_torch_master
     from hpsearch.runtime.node_check import pin_worker_interface
 
-    config = internals.lean_torch_config(pin_worker_interface)
+    config = internals.lean_torch_config(set_torch_master, pin_worker_interface)
     monkeypatch.setattr("ray.get", lambda refs, timeout=None: refs)
     trainer = TorchTrainer(lambda: None, torch_config=config)  # names the backend, as for Ray's own config
     assert config.backend == "gloo" and config.to_dict() == {"backend": "gloo", "init_method": "env", "timeout_s": 1800}
@@ -521,7 +522,7 @@ def test_the_lean_torch_config_sets_up_the_process_groups_as_rays_backend_does(m
     assert workers.calls == [
         ("every worker", "pin_worker_interface", {}),
         ("rank 0", "get_address_and_port", {}),
-        ("every worker", "_on_worker_set_master", {"addr": "10.0.0.1", "port": 29500}),
+        ("every worker", "set_torch_master", {"addr": "10.0.0.1", "port": 29500}),
         ("every worker", "_on_worker_torch_env", {}),
         ("rank 0", "_on_worker_process_group", {**group, "world_rank": 0}),
         ("rank 1", "_on_worker_process_group", {**group, "world_rank": 1}),
@@ -553,11 +554,12 @@ def test_a_controller_unpickles_the_lean_run_without_importing_torch() -> None:
     from ray import cloudpickle
     from ray.train.torch import TorchTrainer
 
+    from hpsearch.runtime.env import set_torch_master
     from hpsearch.runtime.node_check import pin_worker_interface
 
     trainer = internals.lean_trainer_class(TorchTrainer, cleaner=False)(
         lambda: None,
-        torch_config=internals.lean_torch_config(pin_worker_interface),
+        torch_config=internals.lean_torch_config(set_torch_master, pin_worker_interface),
         scaling_config=ray.train.ScalingConfig(num_workers=2),
     )
     blob = cloudpickle.dumps((trainer._create_default_callbacks(), trainer.train_run_context))

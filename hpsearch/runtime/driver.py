@@ -65,7 +65,7 @@ from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
 from hpsearch.runtime import pbt_driver, ray_workarounds, retries, reuse
 from hpsearch.runtime.controller import CheckpointRules, ReportChannel, aggregating_callback, fit_serving
 from hpsearch.runtime.datasets import build_for_trial, data_config
-from hpsearch.runtime.env import apply_trial_defaults
+from hpsearch.runtime.env import apply_trial_defaults, set_torch_master
 from hpsearch.runtime.internals import (
     available,
     controller_failure,
@@ -178,7 +178,7 @@ def run_nested(
     # interface to its node's IP, or the other hosts' workers cannot reach it (node_check). With the switch on,
     # a config the controller unpickles without importing torch (internals.lean_torch_config).
     setup = pin_worker_interface if own.workers > 1 and available("torch-backend-start") else None
-    torch_config = lean_torch_config(setup) if record_controller else None
+    torch_config = lean_torch_config(set_torch_master, setup) if record_controller else None
     if torch_config is None and setup is not None:
         torch_config = torch_config_with_worker_setup(setup)
     try:

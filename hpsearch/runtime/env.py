@@ -11,6 +11,8 @@ that needs them, just before Ray reads them. Each place has its own function:
 - :func:`apply_fit_defaults`: before ``Tuner.fit`` (a new search and a resumed one).
 - :func:`apply_trial_defaults`: in every trial driver, before it builds its ``TorchTrainer``;
   Ray Train passes these on to the nested run's controller and workers.
+- :func:`set_torch_master`: on every Train worker of a trial whose Torch set-up hpsearch mirrors
+  (:func:`hpsearch.runtime.internals.lean_torch_config`), as Ray's own Torch backend does.
 
 A setting marked ``force=False`` is a default: a value already in the user's environment
 wins. ``force=True`` always overwrites, because the value comes from the spec (or from
@@ -54,6 +56,7 @@ __all__ = [
     "apply_fit_defaults",
     "apply_trial_defaults",
     "restore_environ",
+    "set_torch_master",
     "loopback_only",
 ]
 
@@ -330,6 +333,17 @@ def restore_environ(saved: Mapping[str, str], environ: MutableMapping[str, str] 
     for key in [k for k in target if k not in saved]:
         del target[key]
     target.update(saved)
+
+
+def set_torch_master(addr: str, port: int, environ: MutableMapping[str, str] | None = None) -> None:
+    """On a Train worker: the address every rank's Torch process group meets at.
+
+    What Ray's ``_TorchBackend.on_start`` sets with ``init_method="env"``: ``MASTER_ADDR`` and
+    ``MASTER_PORT``, taken from rank 0, always overwritten (they are the trial's, not the user's).
+    """
+    target = os.environ if environ is None else environ
+    target["MASTER_ADDR"] = addr
+    target["MASTER_PORT"] = str(port)
 
 
 @contextlib.contextmanager

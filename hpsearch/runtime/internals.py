@@ -598,7 +598,9 @@ def _check_coordinator() -> None:
     )
 
 
-def lean_torch_config(setup: Callable[[], object] | None = None) -> Any | None:
+def lean_torch_config(
+    set_master: Callable[[str, int], object], setup: Callable[[], object] | None = None
+) -> Any | None:
     """A backend config that sets up each trial's Torch process group as Ray's ``TorchConfig()`` does, and that
     the Train controller unpickles without importing torch; ``setup`` (if given) runs on every worker first.
 
@@ -610,22 +612,20 @@ def lean_torch_config(setup: Callable[[], object] | None = None) -> Any | None:
     with Ray's timeout), and has the workers call Ray's own functions for each step, imported there. Any
     other backend is handed to Ray's ``_TorchBackend`` itself. ``None`` when the internal is missing: the
     trainer then takes :func:`torch_config_with_worker_setup` or Ray's own ``TorchConfig``.
+
+    ``set_master(addr, port)`` runs on every worker with rank 0's address, as Ray's ``set_env_vars`` does
+    (:func:`hpsearch.runtime.env.set_torch_master`: the one module that sets environment variables).
     """
     if not available("torch-backend-mirror"):
         return None
     config = _lean_torch_config_class()()
     config.worker_setup = setup
+    config.set_master = set_master
     return config
 
 
 #: The backends whose set-up :func:`lean_torch_config` does itself; any other is Ray's ``_TorchBackend``'s.
 MIRRORED_BACKENDS = ("gloo", "nccl")
-
-
-def _on_worker_set_master(addr: str, port: int) -> None:
-    """On a Train worker: the address every rank's process group meets at (Ray's ``set_env_vars``)."""
-    os.environ["MASTER_ADDR"] = addr
-    os.environ["MASTER_PORT"] = str(port)
 
 
 def _on_worker_torch_env() -> None:
@@ -682,7 +682,7 @@ def _lean_torch_config_class() -> type:
                 return
             master_addr, master_port = worker_group.execute_single(0, get_address_and_port)
             if backend_config.init_method == "env":
-                worker_group.execute(_on_worker_set_master, addr=master_addr, port=master_port)
+                worker_group.execute(backend_config.set_master, addr=master_addr, port=master_port)
                 url = "env://"
             else:
                 url = f"tcp://{_url_address(master_addr, master_port)}"
@@ -723,6 +723,7 @@ def _lean_torch_config_class() -> type:
             self.init_method = "env"
             self.timeout_s = 1800
             self.worker_setup: Callable[[], object] | None = None
+            self.set_master: Callable[[str, int], object] | None = None
 
         @property
         def backend_cls(self) -> type:
