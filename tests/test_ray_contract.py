@@ -478,6 +478,22 @@ def test_the_channel_callback_sends_what_rays_callback_queues(tmp_path: Path) ->
     ]
 
 
+def test_the_channel_callback_sets_itself_up_as_the_controller_unpickles_it(monkeypatch, tmp_path) -> None:
+    from ray import cloudpickle
+
+    from hpsearch.runtime import controller, retries
+    from hpsearch.spec import Aggregate
+
+    installed: list[tuple[str, str]] = []
+    monkeypatch.setattr(retries, "install", lambda folder, search: installed.append((folder, search)))
+    monkeypatch.setattr(controller, "keep_controller_output", lambda folder: False)  # not a controller here
+    callback = controller.aggregating_callback(Aggregate(), str(tmp_path), search="s1", channel="/run/reports")
+    copy = cloudpickle.loads(cloudpickle.dumps(callback))
+    # Ray's UserCallback leaves no state of its own, and pickle skips __setstate__ for an empty state: the
+    # retry judge, the controller's record and its log would then never be set up
+    assert installed == [(str(tmp_path), "s1")] and copy.reports == 0
+
+
 class _Workers:
     """A worker group that records what the backend has each worker run."""
 

@@ -217,7 +217,11 @@ def aggregating_callback(
     base: type = UserCallback if channel is not None else TuneReportCallback
 
     class AggregatingTuneReportCallback(base):  # type: ignore[misc]  # one of Ray's two callback classes
-        reports = 0
+        def __init__(self) -> None:
+            super().__init__()
+            # Instance state of its own: pickle calls __setstate__ only when the state is not empty, and
+            # Ray's UserCallback (unlike TuneReportCallback, with its queue) leaves none.
+            self.reports = 0
 
         def __setstate__(self, state: dict[str, Any]) -> None:
             # Unpickled: in the controller's process as it starts (and maybe elsewhere, which changes nothing).
