@@ -91,6 +91,7 @@ from ray.util.state import get_actor, list_actors, list_placement_groups
 
 from hpsearch import messages
 from hpsearch.experiment import files
+from hpsearch.experiment.layout import FREES_GROUPS_MARKER
 from hpsearch.runtime.cluster import is_worker_group
 from hpsearch.runtime.internals import DriverSession
 from hpsearch.runtime.session import CONTROLLER_PROCESS, this_process
@@ -116,9 +117,6 @@ GRACE_S = 15.0
 SWEEP_EVERY_S = 10.0
 #: At the end of a search, how long unused worker groups get to be removed by Ray Train.
 END_SETTLE_S = 5.0
-#: The file in the experiment's ``train/`` folder that tells each trial driver that the search process frees
-#: its trials' worker groups (:class:`OrphanReaper`), so its nested run needs no placement-group cleaner of its own.
-FREES_GROUPS_MARKER = ".hpsearch_frees_worker_groups"
 #: How often an ended trial's worker group is looked at until it is removed.
 FREE_EVERY_S = 0.25
 
