@@ -91,7 +91,7 @@ def _end_leftovers(processes: list) -> list[str]:
     """Processes (ours, by PID) still alive a few seconds on; they are killed so the next test starts clean."""
     import psutil
 
-    time.sleep(3)
+    psutil.wait_procs(processes, timeout=3)  # those that end by themselves, as soon as they have
     alive = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     names = [f"{p.pid}:{p.name()}" for p in alive]
     for p in alive:
@@ -150,6 +150,7 @@ def _alive(proc) -> bool:
         return False
 
 
+@pytest.mark.full
 def test_ctrl_c_then_a_killed_resume_then_resume_again_runs_every_trial_once_and_leaves_nothing(tmp_path):
     """One search interrupted twice, as users interrupt them (one search for both, to spare the suite ~100 s).
 

@@ -70,6 +70,7 @@ def _listening(processes: list[psutil.Process]) -> list[tuple[str, int, str, int
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
+@pytest.mark.full
 def test_every_server_of_an_embedded_ray_listens_on_loopback_during_a_search(ray_cluster, tmp_path):
     hold_dir = tmp_path / "hold"
     hold_dir.mkdir()
@@ -82,10 +83,10 @@ def test_every_server_of_an_embedded_ray_listens_on_loopback_during_a_search(ray
             if time.monotonic() > deadline:
                 return
             time.sleep(0.2)
-        time.sleep(1.0)
         me = psutil.Process()
+        # what the ranks opened at their start: read until two readings agree, not after a fixed wait
+        seen["listeners"] = listening.settled(lambda: listening.listeners_of([me, *me.children(recursive=True)]))
         seen["sockets"] = _listening([me, *me.children(recursive=True)])
-        seen["listeners"] = listening.listeners_of([me, *me.children(recursive=True)])
         seen["ranks"] = [json.loads((hold_dir / f"rank{r}.json").read_text()) for r in (0, 1)]
         (hold_dir / "release").touch()
 
@@ -389,6 +390,7 @@ def _alive(pid: int, create_time: float) -> bool:
 
 @pytest.mark.ray  # starts its own Ray, with the loopback switch off
 @pytest.mark.timeout(240)
+@pytest.mark.full
 def test_run_with_the_loopback_switch_off_stops_with_exit_2_before_any_trial_and_leaves_nothing(tmp_path):
     hold_dir = tmp_path / "hold"
     hold_dir.mkdir()
