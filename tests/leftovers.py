@@ -21,3 +21,20 @@ def placement_groups_left(ray: Any, before: set[str], grace_s: float = LEFTOVER_
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.5)
+
+
+def train_leftovers(ray: Any, timeout_s: float = LEFTOVER_GRACE_S) -> tuple[list[Any], list[str]]:
+    """Placement groups not removed and Train actors still alive once things settle, waiting up to ``timeout_s``."""
+    from ray.util.state import list_actors
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        groups = [g for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]
+        actors = [
+            a.class_name
+            for a in list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
+            if "Train" in a.class_name or "Worker" in a.class_name or "Trainable" in a.class_name
+        ]
+        if (not groups and not actors) or time.monotonic() > deadline:
+            return groups, actors
+        time.sleep(0.5)

@@ -9,6 +9,7 @@ normalised; every other line is asserted exactly.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from hpsearch.experiment.files import read_ray_logs
+from hpsearch.experiment.layout import OUTCOMES_FILE, SUMMARY_FILE
 from hpsearch.runtime import ray_logs
 
 LOOPS = Path(__file__).resolve().parent / "loops.py"
@@ -109,13 +111,14 @@ def _normalise(text: str, exp: Path) -> list[str]:
     return text.splitlines()
 
 
-def _hpsearch(*args: str) -> subprocess.CompletedProcess[str]:
+def _hpsearch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hpsearch", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,  # one stream, in the order the user sees it
         text=True,
         timeout=300,
+        cwd=cwd,
     )
 
 
@@ -148,21 +151,28 @@ STATUS = re.compile(
 @pytest.mark.ray
 @pytest.mark.timeout(600)
 def test_a_search_with_a_failing_trial_prints_one_line_for_it_and_none_of_rays(tmp_path):
+    """Also: ``trainable: my_train.py:maybe_raise`` resolves against the spec's folder, not the current one,
+    and runs on Ray's workers; a relative ``storage_path`` is the current folder's; the errored trial's
+    error and traceback are recorded. (One search for what were this test's and the integration tests'
+    good-and-bad search.)"""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "my_train.py").write_text(LOOPS.read_text())
     spec = {
         "name": "quiet",
-        "trainable": f"{LOOPS}:maybe_raise",
+        "trainable": "my_train.py:maybe_raise",
         "metric": "loss",
         "mode": "min",
         "search_space": {"x": {"type": "grid", "values": ["good", "bad"]}},
         "scaling": {"num_workers": 1, "resources_per_worker": {"CPU": 0.45}},
         "resources": {"driver_cpus": 0.1, "max_concurrent_trials": 2},
-        "storage_path": str(tmp_path / "results"),
+        "storage_path": "results",
     }
-    path = tmp_path / "spec.yaml"
+    path = project / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     exp = tmp_path / "results" / "quiet"
 
-    run = _hpsearch("run", str(path))
+    run = _hpsearch("run", str(path), cwd=tmp_path)  # not the spec's folder: the file is found relative to the spec
 
     assert run.returncode == 0, run.stdout[-3000:]
     lines = _normalise(run.stdout, exp)
@@ -196,8 +206,19 @@ def test_a_search_with_a_failing_trial_prints_one_line_for_it_and_none_of_rays(t
     if "worker processes have been started" in (logs_dir / "raylet.out").read_text(encoding="utf-8"):
         print("the raylet warned about its worker processes: kept in raylet.out, not on the terminal")
 
+    # The summary and the outcomes record each trial's end, the errored one with its error and the user's frame.
+    summary = json.loads((exp / SUMMARY_FILE).read_text(encoding="utf-8"))
+    by_x = {t["config"]["x"]: t for t in summary["trials"]}
+    assert by_x["good"]["status"] == "finished"
+    assert by_x["bad"]["status"] == "errored"
+    assert "ValueError: x='bad' is not a usable value" in by_x["bad"]["error"]
+    assert "raise ValueError" in by_x["bad"]["traceback"]  # the user's own frame
+    ended = [json.loads(line) for line in (exp / OUTCOMES_FILE).read_text(encoding="utf-8").splitlines()]
+    [bad] = [r for r in ended if r["status"] == "errored"]
+    assert "ValueError: x='bad' is not a usable value" in bad["error"]
+
     # A resume (here of a search with nothing left to run) is as quiet, and counts the whole search.
-    resumed = _hpsearch("resume", str(exp))
+    resumed = _hpsearch("resume", str(exp), cwd=tmp_path)
 
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert _normalise(resumed.stdout, exp) == [

@@ -3,8 +3,8 @@
 Most tests drive the Tune callbacks by hand with fake trials, in Tune's order (the outcome
 recorder first), against local stores: an MLflow SQLite store (MLflow 3 refuses a file
 store unless MLFLOW_ALLOW_FILE_STORE=true), W&B offline, TensorBoard event files and an
-Optuna SQLite study. No network, no Ray. One search runs end to end with all
-four trackers on.
+Optuna SQLite study. No network, no Ray. The shipped quick search runs end to end with all
+four trackers on (the short Ray tier's quick search).
 """
 
 from __future__ import annotations
@@ -26,8 +26,17 @@ from ray import cloudpickle as pickle  # as Tune pickles its callbacks (tuner.pk
 
 from hpsearch.errors import SpecError
 from hpsearch.experiment.files import append_history, run_dir
-from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED
+from hpsearch.experiment.layout import (
+    ERRORED,
+    FINISHED,
+    FREES_GROUPS_MARKER,
+    PLAN_FILE,
+    SPEC_FILE,
+    STOPPED,
+    SUMMARY_FILE,
+)
 from hpsearch.runtime.outcomes import OutcomeRecorder
+from hpsearch.runtime.ray_workarounds import workarounds_enabled
 from hpsearch.runtime.tracking import TrialFacts, best_checkpoint, check_tracking, tracking_callbacks
 from hpsearch.spec import load_spec
 from hpsearch.spec.tracking import mlflow_tracking_uri
@@ -487,36 +496,23 @@ def test_best_checkpoint_is_the_best_still_on_disk(tmp_path) -> None:
     assert TrialFacts.step({"epoch": 0.5, "training_iteration": 3}) == 3  # a fractional epoch: Tune's counter
 
 
-# ----------------------------------------------------------------------------- one search, all four trackers
+# ----------------------------------------------------------------------------- the quick search, all four trackers
 
 
 @pytest.mark.ray
+@pytest.mark.tier
 @pytest.mark.timeout(300)
-def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys, monkeypatch) -> None:
-    """2 trials x 2 epochs (1 worker each, 2 at once) with MLflow, W&B offline, TensorBoard and a live Optuna study."""
+def test_the_quick_search_end_to_end_with_every_tracker(ray_cluster, tmp_path, capsys, monkeypatch) -> None:
+    """The shipped default search, shrunk to 2 trials x 2 epochs (2 workers each, 2 at once), with MLflow,
+    W&B offline, TensorBoard and a live Optuna study: every trial a 2-worker TorchTrainer on digits, and one
+    run per trial in each tracker. (One search for what were the tier's quick search and the tracking search.)"""
     from hpsearch.cli import main
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # MLflow's store is then hpsearch's default
 
     db = tmp_path / "digits.db"
-    spec = yaml.safe_load((REPO / "search_spaces" / "digits_quick.yaml").read_text())
-    spec.update(
-        name="tracked",
-        num_samples=2,
-        storage_path=str(tmp_path / "results"),
-        scheduler={"type": "fifo"},
-        scaling={"num_workers": 1, "resources_per_worker": {"CPU": 0.45}},
-        tracking={
-            "mlflow": True,  # the default store: sqlite:///<experiment folder>/mlflow.db
-            "wandb": {"mode": "offline"},
-            "tensorboard": True,
-            "optuna": f"sqlite:///{db}",
-        },
-    )
-    spec["search_space"]["epochs"] = 2
-    path = tmp_path / "tracked.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    exp = tmp_path / "results" / "tracked"
+    name = "digits-quick"
+    exp = tmp_path / name
 
     seen_live: list[list[tuple[str, dict[int, float]]]] = []
     stop = threading.Event()
@@ -524,7 +520,7 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys, monkeypatch)
     def watch() -> None:  # read the study while the search runs, as optuna-dashboard does
         while not stop.is_set():
             try:
-                trials = optuna.load_study(study_name="tracked", storage=f"sqlite:///{db}").trials
+                trials = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
                 seen_live.append([(t.state.name, dict(t.intermediate_values)) for t in trials])
             except Exception:  # noqa: BLE001 - not created yet
                 pass
@@ -533,12 +529,28 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys, monkeypatch)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        code = main(["run", str(path)])
+        code = main(
+            [
+                "run",
+                str(REPO / "search_spaces" / "digits_quick.yaml"),
+                *("--set", "num_samples=2"),  # one round of two trials at once
+                *("--set", "search_space.epochs=2"),
+                *("--set", "scheduler.max_t=2"),
+                *("--set", f"storage_path={tmp_path}"),
+                *("--set", "tracking.mlflow=true"),  # the default store: sqlite:///<experiment folder>/mlflow.db
+                *("--set", "tracking.wandb.mode=offline"),
+                *("--set", "tracking.tensorboard=true"),
+                *("--set", f"tracking.optuna=sqlite:///{db}"),
+            ]
+        )
     finally:
         stop.set()
         watcher.join()
     out = capsys.readouterr()
     assert code == 0, out.err
+    assert "Best trials by val_loss (min):" in out.out
+    assert f"Experiment folder: {exp}" in out.out
+    assert "Wall time:" in out.out
     assert "warning: tracking" not in out.err
     noise = [
         line
@@ -548,16 +560,30 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys, monkeypatch)
     assert not noise  # the trackers keep the terminal quiet: hpsearch's progress lines only
     assert any(s == "RUNNING" and values for snapshot in seen_live for s, values in snapshot), seen_live[-3:]
 
+    spec_as_run = yaml.safe_load((exp / SPEC_FILE).read_text())
+    assert spec_as_run["num_samples"] == 2 and spec_as_run["scaling"]["num_workers"] == 2
+    assert json.loads((exp / PLAN_FILE).read_text())["max_concurrent_trials"] == 2
+    summary = json.loads((exp / SUMMARY_FILE).read_text())
+    assert len(summary["trials"]) == 2
+    best = next(t for t in summary["trials"] if t["trial_id"] == summary["best_trial_id"])
+    assert best["metrics"]["val_acc"] > 0.5
+    # One nested Train run per trial, named by the trial id, inside the experiment folder.
+    nested = sorted(p.name for p in (exp / "train").iterdir() if p.name != FREES_GROUPS_MARKER)
+    assert (exp / "train" / FREES_GROUPS_MARKER).is_file() == workarounds_enabled()  # the search frees the groups
+    assert nested == sorted(t["trial_id"] for t in summary["trials"])
+    for run in nested:
+        assert list((exp / "train" / run).glob("checkpoint_*")), f"no checkpoint for {run}"
+
     from hpsearch import load_results
 
     results = load_results(exp)
     trials = results.trials.set_index("trial_id")
-    assert sorted(trials["status"]) == [FINISHED, FINISHED]
+    assert sorted(trials["status"]) == [FINISHED, FINISHED]  # ASHA's max_t reached: finished, not stopped
 
     # MLflow: one run per trial in the experiment folder's store, metrics at epochs 1 and 2
     store = f"sqlite:///{exp / 'mlflow.db'}"
     mlflow.set_tracking_uri(store)
-    runs = mlflow.search_runs(experiment_names=["tracked"]).set_index("tags.hpsearch.trial_id")
+    runs = mlflow.search_runs(experiment_names=[name]).set_index("tags.hpsearch.trial_id")
     assert sorted(runs.index) == sorted(trials.index)
     client = mlflow.tracking.MlflowClient(store)
     for trial_id, run in runs.iterrows():
@@ -573,9 +599,9 @@ def test_a_search_with_every_tracker(ray_cluster, tmp_path, capsys, monkeypatch)
         assert sorted(e.step for e in events for v in e.summary.value if v.tag == "val_loss") == [1, 2]
 
     # Optuna: the live study is the one the export writes (which replaces it)
-    live = optuna.load_study(study_name="tracked", storage=f"sqlite:///{db}").trials
+    live = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
     assert main(["export", str(exp), "--optuna", f"sqlite:///{db}"]) == 0
-    exported = optuna.load_study(study_name="tracked", storage=f"sqlite:///{db}").trials
+    exported = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
 
     def view(trials: list[Any]) -> list[Any]:
         # by trial id: Optuna numbers the live trials as they start, the export as Tune created them,
