@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
+import trial_starts
 from leftovers import LEFTOVER_GRACE_S, placement_groups_left
 
 #: How long a test's placement groups may take to go once it ends. Ray Train's cleaner
@@ -28,6 +30,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return 2 if "_ray_session" in getattr(item, "fixturenames", ()) else 1
 
     items[:] = sorted(items, key=group)  # sorted() is stable: the collected order within a group
+
+
+_BASETEMP = pytest.StashKey[Path]()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _basetemp(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> None:
+    """Where this run's tmp_path folders are, for the count of nested trial starts."""
+    pytestconfig.stash[_BASETEMP] = tmp_path_factory.getbasetemp()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--trial-starts-file",
+        metavar="PATH",
+        help="append this run's count of nested trial starts to PATH (.ci/run sums them against the ceiling)",
+    )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Say how many nested trials the run's Ray tests started, restarts included (tests/trial_starts.py).
+
+    Counted only when a Ray test ran: the unit tests write fake worker-group records of their own.
+    """
+    ran = terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+    if not any("ray" in getattr(report, "keywords", {}) for report in ran):
+        return
+    basetemp = config.stash.get(_BASETEMP, None)
+    starts = (trial_starts.count(basetemp) if basetemp else 0) + trial_starts.counted_before_removing()
+    terminalreporter.write_line(f"nested trial starts in this run: {starts} (restarts included)")
+    out = config.getoption("--trial-starts-file")
+    if out:
+        with Path(out).open("a", encoding="utf-8") as f:
+            f.write(f"{starts}\n")
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from trial_starts import count_before_removing
 
 #: The venv's own commands (``ray``, ``hpsearch``): the same files on every host.
 BIN = Path(sys.executable).parent
@@ -230,6 +231,7 @@ class Hosts:
             subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
         if getattr(self, "_switch", None):
             subprocess.run(["ip", "netns", "del", self._switch], capture_output=True)
+        count_before_removing(self._root)  # the gate's count of nested trial starts keeps this harness's
         shutil.rmtree(self._root, ignore_errors=True)
 
     # ------------------------------------------------------------------ running things on a host

@@ -457,6 +457,7 @@ def _summary(exp: Path) -> dict[str, Any]:
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
+@pytest.mark.full
 def test_a_target_ends_the_search_and_resume_with_a_raised_target_continues_it(
     ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -535,6 +536,7 @@ def test_failed_trials_end_the_search_and_no_trial_starts_after(
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
+@pytest.mark.full
 def test_wall_time_then_resource_hours_end_the_search_counted_across_resume(
     ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -358,6 +358,7 @@ def test_once_builds_the_datasets_once_and_every_trial_reads_its_shards(ray_clus
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
+@pytest.mark.full
 def test_per_trial_data_tasks_in_two_trials_at_once_on_two_cpus_finish(ray_cluster, tmp_path):
     """Ray Data's map tasks run inside both trials (1 CPU each), on the 1 CPU kept free: no starvation hang."""
     from hpsearch.experiment.files import read_outcomes

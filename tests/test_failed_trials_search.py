@@ -21,6 +21,7 @@ pytestmark = pytest.mark.ray
 LOOPS = Path(__file__).resolve().parent / "loops.py"
 
 
+@pytest.mark.full
 def test_an_errored_trial_is_infeasible_in_the_study_and_the_search_grows_in_it(
     ray_cluster, tmp_path: Path, capsys
 ) -> None:

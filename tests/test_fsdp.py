@@ -372,6 +372,7 @@ def _trials(search: dict[str, Any]) -> dict[str, tuple[dict[str, Any], Any]]:
 
 @pytest.mark.ray
 @pytest.mark.timeout(900)  # the first Ray test runs the search (the fixture)
+@pytest.mark.full
 def test_every_trial_is_cut_and_resumes_from_its_sharded_checkpoint(search) -> None:
     trials = _trials(search)
     assert sorted(trials) == sorted(case["name"] for case in CASES)
@@ -387,6 +388,7 @@ def test_every_trial_is_cut_and_resumes_from_its_sharded_checkpoint(search) -> N
 
 
 @pytest.mark.ray
+@pytest.mark.full
 def test_a_digits_checkpoint_holds_every_ranks_shard_and_loads_in_one_process(search) -> None:
     from hpsearch.examples.digits import _build_model, _load_split
 
@@ -405,6 +407,7 @@ def test_a_digits_checkpoint_holds_every_ranks_shard_and_loads_in_one_process(se
 
 
 @pytest.mark.ray
+@pytest.mark.full
 def test_lightnings_fsdp_checkpoint_holds_every_ranks_shard_and_loads_in_one_process(search) -> None:
     from ray.train.lightning import RayTrainReportCallback
 

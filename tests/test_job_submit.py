@@ -198,6 +198,7 @@ def _submit(head: HeadNode, working_dir: Path, submission_id: str) -> subprocess
     return subprocess.run(command, cwd=working_dir, env=head.client_env, capture_output=True, text=True, timeout=400)
 
 
+@pytest.mark.full
 def test_a_submitted_search_keeps_every_trial_in_its_absolute_storage_path(head_node, tmp_path):
     shared = tmp_path / "shared"  # stands for storage every node reaches
     working_dir = _working_dir(tmp_path / "project", storage_path=str(shared))
@@ -208,6 +209,7 @@ def test_a_submitted_search_keeps_every_trial_in_its_absolute_storage_path(head_
     assert list(results.trials["status"]) == ["finished", "finished"]
 
 
+@pytest.mark.full
 def test_a_relative_storage_path_is_refused_before_anything_runs(head_node, tmp_path):
     # No storage_path: the default ./hpsearch-results would land in Ray's copy of the working directory.
     working_dir = _working_dir(tmp_path / "project")

@@ -132,6 +132,7 @@ def search(_ray_session, tmp_path_factory) -> dict[str, Any]:
 
 @pytest.mark.ray
 @pytest.mark.timeout(600)  # the first Ray test runs the search and its resume (the fixture)
+@pytest.mark.full
 def test_the_logged_val_loss_ranks_the_trials_and_every_trial_finishes(search) -> None:
     import hpsearch
 
@@ -153,6 +154,7 @@ def test_the_logged_val_loss_ranks_the_trials_and_every_trial_finishes(search) -
 
 
 @pytest.mark.ray
+@pytest.mark.full
 def test_the_checkpoints_are_lightnings_and_hold_the_model_that_logged_the_metric(search) -> None:
     import torch
     from ray.train.lightning import RayTrainReportCallback
@@ -185,6 +187,7 @@ def test_the_checkpoints_are_lightnings_and_hold_the_model_that_logged_the_metri
 
 
 @pytest.mark.ray
+@pytest.mark.full
 def test_resume_continues_each_cut_trial_from_its_checkpoint(search) -> None:
     exp, cut = search["exp"], search["cut"]
     resumed = 0
@@ -244,6 +247,7 @@ def test_asha_stops_the_worse_lightning_trial_at_its_first_rung(ray_cluster: Any
 
 @pytest.mark.ray
 @pytest.mark.timeout(500)
+@pytest.mark.full
 def test_under_pbt_a_guide_loop_continues_from_the_donor_with_the_mutated_lr(ray_cluster: Any, tmp_path: Path) -> None:
     """The loop restores as Ray's guide does (``trainer.fit(ckpt_path=...)`` from ``ray.train.get_checkpoint()``),
     with no hpsearch helper. After the exploit it trains on from the donor's checkpoint (its val_loss the donor's,

@@ -507,6 +507,7 @@ def test_export_writes_a_study_with_a_direction_per_objective(
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
+@pytest.mark.full
 def test_a_multi_objective_search_on_ray(ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The shipped spec, shrunk: 2 one-worker digits trials of 1 epoch, at once, NSGA-II and ASHA on val_loss."""
     code = main(

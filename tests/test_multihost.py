@@ -80,6 +80,7 @@ def test_trials_spanning_two_hosts_all_reduce_over_the_bridge_and_write_to_the_s
     print(done.stderr[-3000:])
 
 
+@pytest.mark.full
 def test_storage_on_node_local_scratch_is_refused_before_any_trial_naming_the_host(hosts: Hosts) -> None:
     spec = _spec(hosts.shared / "scratch-spec", hosts.scratch / "results")
     done = _hpsearch(hosts, "h1", "run", str(spec), "--address", hosts.address, timeout=300)
@@ -91,6 +92,7 @@ def test_storage_on_node_local_scratch_is_refused_before_any_trial_naming_the_ho
     print(done.stderr[-3000:])
 
 
+@pytest.mark.full
 def test_a_trial_no_host_can_ever_hold_is_refused_by_plan_and_run_before_anything_starts(hosts: Hosts) -> None:
     """STRICT_PACK puts both 0.9-CPU workers on one host, and no host has more than 1 CPU."""
     scaling = {"num_workers": 2, "resources_per_worker": {"CPU": 0.9}, "placement_strategy": "STRICT_PACK"}
@@ -103,6 +105,7 @@ def test_a_trial_no_host_can_ever_hold_is_refused_by_plan_and_run_before_anythin
     assert not (hosts.shared / "never-results").exists()  # nothing written
 
 
+@pytest.mark.full
 def test_a_host_with_another_hpsearch_is_refused_before_any_trial_naming_it_and_its_version(hosts: Hosts) -> None:
     """h3 joins with hpsearch 9.9.0 installed (a distribution's metadata first on its path)."""
     other = hosts.shared / "other-env"
@@ -123,6 +126,7 @@ def test_a_host_with_another_hpsearch_is_refused_before_any_trial_naming_it_and_
         hosts.wait_for_nodes(2)
 
 
+@pytest.mark.full
 def test_ray_job_submit_from_a_laptop_with_the_token_runs_and_without_it_is_refused(hosts: Hosts) -> None:
     """h3, with no Ray running, submits `hpsearch run` to the head's Jobs API, as the README shows."""
     folder = hosts.shared / "job"
@@ -144,6 +148,7 @@ def test_ray_job_submit_from_a_laptop_with_the_token_runs_and_without_it_is_refu
     assert summary["counts"] == {"finished": 1, "stopped": 0, "errored": 0}
 
 
+@pytest.mark.full
 def test_a_host_that_dies_and_comes_back_its_trial_continues_from_its_checkpoint(hosts: Hosts) -> None:
     """Every process of h2 is killed after epoch 2 of a DDP trial across h1 and h2, then `ray start` again."""
     progress = hosts.shared / "progress"
@@ -196,6 +201,7 @@ def _most_at_once(spans: list[tuple[float, float]], after: float = float("-inf")
     return max((sum(1 for a, b in spans if a <= t <= b) for t in moments), default=0)
 
 
+@pytest.mark.full
 def test_a_host_that_joins_mid_search_raises_the_concurrency(hosts: Hosts) -> None:
     """`--cluster` says a third 1-CPU host may come. The head's CPU holds the trial drivers (0.1 each), so
     the two hosts up train one 0.9-CPU worker at a time: the other trial waits for h3, and trains once it
@@ -246,6 +252,7 @@ def test_a_host_that_joins_mid_search_raises_the_concurrency(hosts: Hosts) -> No
     print(err)  # what the search printed, for `pytest -s`
 
 
+@pytest.mark.full
 def test_a_host_that_never_comes_back_fails_the_trial_it_held_naming_it_and_the_search_goes_on(hosts: Hosts) -> None:
     """h3 is killed while two 1-worker trials train, one on h2 and one on h3, and never comes back.
 
@@ -320,6 +327,7 @@ def _reports(exp: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: float(r["timestamp"]))
 
 
+@pytest.mark.full
 def test_an_elastic_trial_started_with_one_worker_grows_to_two_when_a_host_joins(hosts: Hosts) -> None:
     """``num_workers: {min: 1, max: 2}`` of 0.95-CPU workers. The head's CPU holds the trial's 0.1-CPU driver,
     and hpsearch tells Ray's autoscaling coordinator so: only h2 has room, and the trial starts with one

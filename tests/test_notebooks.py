@@ -58,6 +58,7 @@ def _execute(name: str, timeout: int) -> nbformat.NotebookNode:
 
 @pytest.mark.ray
 @pytest.mark.timeout(900)
+@pytest.mark.full
 def test_quickstart_then_analysis_execute_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HPSEARCH_STORAGE", str(tmp_path))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")

@@ -149,6 +149,7 @@ def test_pbt_exploits_copy_the_donor_and_a_resumed_population_carries_on(ray_clu
     assert "## PBT lineage (" in page and "hpsearch_report_pbt_lineage.png" in page
 
 
+@pytest.mark.full
 def test_pb2_exploits_within_its_bounds(ray_cluster: Any, tmp_path: Path) -> None:
     pytest.importorskip("sklearn")  # pip install "hpsearch[pb2]" (scikit-learn and SciPy; the dev install has them)
     scheduler = {
@@ -166,6 +167,7 @@ def test_pb2_exploits_within_its_bounds(ray_cluster: Any, tmp_path: Path) -> Non
     assert _live_train_actors() == []
 
 
+@pytest.mark.full
 def test_a_loop_that_never_checkpoints_fails_under_pbt_with_one_line(ray_cluster: Any, tmp_path: Path, capfd) -> None:
     """Ray Train's plain loop that saves no checkpoint (tests/user_loops.py:minimal_loop): under pbt
     its trial errors at its first report, saying what the loop must do, and the run exits 1."""
@@ -194,6 +196,7 @@ def test_a_loop_that_never_checkpoints_fails_under_pbt_with_one_line(ray_cluster
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.full
 def test_a_synch_population_goes_on_when_its_exploited_trial_fails(ray_cluster: Any, tmp_path: Path, capfd) -> None:
     """Two trials, ranked at every epoch; the worse one copies the better at epoch 1, and its loop cannot take
     another trial's checkpoint (tests/user_loops.py:fails_on_exploit). Ray's synch PBT would leave the better

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.ray
 LOOPS = Path(__file__).resolve().parent / "loops.py"
 
 
+@pytest.mark.full
 def test_a_repeated_failure_is_not_retried_again_and_a_dead_worker_is(
     ray_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

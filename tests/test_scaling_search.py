@@ -436,6 +436,7 @@ def test_the_shipped_scaling_spec_is_valid_and_searches_num_workers() -> None:
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
+@pytest.mark.full
 def test_each_trial_runs_with_its_own_worker_count(ray_cluster, tmp_path: Path, capsys) -> None:
     path = tmp_path / "scale.yaml"
     spec = {

@@ -275,6 +275,7 @@ def stalled_search(_ray_session, tmp_path_factory) -> Any:
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
+@pytest.mark.full
 def test_a_stalled_trial_is_ended_within_its_timeout_named_and_the_search_goes_on(stalled_search) -> None:
     import hpsearch
 

@@ -26,6 +26,7 @@ def _fit(storage: str, name: str, epochs: int):
     return trainer.fit()
 
 
+@pytest.mark.full
 def test_interrupted_and_resumed_equals_uninterrupted(ray_cluster, tmp_path):
     """Same seed: 4 epochs straight vs 2 epochs, stop, then resume to 4 (dropout, shuffling, AdamW state)."""
     straight = _fit(str(tmp_path), "straight", epochs=4).metrics

@@ -102,6 +102,7 @@ def searches(_ray_session, tmp_path_factory) -> dict[int, Path]:
     assert not left, f"placement groups left behind by the user-loop searches: {left}"
 
 
+@pytest.mark.full
 def test_each_search_ranks_its_trials_as_their_configs_imply(searches) -> None:
     import hpsearch
 
@@ -119,6 +120,7 @@ def test_each_search_ranks_its_trials_as_their_configs_imply(searches) -> None:
 
 
 @pytest.mark.parametrize("pattern", list(CASES))
+@pytest.mark.full
 def test_plain_ray_train_loop(searches, pattern: str) -> None:
     import hpsearch
 
@@ -155,6 +157,7 @@ def test_plain_ray_train_loop(searches, pattern: str) -> None:
         assert type(last["train_loss"]) is float and last["epoch"] == 2 and type(last["epoch"]) is int
 
 
+@pytest.mark.full
 def test_a_metric_the_loop_never_reports_is_one_error_and_exit_2(ray_cluster, tmp_path, capfd) -> None:
     """The spec names val_loss, the loop reports loss and val_los: the trial errors at its first report,
     with one line and no retry (though every retry level allows one), and the run ends with one Error.
