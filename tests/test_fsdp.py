@@ -398,8 +398,11 @@ def test_a_digits_checkpoint_holds_every_ranks_shard_and_loads_in_one_process(se
         folder = Path(history["checkpoint"].iloc[-1])
         assert sorted(os.listdir(folder / hp.SHARDS_DIR)) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
         assert torch.load(folder / hp.STATE_FILE, weights_only=False)["epoch"] == EPOCHS
+        # The shards' index is a pickle: load_model refuses them unless told to trust the folder (this search's own)
+        with pytest.raises(hpsearch.ResultsError, match=r"torch.distributed.checkpoint shards.*trust_folder=True"):
+            hpsearch.load_model(None, _build_model(64, 10, HIDDEN, 2, 0.1), checkpoint=folder)
         # The shards, read into the plain MLP, make the model that reported the last val_loss.
-        model = hpsearch.load_model(None, _build_model(64, 10, HIDDEN, 2, 0.1), checkpoint=folder)  # in eval mode
+        model = hpsearch.load_model(None, _build_model(64, 10, HIDDEN, 2, 0.1), checkpoint=folder, trust_folder=True)
         bf16 = name.endswith("bf16")
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             val_loss = torch.nn.functional.cross_entropy(model(x_va), y_va).item()
@@ -423,7 +426,8 @@ def test_lightnings_fsdp_checkpoint_holds_every_ranks_shard_and_loads_in_one_pro
     # The shards, read into the module, make the model that logged the last val_loss; it computed in bfloat16
     # (FSDP's MixedPrecision casts the parameters and inputs), and so does this evaluation.
     # hpsearch.load_model builds the module from meta.pt's hyperparameters, then reads the shards into it
-    model = hpsearch.load_model(None, DigitsClassifier, checkpoint=ckpt.parent)
+    # (the shards' index is a pickle, read only when the folder is trusted: it is this search's own)
+    model = hpsearch.load_model(None, DigitsClassifier, checkpoint=ckpt.parent, trust_folder=True)
     assert model.hparams["hidden"] == HIDDEN
     with torch.no_grad():
         val_loss = model.loss_fn(model.to(torch.bfloat16)(x_va.to(torch.bfloat16)), y_va).item()

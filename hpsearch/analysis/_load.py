@@ -349,6 +349,7 @@ def load_results(
     for path in trial_dirs:
         trial_reports = _read_reports(path / TUNE_RESULT_FILE)
         trial_id, number = _identify(path, trial_reports, state)
+        _check_trial_id(trial_id, path / TUNE_RESULT_FILE)
         trial_reports = _reports_before_a_restart(exp, trial_id, trial_reports) + trial_reports
         for report in trial_reports:
             report["trial_id"] = trial_id
@@ -359,6 +360,7 @@ def load_results(
         seen = {r["trial_id"] for r in rows}
         for trial_id, info in state.trials().items():
             if trial_id not in seen and info["status"] in ("PENDING", "PAUSED"):
+                _check_trial_id(trial_id, state.path)
                 rows.append(
                     {"trial_id": trial_id, "number": info["number"], "trial_dir": None, "config": info["config"]}
                 )
@@ -381,7 +383,7 @@ def load_results(
     _add_outcomes(trials, outcomes, summary, state, ended, _budget(spec))
     _running_again(trials, outcomes, usage)
     constraints = constraints_of(spec)
-    _rank(trials, history, metric, mode, constraints)
+    _rank(trials, history, metric, mode, exp, constraints)
     trials = _add_usage(trials, history, usage, _reserved(spec, {r["trial_id"]: r["config"] for r in rows}))
     history = history.drop(columns=_HAS_METRIC)
     _absent_params(trials, space)
@@ -425,7 +427,8 @@ def workers_table(results: Results) -> pd.DataFrame:
     """
     rows = []
     for trial_id in results.trials["trial_id"]:
-        for start in files.read_worker_starts(results.experiment_dir / TRAIN_RUNS_DIR / str(trial_id)):
+        folder = files.trial_folder(results.experiment_dir, str(trial_id))
+        for start in files.read_worker_starts(folder) if folder is not None else []:
             at = start["started_at"]
             rows.append(
                 {
@@ -646,7 +649,8 @@ def _trial_dirs(exp: Path) -> list[Path]:
     out = []
     with os.scandir(exp) as entries:
         for entry in entries:
-            if entry.is_dir() and entry.name != TRAIN_RUNS_DIR and not entry.name.startswith("."):
+            # a link is not followed: a trial folder that leads out of the experiment folder is not read
+            if entry.is_dir(follow_symlinks=False) and entry.name != TRAIN_RUNS_DIR and not entry.name.startswith("."):
                 path = Path(entry.path)
                 if (path / TUNE_PARAMS_FILE).exists() or (path / TUNE_RESULT_FILE).exists():
                     out.append(path)
@@ -674,6 +678,11 @@ class _LazyState:
     def exists(self) -> bool:
         return bool(self._files)
 
+    @property
+    def path(self) -> Path | None:
+        """The file the trials are read from."""
+        return self._files[-1] if self._files else None
+
     def trials(self) -> dict[str, dict[str, Any]]:
         if self._trials is None:
             self._trials = {}
@@ -695,6 +704,16 @@ class _LazyState:
 
     def by_dir(self, name: str) -> tuple[str, dict[str, Any]] | None:
         return next(((tid, i) for tid, i in self.trials().items() if i["dir"] == name), None)
+
+
+def _check_trial_id(trial_id: str, source: Path | None) -> None:
+    """Refuse a trial id that is not a plain name: it names the trial's folder (``train/<trial_id>/``), and one
+    like ``../../x`` would read records outside the experiment folder."""
+    if not files.is_trial_id(trial_id):
+        raise ResultsError(
+            f"{source}: trial id {trial_id!r} is not a plain name (Tune's ids are letters, digits and _), so it "
+            "cannot name a folder: this folder's records are damaged or crafted; refused"
+        )
 
 
 def _identify(path: Path, reports: list[dict[str, Any]], state: _LazyState) -> tuple[str, int | None]:
@@ -772,8 +791,10 @@ def _trials(rows: list[dict[str, Any]], history: pd.DataFrame, exp: Path) -> pd.
     out = base.join(stats, on="trial_id")
     out["status"] = ""
     out["error"] = ""
-    runs = [exp / TRAIN_RUNS_DIR / t for t in out["trial_id"]]
-    out["run_dir"] = pd.Series([str(r) if r.is_dir() else None for r in runs], index=out.index, dtype="object")
+    runs = [files.trial_folder(exp, t) for t in out["trial_id"]]
+    out["run_dir"] = pd.Series(
+        [str(r) if r is not None and r.is_dir() else None for r in runs], index=out.index, dtype="object"
+    )
     out["best_checkpoint"] = out["best_checkpoint"].astype("object").where(out["best_checkpoint"].notna(), None)
     out["driver_time_s"] = float("nan")  # filled by _add_usage
     out = pd.concat([out[list(TRIAL_COLUMNS)], configs], axis=1)
@@ -784,7 +805,12 @@ def _trials(rows: list[dict[str, Any]], history: pd.DataFrame, exp: Path) -> pd.
 
 
 def _rank(
-    trials: pd.DataFrame, history: pd.DataFrame, metric: str, mode: Mode, constraints: Sequence[Constraint] = ()
+    trials: pd.DataFrame,
+    history: pd.DataFrame,
+    metric: str,
+    mode: Mode,
+    exp: Path,
+    constraints: Sequence[Constraint] = (),
 ) -> None:
     """Fill in each trial's best, last, best_iteration, rank, violation and best_checkpoint: the one ranking."""
     reports: dict[str, list[tuple[Any, Any]]] = {t: [] for t in trials["trial_id"]}  # creation order
@@ -792,7 +818,7 @@ def _rank(
     violations = violations_by_trial(history, list(trials["trial_id"]), constraints)  # None: no constraints
     saved: set[str] = set()
     if metric in history:
-        saved = _checkpoints_on_disk(history)
+        saved = _checkpoints_on_disk(history, exp)
         values = history[metric].astype("object").where(history[_HAS_METRIC], None).tolist()  # no metric: no value
         iterations = history["iteration"].astype("float64").tolist()
         rows = zip(history["trial_id"].tolist(), iterations, values, history["checkpoint"].tolist())
@@ -820,11 +846,14 @@ def _rank(
     trials["best_checkpoint"] = pd.Series(best, index=trials.index, dtype="object")
 
 
-def _checkpoints_on_disk(history: pd.DataFrame) -> set[str]:
-    """Every reported checkpoint path that is still on disk (Ray Train keeps the last ``num_to_keep``)."""
+def _checkpoints_on_disk(history: pd.DataFrame, exp: Path) -> set[str]:
+    """Every reported checkpoint path that is still on disk (Ray Train keeps the last ``num_to_keep``), in the
+    experiment folder: a path the records place elsewhere (``…/train/../../x``, a link out) is never read."""
     paths = [p for p in history["checkpoint"].tolist() if isinstance(p, str)]
     kept: set[str] = set()
     for folder in {p.rpartition("/")[0] for p in paths}:  # one listing per run folder, not one stat per checkpoint
+        if not files.inside(folder, exp):
+            continue
         try:
             kept.update(f"{folder}/{name}" for name in os.listdir(folder))
         except OSError:

@@ -71,6 +71,9 @@ __all__ = [
     "is_experiment",
     "experiment_spec",
     "run_dir",
+    "is_trial_id",
+    "trial_folder",
+    "inside",
     "write_spec",
     "read_spec",
     "write_plan",
@@ -172,8 +175,46 @@ class RayLogs:
 
 
 def run_dir(experiment_dir: PathLike, trial_id: str) -> Path:
-    """The folder of a trial's nested Train run: ``train/<trial_id>/``."""
+    """The folder of a trial's nested Train run: ``train/<trial_id>/``.
+
+    Raises:
+        ResultsError: ``trial_id`` is not one plain name (:func:`is_trial_id`): it would name a folder elsewhere.
+    """
+    if not is_trial_id(trial_id):
+        raise ResultsError(
+            f"trial id {trial_id!r} in {experiment_dir} is not a plain name, so it cannot name a folder: "
+            "the folder's records are damaged or crafted; refused"
+        )
     return Path(experiment_dir) / TRAIN_RUNS_DIR / trial_id
+
+
+def trial_folder(experiment_dir: PathLike, trial_id: str) -> Path | None:
+    """A trial's ``train/<trial_id>/`` for reading: ``None`` when it leads out of the experiment folder (a link
+    out, a damaged id), so that nothing outside the folder is read or linked on the word of its records."""
+    if not is_trial_id(trial_id):
+        return None
+    folder = Path(experiment_dir) / TRAIN_RUNS_DIR / trial_id
+    return folder if inside(folder, experiment_dir) else None
+
+
+def is_trial_id(text: str) -> bool:
+    """Whether ``text`` can be a trial id, which names its folder ``train/<trial_id>/``: one plain path component
+    (Tune's ids are letters, digits and ``_``), never empty, ``.``, ``..``, or holding a separator or NUL."""
+    return (
+        isinstance(text, str)
+        and 0 < len(text) <= 255
+        and text not in (".", "..")
+        and not any(c in text for c in ("/", "\\", "\0"))
+    )
+
+
+def inside(path: PathLike, folder: PathLike) -> bool:
+    """Whether ``path``, every link in it followed, lies in ``folder`` (itself resolved): how every path a
+    folder's records name is confined to the folder before it is read or linked."""
+    try:
+        return Path(path).resolve().is_relative_to(Path(folder).resolve())
+    except (OSError, RuntimeError, ValueError):  # a link loop, a NUL byte: not a path into the folder
+        return False
 
 
 # ----------------------------------------------------------------------------- low level
@@ -356,7 +397,10 @@ def append_history(run_folder: PathLike, metrics: Mapping[str, Any], *, checkpoi
 def count_history(experiment_dir: PathLike, trial_id: str) -> int:
     """How many reports a trial's history holds (its lines, counted without parsing them)."""
     try:
-        data = (run_dir(experiment_dir, trial_id) / HISTORY_FILE).read_bytes()
+        folder = trial_folder(experiment_dir, trial_id)
+        if folder is None:
+            return 0
+        data = (folder / HISTORY_FILE).read_bytes()
     except OSError:
         return 0
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
@@ -364,7 +408,8 @@ def count_history(experiment_dir: PathLike, trial_id: str) -> int:
 
 def read_history(experiment_dir: PathLike, trial_id: str) -> list[dict[str, Any]]:
     """Every report kept for a trial, across restarts, oldest first (``time`` is when it was forwarded)."""
-    return read_json_lines(run_dir(experiment_dir, trial_id) / HISTORY_FILE)
+    folder = trial_folder(experiment_dir, trial_id)
+    return read_json_lines(folder / HISTORY_FILE) if folder is not None else []
 
 
 # ----------------------------------------------------------------------------- check
@@ -713,7 +758,8 @@ def append_lineage(run_folder: PathLike, record: Mapping[str, Any]) -> None:
 
 def read_lineage(experiment_dir: PathLike, trial_id: str) -> list[dict[str, Any]]:
     """Every exploit of a trial under population-based training, oldest first (none: ``[]``)."""
-    return read_json_lines(run_dir(experiment_dir, trial_id) / LINEAGE_FILE)
+    folder = trial_folder(experiment_dir, trial_id)
+    return read_json_lines(folder / LINEAGE_FILE) if folder is not None else []
 
 
 def write_pointer(folder: PathLike, pointer: Mapping[str, Any]) -> None:

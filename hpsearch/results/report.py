@@ -467,20 +467,29 @@ def trial_logs(results: Results, base: Path | None = None) -> dict[str, TrialLog
     default the experiment folder). Trials that kept none are left out."""
     base = Path(base) if base is not None else results.experiment_dir
     out = {}
+    exp = results.experiment_dir
     for trial_id in results.trials["trial_id"]:
-        folder = files.run_dir(results.experiment_dir, str(trial_id))
+        folder = files.trial_folder(exp, str(trial_id))
+        if folder is None:  # its folder leads out of the experiment folder: shown without links
+            continue
         attempts = files.read_rank_progress(folder)
         controller = files.controller_log(folder)
-        has_controller = controller.is_file()
+        has_controller = controller.is_file() and files.inside(controller, exp)
         if not attempts and not has_controller:
             continue
-        latest = attempts[-1] if attempts else None
+        latest = attempts[-1] if attempts and files.inside(attempts[-1].folder, exp) else None
+        if latest is None and not has_controller:
+            continue
         out[str(trial_id)] = TrialLogs(
             trial_id=str(trial_id),
             attempt=latest.attempt if latest is not None else None,
             attempts=len(attempts),
             folder=_relative(latest.folder, base) if latest is not None else None,
-            ranks=[(r.rank, _relative(r.log, base)) for r in latest.ranks if r.log is not None] if latest else [],
+            ranks=[
+                (r.rank, _relative(r.log, base)) for r in latest.ranks if r.log is not None and files.inside(r.log, exp)
+            ]
+            if latest
+            else [],
             controller=_relative(controller, base) if has_controller else None,
         )
     return out
