@@ -199,3 +199,60 @@ def test_a_trial_folder_that_links_out_of_the_folder_is_shown_without_its_logs(e
         assert files.trial_folder(exp, bad) is None
     with pytest.raises(ResultsError, match=r"trial id '\.\./x' in .* is not a plain name"):
         files.run_dir(exp, "../x")
+
+
+# ----------------------------------------------------------------------------- writes follow no link
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+def test_the_report_is_not_written_through_a_symlink(
+    exp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n", encoding="utf-8")
+    link = exp / f"hpsearch_report.{fmt}"
+    link.symlink_to(target)
+    assert main(["report", str(exp), "--format", fmt]) == 2
+    assert capsys.readouterr().err == (
+        f"Error: {link} is a symbolic link, so writing there would overwrite what it points to: refused; "
+        "remove it, or write elsewhere\n"
+    )
+    assert target.read_text(encoding="utf-8") == "keep me\n" and link.is_symlink()
+
+
+def test_a_markdown_reports_png_is_not_written_through_a_symlink(exp: Path, tmp_path: Path) -> None:
+    target = tmp_path / "precious.png"
+    target.write_bytes(b"keep me")
+    (exp / "hpsearch_report_learning_curves.png").symlink_to(target)
+    with pytest.raises(ResultsError, match=r"hpsearch_report_learning_curves.png is a symbolic link.*: refused"):
+        write_report(exp, fmt="md")
+    assert target.read_bytes() == b"keep me"
+
+
+def test_the_report_is_not_written_through_a_hard_link_or_into_a_fifo(exp: Path, tmp_path: Path) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n", encoding="utf-8")
+    os.link(target, exp / "hpsearch_report.html")
+    with pytest.raises(ResultsError, match=r"hpsearch_report.html is a hard link to another file.*: refused"):
+        write_report(exp)
+    assert target.read_text(encoding="utf-8") == "keep me\n"
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ResultsError, match=r"fifo is not a regular file: refused"):
+        write_report(exp, tmp_path / "fifo")  # no reader: refused at once, not a hang
+    assert write_report(exp, tmp_path / "fresh.html").read_text(encoding="utf-8").startswith("<!doctype html>")
+    assert write_report(exp, tmp_path / "fresh.html").is_file()  # an ordinary file is replaced as before
+
+
+def test_export_does_not_write_a_study_through_a_symlink_in_the_folder(
+    exp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "precious.db"
+    target.write_bytes(b"keep me")
+    link = exp / "study.db"
+    link.symlink_to(target)
+    assert main(["export", str(exp), "--optuna", f"sqlite:///{link}"]) == 2
+    assert capsys.readouterr().err == (
+        f"Error: {link} is a symbolic link, so writing the study there would overwrite what it points to: refused; "
+        "remove it, or choose another --optuna storage\n"
+    )
+    assert target.read_bytes() == b"keep me"

@@ -12,9 +12,11 @@ is a normal thing to read.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -71,6 +73,7 @@ __all__ = [
     "is_experiment",
     "experiment_spec",
     "run_dir",
+    "write_no_link",
     "is_trial_id",
     "trial_folder",
     "inside",
@@ -251,6 +254,41 @@ def _append_line(path: PathLike, record: Mapping[str, Any]) -> None:
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
     with open(path, "a", encoding="utf-8") as out:
         out.write(json.dumps(record, default=str) + "\n")
+
+
+def write_no_link(path: PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` without following a link there: a file in a folder someone else made (a report,
+    its PNGs) must not overwrite whatever a symlink (or a second hard link) at that name points to.
+
+    Raises:
+        ResultsError: ``path`` is a symlink, a hard link to another name, or not a regular file; nothing is written.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    refused = (
+        f"{path} is a symbolic link, so writing there would overwrite what it points to: refused; "
+        "remove it, or write elsewhere"
+    )
+    if os.path.islink(path):  # also where O_NOFOLLOW is missing
+        raise ResultsError(refused)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ResultsError(refused) from None
+        if err.errno == errno.ENXIO:  # a FIFO with no reader
+            raise ResultsError(f"{path} is not a regular file: refused; remove it, or write elsewhere") from None
+        raise
+    with os.fdopen(fd, "wb") as out:  # checked before anything is truncated
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ResultsError(f"{path} is not a regular file: refused; remove it, or write elsewhere")
+        if info.st_nlink > 1:
+            raise ResultsError(
+                f"{path} is a hard link to another file, so writing there would change that file too: refused; "
+                "remove it, or write elsewhere"
+            )
+        os.truncate(fd, 0)
+        out.write(data)
 
 
 def _write_json(path: PathLike, data: Any, *, indent: int | None = 2) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpsearch.analysis import Results, load_results
@@ -41,6 +42,7 @@ from hpsearch.analysis._optuna import (
     study_owner,
 )
 from hpsearch.errors import ExportError
+from hpsearch.experiment import files
 
 if TYPE_CHECKING:  # pragma: no cover
     import optuna
@@ -72,7 +74,8 @@ def to_optuna_study(
         An ``optuna.Study``; its ``user_attrs`` name the experiment folder and the metric.
 
     Raises:
-        ExportError: ``storage`` cannot be opened, or holds the study and ``overwrite`` is false.
+        ExportError: ``storage`` cannot be opened, or holds the study and ``overwrite`` is false, or is an
+            SQLite file in the experiment folder that is a symlink.
 
     Example:
         >>> study = to_optuna_study(load_results("hpsearch-results/digits-quick"))
@@ -83,6 +86,8 @@ def to_optuna_study(
     if not isinstance(results, Results):
         results = load_results(results)
     name = study_name or results.name
+    if storage is not None:
+        _check_no_link(storage, results.experiment_dir)
     if storage is not None and not overwrite:
         overwrite = _is_this_search(storage, name, str(results.experiment_dir))
     if storage is not None and overwrite:
@@ -119,6 +124,19 @@ def to_optuna_study(
         frozen_trials(results, stopped_as_complete=stopped_as_complete, multi_objective=results.multi_objective)
     )
     return study
+
+
+def _check_no_link(storage: str, experiment_dir: Path) -> None:
+    """Refuse an SQLite file in the experiment folder that is a symlink: SQLite would write through it (a folder
+    someone sent may hold one where the study goes)."""
+    if not storage.startswith("sqlite:///"):
+        return
+    path = Path(storage[len("sqlite:///") :].partition("?")[0])
+    if path.is_symlink() and files.inside(path.parent, experiment_dir):
+        raise ExportError(
+            f"{path} is a symbolic link, so writing the study there would overwrite what it points to: refused; "
+            "remove it, or choose another --optuna storage"
+        )
 
 
 def _is_this_search(storage: str, name: str, experiment_dir: str) -> bool:

@@ -83,6 +83,9 @@ def write_report(
         output: The file to write; default ``<experiment folder>/hpsearch_report.html`` (``.md``).
             Markdown's PNGs go beside it, named ``<stem>_<plot>.png``.
         fmt: ``"html"`` or ``"md"``.
+
+    Raises:
+        ResultsError: The report's file (or a PNG's) is a symlink, a hard link or not a regular file: not written.
     """
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -91,16 +94,17 @@ def write_report(
     path = Path(output) if output is not None else results.experiment_dir / f"{REPORT_NAME}.{fmt}"
     path.parent.mkdir(parents=True, exist_ok=True)
     figures = report_figures(results)
+    # no write follows a link: a folder someone sent may hold a symlink where the report goes
     if fmt == "html":
-        path.write_text(render_html(results, figures, base=path.parent), encoding="utf-8")
+        files.write_no_link(path, render_html(results, figures, base=path.parent).encode("utf-8"))
         return path
     images = {}
     for fig in figures:
         if fig.png is not None:
             image = path.with_name(f"{path.stem}_{fig.key}.png")
-            image.write_bytes(fig.png)
+            files.write_no_link(image, fig.png)
             images[fig.key] = image.name
-    path.write_text(render_markdown(results, figures, images, base=path.parent), encoding="utf-8")
+    files.write_no_link(path, render_markdown(results, figures, images, base=path.parent).encode("utf-8"))
     return path
 
 
