@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +257,36 @@ def test_export_does_not_write_a_study_through_a_symlink_in_the_folder(
         "remove it, or choose another --optuna storage\n"
     )
     assert target.read_bytes() == b"keep me"
+
+
+# ----------------------------------------------------------------------------- a damaged spec: one line, at once
+
+
+def _damage(spec: Path, how: str) -> str:
+    """Damage the folder's spec as run; return the end of the line that refuses it."""
+    if how == "not-utf8":
+        spec.write_bytes(spec.read_bytes().replace(b"name: fake", b"name: fa\xffke"))
+        return "not UTF-8 text (byte 0xff at byte 8)"
+    if how == "huge-int":
+        spec.write_text(spec.read_text(encoding="utf-8") + "seed: " + "9" * 5000 + "\n", encoding="utf-8")
+        return "Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"
+    with open(spec, "r+b") as f:  # 50 MB: refused before it is parsed (or even read whole)
+        f.truncate(50 * 2**20)
+    return "it is larger than 1 MiB (a spec as run is a few kB); refused unread"
+
+
+@pytest.mark.parametrize("how", ["not-utf8", "huge-int", "50MB"])
+def test_a_damaged_spec_in_the_folder_is_refused_in_one_line_at_once(
+    exp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    spec = exp / "hpsearch_spec.yaml"
+    line = f"{spec}: the spec as run is damaged: {_damage(spec, how)}"
+    started = time.perf_counter()
+    with pytest.raises(ResultsError) as refused:
+        an.load_results(exp)
+    assert str(refused.value) == line
+    assert main(["report", str(exp)]) == 2
+    assert capsys.readouterr().err == f"Error: {line}\n"
+    assert main(["export", str(exp), "--optuna", f"sqlite:///{tmp_path / 'study.db'}"]) == 2
+    assert capsys.readouterr().err == f"Error: {line}\n"
+    assert time.perf_counter() - started < 2

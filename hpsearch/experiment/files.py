@@ -343,13 +343,49 @@ def write_spec(experiment_dir: PathLike, spec: Mapping[str, Any]) -> None:
     (Path(experiment_dir) / SPEC_FILE).write_text(yaml.safe_dump(dict(spec), sort_keys=False), encoding="utf-8")
 
 
+#: The largest spec as run read back from a folder. A spec is a few kB; a larger file is damaged (or crafted),
+#: and is refused before it is parsed, so that reading it stays well under a second.
+MAX_FOLDER_SPEC_BYTES = 1024 * 1024
+
+
 def read_spec(experiment_dir: PathLike) -> dict[str, Any] | None:
-    """The spec as run, as a dict, or ``None``."""
+    """The spec as run, as a dict, or ``None`` when the folder holds none.
+
+    Read as a folder someone sent may hold it: its size counted while reading (at most
+    :data:`MAX_FOLDER_SPEC_BYTES`), UTF-8 checked, aliases measured before they are expanded, an integer too long
+    for Python refused.
+
+    Raises:
+        ResultsError: The spec is damaged: too large, not UTF-8, not YAML, or holding an integer too long to read.
+    """
+    # lazy: a cycle at import (as in experiment_spec): the spec's YAML reader, which measures aliases before expanding
+    from hpsearch.spec._yaml import YamlError, load_text
+
+    path = Path(experiment_dir) / SPEC_FILE
     try:
-        data = yaml.safe_load((Path(experiment_dir) / SPEC_FILE).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        with open(path, "rb") as f:
+            data = f.read(MAX_FOLDER_SPEC_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    return data if isinstance(data, dict) else None
+    except OSError as err:
+        raise ResultsError(f"{path}: cannot read the spec as run: {err.strerror or err}") from None
+    damaged = f"{path}: the spec as run is damaged"
+    if len(data) > MAX_FOLDER_SPEC_BYTES:
+        raise ResultsError(
+            f"{damaged}: it is larger than {MAX_FOLDER_SPEC_BYTES // 2**20} MiB (a spec as run is a few kB); "
+            "refused unread"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ResultsError(f"{damaged}: not UTF-8 text (byte 0x{data[err.start]:02x} at byte {err.start})") from None
+    try:
+        spec = load_text(text)
+    except YamlError as err:
+        raise ResultsError(f"{damaged}: {err}") from None
+    except ValueError as err:  # Python's int conversion limit (4,300 digits): a number no spec holds
+        raise ResultsError(f"{damaged}: {str(err).partition(';')[0]}") from None
+    return spec if isinstance(spec, dict) else None
 
 
 def experiment_spec(experiment_dir: PathLike, *, overrides: Sequence[str] = (), check_trainable: bool = True) -> Spec:
