@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -461,6 +462,8 @@ def test_the_report_shows_the_front_and_its_trials(mo_exp: Path, fmt: str) -> No
     from hpsearch.results.report import write_report
 
     text = write_report(mo_exp, fmt=fmt).read_text()
+    if fmt == "md":  # the facts as they read: every punctuation character of a string is escaped in Markdown
+        text = re.sub(r"\\(.)", r"\1", text)
     assert "Pareto front (2 trials)" in text and "val_loss (min), n_params (min)" in text
     front = text[text.index("Pareto front (2 trials)") :]
     assert front.index("abcd0002") < front.index("abcd0001")

@@ -66,10 +66,11 @@ def test_markdown_report_with_pngs_beside_it(exp: Path, tmp_path: Path) -> None:
     path = write_report(exp, tmp_path / "out" / "search.md", fmt="md")
     text = path.read_text()
     for name in PLOTS:
-        assert f"(search_{name}.png)" in text
+        assert f"(<search_{name}.png>)" in text
         assert (tmp_path / "out" / f"search_{name}.png").read_bytes().startswith(b"\x89PNG")
-    assert "| trial_id | status | iterations | best_iteration | val_loss |" in text
-    assert "- `aaaa0004`: RuntimeError: CUDA out of memory" in text
+    # every string's punctuation escaped (CommonMark's backslash escapes), an error as code
+    assert "| trial\\_id | status | iterations | best\\_iteration | val\\_loss |" in text
+    assert "- `aaaa0004`: `RuntimeError: CUDA out of memory`" in text
 
 
 def test_a_plot_that_fails_is_reported_not_fatal(exp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,7 +95,7 @@ def test_cli_report_prints_the_path(exp: Path, tmp_path: Path, capsys: pytest.Ca
         )
         == 0
     )
-    assert "val_acc" in (tmp_path / "r.md").read_text()
+    assert "val\\_acc" in (tmp_path / "r.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -139,3 +140,118 @@ def test_a_plot_with_nothing_to_draw_says_why_instead_of_failing(tmp_path: Path)
     assert "Could not draw" not in page
     assert len(re.findall(r"src='data:image/png;base64,", page)) == len(PLOTS)  # an empty plot is drawn too
     assert "<figcaption>No trial reported a number for val_loss.</figcaption>" in page
+
+
+# ----------------------------------------------------------------------------- hostile names and values
+
+#: Strings a folder someone sent may hold in any field the report shows (no "/" where it names a folder).
+HOSTILE = [
+    "<img src=x onerror=alert(1)>",
+    "<script>window.hpsearchPwned=1",  # no closing tag: a "/" cannot be in a folder name
+    "a|b",
+    "`tick`",
+    "[click](javascript:alert(1))",
+    "q\"uo'te",
+    "new\nline",
+]
+HOSTILE_PARAM = "<img src=x onerror=alert(2)>|`p`"  # a parameter's name (no "." or "/": the spec refuses them)
+HOSTILE_METRIC = "<img src=x onerror=window.hpsearchPwned=3>"  # the first objective's name: once written unescaped
+HOSTILE_ID = "<img src=x onerror=window.hpsearchPwned=4>|`x`"  # a trial id (a folder name: no "/")
+
+
+def hostile_experiment(folder: Path) -> Path:
+    """A multi-objective search whose every shown string is hostile: name, metrics, parameters, ids, error, spec."""
+    from fake_experiment import FakeTrial, spec_dict
+
+    space = {
+        HOSTILE_PARAM: {"type": "choice", "values": HOSTILE[:3]},
+        "lr": {"type": "float", "low": 0.01, "high": 0.1},
+    }
+    spec = spec_dict(
+        "</title><script>window.hpsearchPwned=5</script>|`x`\n# h",
+        metric=[HOSTILE_METRIC, "val_loss"],
+        mode=["min", "min"],
+        search_space=space,
+        scheduler={"type": "fifo"},
+        notes="</pre><script>window.hpsearchPwned=6</script>\n```\n",
+    )
+    trials = [
+        FakeTrial(
+            HOSTILE_ID if i == 0 else f"good000{i}",
+            {HOSTILE_PARAM: value, "lr": 0.01 * (i + 1)},
+            [1.0 / (i + 1), 0.5 / (i + 1)],
+            extra={HOSTILE_METRIC: [float(i), float(i) / 2]},
+            status="errored" if i == 1 else "finished",
+            error="</span><script>window.hpsearchPwned=7</script>|`e`\n[x](javascript:alert(1))",
+        )
+        for i, value in enumerate(HOSTILE)
+    ]
+    return write_experiment(folder, trials, spec=spec, summary=False)
+
+
+def test_every_string_of_a_hostile_folder_is_escaped_in_html(tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+
+    page = write_report(hostile_experiment(tmp_path / "hostile")).read_text(encoding="utf-8")
+    allowed = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h3", "p", "code", "div"}
+    allowed |= {"strong", "span", "table", "tr", "th", "td", "details", "summary", "figure", "img", "figcaption"}
+    allowed |= {"a", "br", "ul", "li", "pre"}
+    found: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            found.append((tag, attrs))
+
+    Tags().feed(page)
+    assert {tag for tag, _ in found} <= allowed
+    for tag, attrs in found:
+        assert not [name for name, _ in attrs if name.startswith("on")], (tag, attrs)
+        if tag == "img":
+            assert dict(attrs)["src"].startswith("data:image/png;base64,")
+        if tag == "a":
+            assert not str(dict(attrs)["href"]).lower().startswith("javascript:")
+    assert "<script" not in page and "<img src=x" not in page and "hpsearchPwned" in page  # shown, as text
+    assert "&lt;img src=x onerror=window.hpsearchPwned=3&gt;" in page  # the first objective's name, escaped
+    assert "<h2>Best trials by &lt;img src=x onerror=window.hpsearchPwned=3&gt; (the first objective)</h2>" in page
+
+
+def _without_code(text: str) -> str:
+    """Markdown text without its code spans (CommonMark shows a code span's content literally, HTML included)."""
+    return re.sub(r"(`+).+?(?<!`)\1(?!`)", "", text)
+
+
+def _cells(line: str) -> list[str]:
+    """A Markdown table row's cells, split at the pipes that are not escaped."""
+    return re.split(r"(?<!\\)\|", line.strip().strip("|"))
+
+
+def test_every_string_of_a_hostile_folder_is_escaped_in_markdown(tmp_path: Path) -> None:
+    text = write_report(hostile_experiment(tmp_path / "hostile"), fmt="md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0].startswith("# ") and "\\<\\/title\\>\\<script\\>" in lines[0]  # the name: one escaped line
+    shown = _without_code(text.split("```")[0])  # before the spec, outside code spans: every < escaped
+    assert not re.search(r"(?<!\\)<(script|img)", shown)
+    tables = 0
+    for i, line in enumerate(lines):
+        if line.startswith("|---"):  # a table: every row has the header's cells
+            tables += 1
+            width = len(_cells(lines[i - 1]))
+            for row in lines[i + 1 :]:
+                if not row.startswith("|"):
+                    break
+                assert len(_cells(row)) == width, (lines[i - 1], row)
+    assert tables >= 3  # the front, the best trials, every trial
+    for line in text.split("```")[0].splitlines():  # no heading, list item or cell holds raw HTML or a link of its own
+        if line.startswith(("#", "- ", "|")):
+            assert not re.search(r"(?<!\\)<(img|script|/)", _without_code(line).replace("](<", "](")), line
+            assert "](javascript" not in line
+    fence = re.search(r"^(`{3,})yaml$", text, re.M)
+    assert fence and len(fence.group(1)) > 3  # the spec's own ``` cannot close it
+    markdown_it = pytest.importorskip("markdown_it")
+    rendered = markdown_it.MarkdownIt("commonmark").enable("table").render(text)
+    assert (
+        "<script" not in rendered
+        and '<img src="x"' not in rendered
+        and "javascript:" not in rendered.replace("javascript:alert", "")
+    )
+    assert 'href="javascript' not in rendered

@@ -271,7 +271,8 @@ def html_table(page: str, heading: str) -> list[list[str]]:
 def md_table(text: str, heading: str) -> list[list[str]]:
     section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
     lines = [line for line in section.splitlines() if line.startswith("|") and not line.startswith("|---")]
-    return [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
+    # each cell as it reads: the Markdown report escapes every punctuation character of a string
+    return [[re.sub(r"\\(.)", r"\1", c.strip()) for c in line.strip("|").split(" | ")] for line in lines]
 
 
 def text_table(table: str) -> list[list[str]]:

@@ -20,7 +20,9 @@ import datetime as dt
 import html
 import io
 import json
+import numbers
 import os
+import re
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -645,7 +647,7 @@ def render_html(results: Results, figures: list[Figure], *, base: Path | None = 
     if _population_based(results):
         exploits = _lineage_table(results)
         out += [f"<h2>PBT lineage ({len(exploits)} exploits)</h2>", _table_html(exploits, results)]
-    out += [f"<h2>{_best_title(results)}</h2>", _table_html(_best_table(results), results, mark_best=True)]
+    out += [f"<h2>{e(_best_title(results))}</h2>", _table_html(_best_table(results), results, mark_best=True)]
     errors = _errors(results)
     out.append(f"<h2>Errors ({len(errors)})</h2>")
     if errors:
@@ -741,9 +743,9 @@ def render_markdown(
     and its links to the logs are relative to ``base`` (the report's folder; default the experiment folder)."""
     logs = trial_logs(results, base)
     lines = [
-        f"# {results.name}",
+        f"# {md(results.name)}",
         "",
-        f"hpsearch report of `{results.experiment_dir}`"
+        f"hpsearch report of {_md_code(str(results.experiment_dir))}"
         + (
             ""
             if results.ended
@@ -751,7 +753,7 @@ def render_markdown(
         ),
         "",
     ]
-    lines += [f"- **{k}:** {v}" for k, v in _facts(results)]
+    lines += [f"- **{md(k)}:** {md(v)}" for k, v in _facts(results)]
     best = results.best
     if best is not None:
         config = ", ".join(f"{p}={cell(_gap(best.get(p)))}" for p in results.params)
@@ -759,30 +761,33 @@ def render_markdown(
             "",
             "## Best trial",
             "",
-            f"**{best['trial_id']}**: {results.metric} {number(best['best'])} at iteration "
-            f"{cell(best['best_iteration'])}; `{config}`; best checkpoint kept: `{best['best_checkpoint'] or '-'}`",
+            f"**{md(best['trial_id'])}**: {md(results.metric)} {number(best['best'])} at iteration "
+            f"{cell(best['best_iteration'])}; {_md_code(config)}; "
+            f"best checkpoint kept: {_md_code(str(best['best_checkpoint'] or '-'))}",
         ]
     lines += ["", "## Plots"]
     for fig in figures:
-        lines += ["", f"### {fig.title}", ""]
+        lines += ["", f"### {md(fig.title)}", ""]
         lines.append(
-            f"![{fig.title}]({images[fig.key]})" if fig.key in images else f"Could not draw this plot: {fig.error}"
+            f"![{md(fig.title)}](<{_md_link(images[fig.key])}>)"
+            if fig.key in images
+            else f"Could not draw this plot: {md(fig.error)}"
         )
         if fig.caption:
-            lines += ["", fig.caption]
+            lines += ["", md(fig.caption)]
     if results.multi_objective:
         front = _pareto_table(results)
         lines += ["", f"## Pareto front ({len(front)} trials)", "", _table_md(front)]
     if _population_based(results):
         exploits = _lineage_table(results)
         lines += ["", f"## PBT lineage ({len(exploits)} exploits)", "", _table_md(exploits)]
-    lines += ["", f"## {_best_title(results)}", "", _table_md(_best_table(results))]
+    lines += ["", f"## {md(_best_title(results))}", "", _table_md(_best_table(results))]
     errors = _errors(results)
     lines += ["", f"## Errors ({len(errors)})", ""]
     for x in errors:
         log = _failing_log(logs.get(x["trial_id"]), x["error"])
-        link = f"; [{log[0]}](<{log[1]}>)" if log else ""
-        lines.append(f"- `{x['trial_id']}`: {x['error']} (`{x['file']}`{link})")
+        link = f"; [{log[0]}](<{_md_link(log[1])}>)" if log else ""
+        lines.append(f"- {_md_code(x['trial_id'])}: {_md_code(x['error'])} ({_md_code(x['file'])}{link})")
     if not errors:
         lines.append("No trial errored.")
     lines += ["", f"## All trials ({len(results.trials)})", "", _table_md(_trials_table(results))]
@@ -795,23 +800,65 @@ def render_markdown(
             "",
         ]
         for t in logs.values():
-            links = [f"[attempt-{t.attempt}/](<{t.folder}/>):"] if t.folder is not None else []
-            links += [f"[rank {rank}](<{log}>)" for rank, log in t.ranks]
-            links += [f"[controller](<{t.controller}>)"] if t.controller is not None else []
+            links = [f"[attempt-{t.attempt}/](<{_md_link(t.folder)}/>):"] if t.folder is not None else []
+            links += [f"[rank {rank}](<{_md_link(log)}>)" for rank, log in t.ranks]
+            links += [f"[controller](<{_md_link(t.controller)}>)"] if t.controller is not None else []
             of = f" (attempt {t.attempt} of {t.attempts})" if t.attempt is not None else ""
-            lines.append(f"- `{t.trial_id}`{of}: " + " ".join(links))
+            lines.append(f"- {_md_code(t.trial_id)}{of}: " + " ".join(links))
     lines += ["", "## Spec and plan", ""]
-    lines += [f"- {line}" for line in _plan_lines(results.plan)]
+    lines += [f"- {md(line)}" for line in _plan_lines(results.plan)]
     if results.spec:
-        lines += ["", "```yaml", yaml.safe_dump(results.spec, sort_keys=False).rstrip(), "```"]
+        text = yaml.safe_dump(results.spec, sort_keys=False).rstrip()
+        fence = "`" * max(3, _longest_backticks(text) + 1)  # no line of the spec can close it (CommonMark 4.5)
+        lines += ["", f"{fence}yaml", text, fence]
     return "\n".join(lines) + "\n"
 
 
 def _table_md(table: pd.DataFrame) -> str:
     if table.empty:
         return "No trial reported the metric yet."
-    cols = [str(c) for c in table.columns]
+    cols = [md(c) for c in table.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for record in table.to_dict("records"):
-        out.append("| " + " | ".join(cell(v).replace("|", "\\|") for v in record.values()) + " |")
+        out.append("| " + " | ".join(_md_cell(v) for v in record.values()) + " |")
     return "\n".join(out)
+
+
+#: CommonMark's ASCII punctuation (the spec, 2.1), every one of which may be backslash-escaped (2.4): escaped,
+#: each shows as itself, never as markup (emphasis, a link, a table's cell border, raw HTML such as <script>).
+_MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+_BACKTICKS = re.compile(r"`+")
+
+
+def md(text: Any) -> str:
+    """``text`` as Markdown that shows it literally, on one line: every ASCII punctuation character backslash-escaped
+    (CommonMark's rule: any of them may be), each line break a space. The one escape for every string the Markdown
+    report shows outside code (headings, table cells, list items); a number formatted here needs none."""
+    return _MD_PUNCTUATION.sub(r"\\\1", " ".join(str(text).splitlines()))
+
+
+def _md_cell(value: Any) -> str:
+    """A table cell: a number or a time as :func:`~hpsearch.formatting.cell` writes it (digits, ``.``, ``-``, ``e``,
+    ``:``: shown as is), anything else (a string from the folder) through :func:`md`."""
+    if value is None or isinstance(value, numbers.Number) or hasattr(value, "strftime"):
+        return cell(value)
+    if type(value).__name__ in ("NAType", "NaTType"):  # pandas' gaps: "-"
+        return cell(value)
+    return md(cell(value))
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+
+
+def _md_code(text: str) -> str:
+    """``text`` as an inline code span (nothing in it is markup), on one line: its delimiter a run of backticks
+    longer than any in the text, padded with spaces when the text has backticks (CommonMark 6.1)."""
+    flat = " ".join(str(text).splitlines())
+    fence = "`" * (_longest_backticks(flat) + 1)
+    return f"{fence} {flat} {fence}" if "`" in flat else f"{fence}{flat}{fence}"
+
+
+def _md_link(path: str) -> str:
+    """A relative link's destination, percent-encoded as the HTML report's are: no character of it is markup."""
+    return urllib.parse.quote(path)
