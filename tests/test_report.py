@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pytest  # noqa: E402
-from fake_experiment import standard_trials, write_experiment  # noqa: E402
+from fake_experiment import hostile_experiment, standard_trials, write_experiment  # noqa: E402
 
 from hpsearch import analysis as an  # noqa: E402
 from hpsearch.cli import main  # noqa: E402
@@ -143,50 +143,6 @@ def test_a_plot_with_nothing_to_draw_says_why_instead_of_failing(tmp_path: Path)
 
 
 # ----------------------------------------------------------------------------- hostile names and values
-
-#: Strings a folder someone sent may hold in any field the report shows (no "/" where it names a folder).
-HOSTILE = [
-    "<img src=x onerror=alert(1)>",
-    "<script>window.hpsearchPwned=1",  # no closing tag: a "/" cannot be in a folder name
-    "a|b",
-    "`tick`",
-    "[click](javascript:alert(1))",
-    "q\"uo'te",
-    "new\nline",
-]
-HOSTILE_PARAM = "<img src=x onerror=alert(2)>|`p`"  # a parameter's name (no "." or "/": the spec refuses them)
-HOSTILE_METRIC = "<img src=x onerror=window.hpsearchPwned=3>"  # the first objective's name: once written unescaped
-HOSTILE_ID = "<img src=x onerror=window.hpsearchPwned=4>|`x`"  # a trial id (a folder name: no "/")
-
-
-def hostile_experiment(folder: Path) -> Path:
-    """A multi-objective search whose every shown string is hostile: name, metrics, parameters, ids, error, spec."""
-    from fake_experiment import FakeTrial, spec_dict
-
-    space = {
-        HOSTILE_PARAM: {"type": "choice", "values": HOSTILE[:3]},
-        "lr": {"type": "float", "low": 0.01, "high": 0.1},
-    }
-    spec = spec_dict(
-        "</title><script>window.hpsearchPwned=5</script>|`x`\n# h",
-        metric=[HOSTILE_METRIC, "val_loss"],
-        mode=["min", "min"],
-        search_space=space,
-        scheduler={"type": "fifo"},
-        notes="</pre><script>window.hpsearchPwned=6</script>\n```\n",
-    )
-    trials = [
-        FakeTrial(
-            HOSTILE_ID if i == 0 else f"good000{i}",
-            {HOSTILE_PARAM: value, "lr": 0.01 * (i + 1)},
-            [1.0 / (i + 1), 0.5 / (i + 1)],
-            extra={HOSTILE_METRIC: [float(i), float(i) / 2]},
-            status="errored" if i == 1 else "finished",
-            error="</span><script>window.hpsearchPwned=7</script>|`e`\n[x](javascript:alert(1))",
-        )
-        for i, value in enumerate(HOSTILE)
-    ]
-    return write_experiment(folder, trials, spec=spec, summary=False)
 
 
 def test_every_string_of_a_hostile_folder_is_escaped_in_html(tmp_path: Path) -> None:

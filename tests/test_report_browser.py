@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pytest  # noqa: E402
-from fake_experiment import FakeTrial, standard_trials, write_experiment  # noqa: E402
+from fake_experiment import FakeTrial, hostile_experiment, standard_trials, write_experiment  # noqa: E402
 
 from hpsearch.results.report import write_report  # noqa: E402
 
@@ -116,3 +116,27 @@ def test_the_report_of_a_search_without_reports_renders_in_chromium(browser, tmp
     _check_page(browser, page, "empty", tmp_path / "report_empty.png")
     text = browser.find_element("tag name", "body").text
     assert "No trial has reported yet." in text and "the search has not ended" in text
+
+
+def test_the_report_of_a_hostile_folder_runs_no_script_in_chromium(browser, tmp_path: Path) -> None:
+    """Every string a folder someone sent may hold (tests/fake_experiment.hostile_experiment: the search's name,
+    metrics, parameters, trial ids, error text, spec) is shown as text: no alert, no script, no handler ran."""
+    from selenium.common.exceptions import NoAlertPresentException
+
+    page = write_report(hostile_experiment(tmp_path / "hostile"))
+    browser.get_log("browser")  # start from an empty console
+    browser.get(page.as_uri())
+    for summary in browser.find_elements("css selector", "details summary"):  # what is folded away too
+        summary.click()
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text  # noqa: B018 - reading it is the check: an alert() would be open
+    ran = browser.execute_script(
+        "return [window.hpsearchPwned === undefined, document.scripts.length,"
+        " document.querySelectorAll('[onerror], [onload], [onclick]').length,"
+        " Array.from(document.images).filter(i => !i.src.startsWith('data:image/png;base64,')).length];"
+    )
+    assert ran == [True, 0, 0, 0]
+    assert "window.hpsearchPwned=5" in browser.find_element("tag name", "h1").text  # the name, shown as text
+    assert "</script>" in browser.find_element("tag name", "body").text
+    errors = [entry for entry in browser.get_log("browser") if entry.get("level") == "SEVERE"]
+    assert not errors, errors
