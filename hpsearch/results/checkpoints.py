@@ -27,10 +27,10 @@ restores (:func:`hpsearch.train.restore`, Ray Train's) read files the search its
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import os
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,15 +221,14 @@ def _numpy_arrays() -> Any:
     import numpy as np  # lazy: with torch, only when a model is loaded
     import torch  # lazy: as in _module
 
-    safe_globals = getattr(torch.serialization, "safe_globals", None)  # torch >= 2.5
-    if safe_globals is None:
+    if not hasattr(torch.serialization, "safe_globals"):  # torch < 2.5: weights_only reads no NumPy array at all
         return contextlib.nullcontext()
-    # the array's rebuild function: numpy 2 keeps it in numpy._core, numpy 1 in numpy.core
-    multiarray = importlib.import_module("numpy._core.multiarray" if hasattr(np, "_core") else "numpy.core.multiarray")
-    _reconstruct = multiarray._reconstruct
+    # The array's rebuild function, as pickle itself finds it (numpy 2 keeps it in numpy._core, numpy 1 in
+    # numpy.core): through the public pickle protocol, not a private name.
+    rebuild: Callable[..., Any] = np.zeros(1).__reduce__()[0]  # type: ignore[assignment]  # a reduce tuple's callable
     dtypes = {type(np.dtype(t)) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16)}
     dtypes |= {type(np.dtype(t)) for t in (np.uint32, np.uint64, np.float16, np.float32, np.float64)}
-    return safe_globals([_reconstruct, np.ndarray, np.dtype, *sorted(dtypes, key=str)])
+    return torch.serialization.safe_globals([rebuild, np.ndarray, np.dtype, *sorted(dtypes, key=str)])
 
 
 def _state_dict(path: Path, map_location: str, trust: bool) -> dict[str, Any]:
