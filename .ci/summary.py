@@ -40,7 +40,7 @@ def _tests(records: Path) -> list[tuple[float, str, str]]:
 
 def _ceiling() -> int:
     sys.path.insert(0, str(REPO / "tests"))
-    import trial_starts
+    import trial_starts  # needs only the standard library: this runs outside the project's environment
 
     return trial_starts.ceiling()
 
@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{total:6d} s  in all ({total / 60:.1f} min)")
 
     counts = args.records / "trial_starts.txt"
-    starts = sum(int(line) for line in counts.read_text().split()) if counts.is_file() else 0
+    per_stage = [int(line) for line in counts.read_text().split()] if counts.is_file() else []
+    starts = sum(per_stage)
+    if len(per_stage) > 1:
+        print(f"\nNested trial starts per Ray stage, in order: {', '.join(map(str, per_stage))}")
     if not args.gate:
         print(f"\nNested trial starts: {starts} (the full suite: no ceiling)")
         return 0

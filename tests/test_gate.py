@@ -131,6 +131,23 @@ def test_the_gate_fails_with_one_line_past_the_ceiling_and_the_full_suite_has_no
     assert f"Nested trial starts: {ceiling * 2} (the full suite: no ceiling)" in capsys.readouterr().out
 
 
+def test_the_summary_runs_with_a_python_that_has_no_hpsearch(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "stages.tsv").write_text("install\t120\t0\n")
+    (tmp_path / "trial_starts.txt").write_text("1\n")
+    # -S: no site-packages, as .ci/run's closing step runs after the environment is deactivated (or never made)
+    done = subprocess.run(
+        [sys.executable, "-S", str(REPO / ".ci" / "summary.py"), str(tmp_path), "--gate"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Nested trial starts: 1 of the gate's ceiling" in done.stdout
+
+
 def test_the_starts_are_counted_from_each_trials_worker_group_record(tmp_path: Path) -> None:
     from hpsearch.experiment import files
 

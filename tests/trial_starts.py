@@ -13,9 +13,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hpsearch.experiment.files import read_worker_starts
-from hpsearch.experiment.layout import WORKER_GROUP_FILE
-
 #: Where the ceiling lives: pyproject.toml's ``[tool.hpsearch.gate] max_trial_starts``.
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -25,6 +22,10 @@ _removed: list[int] = []
 
 def count(folder: os.PathLike[str] | str) -> int:
     """Every worker-group start recorded under ``folder``, restarts included."""
+    # lazy: .ci/summary.py reads the ceiling from this module with the system's Python, where hpsearch is not installed
+    from hpsearch.experiment.files import read_worker_starts
+    from hpsearch.experiment.layout import WORKER_GROUP_FILE
+
     return sum(len(read_worker_starts(record.parent)) for record in Path(folder).rglob(WORKER_GROUP_FILE))
 
 
