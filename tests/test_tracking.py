@@ -29,14 +29,12 @@ from hpsearch.experiment.files import append_history, run_dir
 from hpsearch.experiment.layout import (
     ERRORED,
     FINISHED,
-    FREES_GROUPS_MARKER,
     PLAN_FILE,
     SPEC_FILE,
     STOPPED,
     SUMMARY_FILE,
 )
 from hpsearch.runtime.outcomes import OutcomeRecorder
-from hpsearch.runtime.ray_workarounds import workarounds_enabled
 from hpsearch.runtime.tracking import TrialFacts, best_checkpoint, check_tracking, tracking_callbacks
 from hpsearch.spec import load_spec
 from hpsearch.spec.tracking import mlflow_tracking_uri
@@ -568,8 +566,7 @@ def test_the_quick_search_end_to_end_with_every_tracker(ray_cluster, tmp_path, c
     best = next(t for t in summary["trials"] if t["trial_id"] == summary["best_trial_id"])
     assert best["metrics"]["val_acc"] > 0.5
     # One nested Train run per trial, named by the trial id, inside the experiment folder.
-    nested = sorted(p.name for p in (exp / "train").iterdir() if p.name != FREES_GROUPS_MARKER)
-    assert (exp / "train" / FREES_GROUPS_MARKER).is_file() == workarounds_enabled()  # the search frees the groups
+    nested = sorted(p.name for p in (exp / "train").iterdir())
     assert nested == sorted(t["trial_id"] for t in summary["trials"])
     for run in nested:
         assert list((exp / "train" / run).glob("checkpoint_*")), f"no checkpoint for {run}"

@@ -14,7 +14,6 @@ One search is one folder, ``<storage_path>/<name>/``::
     hpsearch_report.html|.md    ``hpsearch report``'s default output        (REPORT_NAME)
     experiment_state-*.json     Tune's own state (what ``resume`` restores)
     <trainable>_<id>_<n>_…/     one Tune trial folder: params.json, result.json, error.txt
-    train/.hpsearch_frees_worker_groups  the search frees its ended trials' worker groups (FREES_GROUPS_MARKER)
     train/<trial_id>/           the trial's nested Ray Train run             (TRAIN_RUNS_DIR)
         checkpoint_*/           its checkpoints (Ray Train keeps ``num_to_keep``)
         hpsearch_history.jsonl  every report forwarded to Tune, across restarts (HISTORY_FILE)
@@ -57,7 +56,6 @@ __all__ = [
     "CHECK_FILE",
     "HISTORY_FILE",
     "CONTROLLER_FILE",
-    "FREES_GROUPS_MARKER",
     "WORKER_GROUP_FILE",
     "LOGS_DIR",
     "CONTROLLER_LOG",
@@ -140,9 +138,6 @@ TRAIN_RUNS_DIR: Final = "train"
 HISTORY_FILE: Final = "hpsearch_history.jsonl"
 #: Written into ``train/<trial_id>/`` by the nested run's controller: which process to check on.
 CONTROLLER_FILE: Final = "hpsearch_controller.json"
-#: In ``train/``, written by the search process as it starts (and resumes): it frees each ended trial's
-#: worker placement group itself, so a trial driver starts its nested run without Ray Train's cleaner actor.
-FREES_GROUPS_MARKER: Final = ".hpsearch_frees_worker_groups"
 #: Written into ``train/<trial_id>/`` by rank 0 of the nested run when its loop starts: the workers'
 #: placement group, so a reused trial actor can wait until the run's workers are gone.
 WORKER_GROUP_FILE: Final = "hpsearch_worker_group.json"

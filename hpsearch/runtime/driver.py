@@ -21,9 +21,8 @@ For each trial, the driver sets:
 With the work-arounds on (``HPSEARCH_RAY_WORKAROUNDS``, read in the search process and passed in as
 ``record_controller``), the nested run starts fewer helper processes beside the driver, each cut
 measured by ``benchmarks/trial_start.py``: no Ray Data ``DatasetManager`` when the trial has no
-datasets, and no placement-group cleaner when the search process frees the trial's worker group
-itself (:func:`hpsearch.runtime.internals.lean_trainer_class`,
-:class:`hpsearch.runtime.ray_workarounds.OrphanReaper`); and no queue actor for the reports, which
+datasets (:func:`hpsearch.runtime.internals.lean_trainer_class`; Ray's placement-group cleaner stays,
+see :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`); and no queue actor for the reports, which
 reach this driver through a socket of its own while ``fit()`` runs in another thread
 (:class:`hpsearch.runtime.controller.ReportChannel`), and which it hands to Tune with
 ``ray.tune.report``.
@@ -167,11 +166,7 @@ def run_nested(
     # With the work-arounds on (record_controller: the switch as the search process read it), the nested run
     # starts fewer helper processes beside the driver: no DatasetManager without datasets, and no placement-group
     # cleaner when the search process frees the trial's worker group itself (internals.lean_trainer_class).
-    trainer_class = (
-        lean_trainer_class(TorchTrainer, cleaner=not ray_workarounds.search_frees_worker_groups(runs_dir))
-        if record_controller
-        else TorchTrainer
-    )
+    trainer_class = lean_trainer_class(TorchTrainer) if record_controller else TorchTrainer
     # The same switch: reports reach this driver through a socket of its own, not Ray's queue actor (controller.py).
     channel = ReportChannel() if record_controller and available("train-controller-on-driver-node") else None
     # Ray's TorchConfig; on a host whose name resolves to a loopback address each worker first pins gloo's

@@ -1887,7 +1887,8 @@ def lean_trainer_class(base: type, *, cleaner: bool = True) -> type:
       ``DatasetManager`` actor in every run, datasets or not: about 1.5 CPU-seconds a trial), the
       same callback without that actor: a worker that asks for a shard gets Ray's own ``KeyError``,
       and the driver's ``DataContext`` still reaches the workers. A run with datasets keeps Ray's;
-    - with ``cleaner=False``, Ray's ``PlacementGroupCleanerCallback`` is left out: it starts a
+    - with ``cleaner=False`` (hpsearch's searches keep the cleaner: a run a cached reused actor ends after
+      the search's last callback needs it), Ray's ``PlacementGroupCleanerCallback`` is left out: it starts a
       detached ``PlacementGroupCleaner`` actor per run (about 2 CPU-seconds a trial) that removes the
       worker group once the controller is dead. Only for a search whose own process does that
       (:class:`hpsearch.runtime.ray_workarounds.OrphanReaper`).

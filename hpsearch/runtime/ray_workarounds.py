@@ -91,16 +91,13 @@ from ray.util.state import get_actor, list_actors, list_placement_groups
 
 from hpsearch import messages
 from hpsearch.experiment import files
-from hpsearch.experiment.layout import FREES_GROUPS_MARKER
 from hpsearch.runtime.cluster import is_worker_group
 from hpsearch.runtime.internals import DriverSession
 from hpsearch.runtime.session import CONTROLLER_PROCESS, this_process
 
 __all__ = [
     "SWITCH",
-    "FREES_GROUPS_MARKER",
     "workarounds_enabled",
-    "search_frees_worker_groups",
     "OrphanReaper",
     "orphan_groups",
     "record_controller",
@@ -125,16 +122,6 @@ def workarounds_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether the work-arounds are on: unless ``HPSEARCH_RAY_WORKAROUNDS`` is ``0`` (or false/no/off)."""
     value = (os.environ if environ is None else environ).get(SWITCH, "")
     return value.strip().lower() not in _OFF
-
-
-def search_frees_worker_groups(runs_dir: str | os.PathLike[str]) -> bool:
-    """In a trial driver: whether the search process frees this trial's worker group once the trial ended.
-
-    True when the experiment's ``train/`` folder (``runs_dir``) holds :data:`FREES_GROUPS_MARKER`, which
-    :class:`OrphanReaper` writes as the search starts. A trainable run by a ``Tuner`` of the user's own
-    (``make_trainable``) has no reaper, and its nested runs keep Ray Train's own cleaner.
-    """
-    return (Path(runs_dir) / FREES_GROUPS_MARKER).is_file()
 
 
 def wait_for_forwarded_reports(
@@ -275,14 +262,14 @@ class OrphanReaper(Callback):
     """Tune callback: end the Ray Train controller of a trial that ended ``grace_s`` ago, sweep the worker
     groups no process uses, and free each ended trial's worker group once its controller is gone.
 
-    The last is Ray Train's placement-group cleaner's work, done here for every trial of the search: a
-    nested run Ray Train ends by itself removes its own worker group, but one whose controller dies with
-    its trial (Tune stops it, a reused actor ends it) leaves it reserved. Ray starts one cleaner actor per
-    nested run for it, a process of its own polling the State API every second (about 2 CPU-seconds a
-    trial); here it is a look at the ended trials' groups every ``free_every_s`` (the GCS's table, and the
-    controller's process when it runs on this node). As the search starts, the callback writes
-    :data:`FREES_GROUPS_MARKER`, and the trial drivers then start their runs without Ray's cleaner
-    (:func:`hpsearch.runtime.internals.lean_trainer_class`).
+    The last is what Ray Train's placement-group cleaner does, done here as soon as the controller is gone:
+    a nested run Ray Train ends by itself removes its own worker group, but one whose controller dies with
+    its trial (Tune stops it, a reused actor ends it) leaves it reserved until Ray's cleaner (it polls every
+    second) sees the controller gone. Here the ended trials' groups are looked at every ``free_every_s``
+    (the GCS's table, and the controller's process when it runs on this node). Ray's cleaner stays: a
+    stopped trial's reused actor that Tune keeps cached past the search's end ends its run after this
+    callback's last call, and only the cleaner then frees that run's group (measured: without it, the
+    Optuna-ASHA search with reused actors and the multi-objective search each left a group reserved).
     """
 
     def __init__(
@@ -319,17 +306,6 @@ class OrphanReaper(Callback):
         self._freeing: dict[str, tuple[str, dict[str, Any] | None]] = {}
         self._next_free = clock()
         self.freed: list[str] = []  # ended trials' worker groups removed here
-
-    def setup(self, *args: Any, **info: Any) -> None:
-        """As the search starts (and resumes): tell the trial drivers that this search frees their worker groups."""
-        try:
-            self.train_dir.mkdir(parents=True, exist_ok=True)
-            (self.train_dir / FREES_GROUPS_MARKER).write_text(
-                "hpsearch's search process frees each ended trial's worker group (runtime/ray_workarounds.py)\n",
-                encoding="utf-8",
-            )
-        except OSError:  # the drivers then keep Ray Train's own cleaner
-            pass
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Tune pickles its callbacks into the experiment state; one saved by an earlier hpsearch lacks these.
