@@ -311,6 +311,34 @@ def test_at_the_end_of_the_search_every_ended_trials_group_is_freed(tmp_path, wo
     assert world.killed == [("n1", 41)] and removed == ["g1"]
 
 
+def test_at_the_end_a_controller_still_exiting_has_its_group_freed_once_it_is_gone(
+    tmp_path, world, monkeypatch
+) -> None:
+    """Tune stops the trial actors just before the end: a controller's process can outlive its actor a moment."""
+    removed: list[str] = []
+    exiting = iter([True, True, False])  # the process is seen running twice more, then gone
+    reaper = OrphanReaper(
+        tmp_path,
+        grace_s=15,
+        alive=world.alive,  # the State API already says the actor is dead
+        kill=world.kill,
+        remove_group=removed.append,
+        clock=lambda: world.now,
+        group_removed=lambda g: g in removed,
+        controller_running=lambda record: next(exiting, False),
+        free_every_s=0.25,
+    )
+    monkeypatch.setattr(
+        "hpsearch.runtime.ray_workarounds.time.sleep", lambda seconds: setattr(world, "now", world.now + seconds)
+    )
+    _record(tmp_path, "t1", pid=41)
+    _group_record(tmp_path, "t1", "g1")
+    _end(reaper, "t1")
+    started = world.now
+    reaper.on_experiment_end([])
+    assert removed == ["g1"] and world.killed == [] and world.now - started <= 1.0  # as it went, not after a grace
+
+
 @pytest.mark.ray
 def test_on_ray_a_recorded_actor_still_alive_is_ended_through_the_state_api(ray_cluster, tmp_path) -> None:
     import os

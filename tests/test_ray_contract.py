@@ -418,9 +418,8 @@ def test_without_the_callbacks_internal_trials_get_rays_own_trainer(tmp_path: Pa
     assert internals.lean_trainer_class(TorchTrainer) is TorchTrainer
     internals.preflight(_spec(tmp_path)[1])
     assert said.getvalue().splitlines() == [
-        "hpsearch: off for this search: nested runs that start no Ray Data DatasetManager without datasets, and no "
-        "placement-group cleaner of their own (Ray internal train-default-callbacks: DataParallelTrainer has no "
-        "attribute _create_default_callbacks)"
+        "hpsearch: off for this search: nested runs that start no Ray Data DatasetManager without datasets "
+        "(Ray internal train-default-callbacks: DataParallelTrainer has no attribute _create_default_callbacks)"
     ]
 
 

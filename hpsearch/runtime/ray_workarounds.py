@@ -367,7 +367,13 @@ class OrphanReaper(Callback):
                 time.sleep(0.5)
             self._check(trial_id)
         self._due.clear()
-        self._free_groups()  # every recorded controller has ended by now (or was ended just above)
+        # Tune stopped every trial actor just before this call, and a controller dies with its actor a moment
+        # later: look again until each ended trial's group is freed, or END_SETTLE_S passed.
+        deadline = self._clock() + END_SETTLE_S
+        self._free_groups()
+        while self._freeing and self._clock() < deadline:
+            time.sleep(self.free_every_s)
+            self._free_groups()
         # No trial runs any more: an unused worker group of ours is left over, once Ray
         # Train's own cleaner (it polls every second) has had a moment to remove it.
         self._sweep(0.0, settle_s=END_SETTLE_S)
