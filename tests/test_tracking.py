@@ -522,7 +522,7 @@ def test_the_quick_search_end_to_end_with_every_tracker(ray_cluster, tmp_path, c
                 seen_live.append([(t.state.name, dict(t.intermediate_values)) for t in trials])
             except Exception:  # noqa: BLE001 - not created yet
                 pass
-            time.sleep(0.5)
+            time.sleep(0.1)  # an epoch here lasts about a second: look often enough to see one trial mid-run
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
