@@ -164,8 +164,8 @@ def run_nested(
                 f"{DriverRoom.FIRST_TIMEOUT_S:g} s; it may size this elastic trial for room they hold"
             )
     # With the work-arounds on (record_controller: the switch as the search process read it), the nested run
-    # starts fewer helper processes beside the driver: no DatasetManager without datasets, and no placement-group
-    # cleaner when the search process frees the trial's worker group itself (internals.lean_trainer_class).
+    # starts fewer helper processes beside the driver: no DatasetManager without datasets
+    # (internals.lean_trainer_class; Ray's placement-group cleaner stays: see ray_workarounds.OrphanReaper).
     trainer_class = lean_trainer_class(TorchTrainer) if record_controller else TorchTrainer
     # The same switch: reports reach this driver through a socket of its own, not Ray's queue actor (controller.py).
     channel = ReportChannel() if record_controller and available("train-controller-on-driver-node") else None
