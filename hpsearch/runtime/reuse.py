@@ -244,8 +244,7 @@ def _kill_controller(run_folder: str | None) -> None:
 
 
 def _group_gone(group_id: str, deadline: float) -> bool:
-    """Wait until the placement group is removed (by Ray Train's cleaner, or by the search's ``OrphanReaper``
-    when the run was started without one); remove it at the deadline."""
+    """Wait until the placement group is removed (Ray Train's cleaner); remove it at the deadline."""
     group = PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group_id)))
 
     def removed() -> bool:
