@@ -204,6 +204,25 @@ def test_rank_records_read_back_per_attempt_and_a_damaged_one_reads_as_missing(t
     assert files.read_rank_progress(tmp_path / "nothing") == []
 
 
+def test_a_rank_whose_report_is_cut_short_keeps_saying_where_it_waited_until_its_loop_ends(tmp_path: Path) -> None:
+    from hpsearch.runtime.rank_watch import RankRecord
+
+    _, folder = files.claim_attempt(tmp_path / "t1", group_id="aa11", world_size=1)
+    record = RankRecord(str(tmp_path / "t1"), 1, folder, 0, 1)
+    record.entered()
+    record.left(True)
+    record.entered()
+    record.left(False)  # the run ended under it: the barrier went first, its process goes next
+
+    def saved() -> tuple[int, bool, str | None]:
+        [one] = files.read_rank_progress(tmp_path / "t1")[0].ranks
+        return one.reports, one.in_report, one.ended
+
+    assert saved() == (1, True, None)  # killed now, the record still says it waited at report 2
+    record.end(RuntimeError("the run ended"))
+    assert saved() == (1, False, RAISED)
+
+
 # ----------------------------------------------------------------------------- the error line
 
 
@@ -297,4 +316,4 @@ def test_a_stalled_trial_is_ended_within_its_timeout_named_and_the_search_goes_o
     # its workers are gone with it, and rank 1's log shows where it was
     assert "loop says: rank 1 epoch 2" in (attempt_.folder / "rank-1.log").read_text(encoding="utf-8")
     records = {r.rank: json.loads((attempt_.folder / f"rank-{r.rank}.json").read_text()) for r in attempt_.ranks}
-    assert records[0]["in_report"] is True and records[1]["reports"] == 1
+    assert records[0]["in_report"] is True and records[1]["reports"] == 1, records

@@ -57,7 +57,8 @@ class RankProgress:
         started_at: When its loop started (seconds since the epoch, on the rank's host).
         reports: How many ``ray.train.report`` calls it completed.
         in_report: Whether it is inside a report now (report ``reports + 1``), waiting at its barrier
-            or saving its checkpoint.
+            or saving its checkpoint; for a rank whose process died, whether it died inside one
+            (a report cut short is written only with the rank's next step).
         last_report_at: When it last completed a report, or ``None``.
         ended: ``"returned"``, ``"raised"``, or ``None`` while its loop runs (or when its process died).
         ended_at: When its loop ended, or ``None``.

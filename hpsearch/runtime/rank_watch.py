@@ -299,12 +299,18 @@ class RankRecord:
         self.save()
 
     def left(self, ok: bool) -> None:
-        """A ``ray.train.report`` returned (``ok``: one more report completed) or raised."""
+        """A ``ray.train.report`` returned (``ok``: one more report completed) or raised.
+
+        A report that raised is not written: the record keeps the rank inside it until the next write
+        (the loop's end, or its next report). A run that is ended while a rank waits at its barrier
+        takes the barrier away first (the report raises) and the rank's process a moment later, and
+        the record must still say where the rank was, not that it had left.
+        """
         self.in_report = False
         if ok:
             self.reports += 1
             self.last_report_at = time.time()
-        self.save()
+            self.save()
 
     def end(self, error: BaseException | None = None) -> None:
         """The loop returned (``error`` ``None``) or raised ``error``: say so at the end of the log, and in the record."""
