@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import ipaddress
 import os
 import socket
 import time
@@ -47,6 +46,7 @@ import psutil
 
 from hpsearch.errors import ClusterError
 from hpsearch.runtime import session
+from hpsearch.runtime.node_facts import is_loopback
 
 __all__ = [
     "Listener",
@@ -82,22 +82,6 @@ class Listener:
     def __str__(self) -> str:
         host = f"[{self.address}]" if ":" in self.address else self.address
         return f"{self.process} (PID {self.pid}) on {self.protocol} {host}:{self.port}"
-
-
-def is_loopback(address: str) -> bool:
-    """Whether a socket bound to ``address`` is reachable from this machine only.
-
-    ``127.0.0.0/8``, ``::1`` and the IPv4-mapped ``::ffff:127.x.x.x`` (a dual-stack socket on
-    127.0.0.1, as gRPC binds it) are; ``0.0.0.0``, ``::``, every interface address and
-    anything that does not parse are not.
-    """
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])  # a link-local address may carry "%eth0"
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
 
 
 def beyond_loopback(listeners: Iterable[Listener], *, tcp_stores: Collection[tuple[int, int]] = ()) -> list[Listener]:

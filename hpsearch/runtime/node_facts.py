@@ -58,11 +58,19 @@ VERSIONED = ("ray", "hpsearch", "torch", "python")
 
 
 def is_loopback(address: str) -> bool:
-    """Whether ``address`` is a loopback address (127.0.0.0/8, ::1); a string that is no address is not."""
+    """Whether ``address`` is reachable from this machine only: the one loopback rule of hpsearch.
+
+    ``127.0.0.0/8``, ``::1`` and the IPv4-mapped ``::ffff:127.x.x.x`` (a dual-stack socket on
+    127.0.0.1, as gRPC binds it) are; ``0.0.0.0``, ``::``, every interface address and
+    anything that does not parse are not. A link-local address may carry a zone (``%eth0``).
+    """
     try:
-        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 def resolve_hostname(hostname: str) -> tuple[tuple[str, ...], str | None]:
