@@ -1,4 +1,4 @@
-"""One door to other libraries' internals: only ``hpsearch/runtime/internals.py`` touches them.
+"""One door to other libraries' internals: only the package ``hpsearch/runtime/internals/`` touches them.
 
 Walks every module of the package (its syntax tree, not its imports at run time) and fails,
 naming the file and line, when a module other than the door:
@@ -26,14 +26,15 @@ import pytest
 import hpsearch
 
 PACKAGE = Path(hpsearch.__file__).resolve().parent
-DOOR = PACKAGE / "runtime" / "internals.py"
+DOOR = PACKAGE / "runtime" / "internals"
 #: The libraries whose internals go through the door.
 WATCHED = ("ray", "optuna", "hyperopt", "mlflow", "tensorboardX")
+DOOR_MODULE = "hpsearch.runtime.internals"
 _PRIVATE_MODULE = re.compile(r"(^|\.)_[a-z]|^ray\.experimental\.internal_kv")
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if p != DOOR)
+    return sorted(p for p in PACKAGE.rglob("*.py") if DOOR not in p.parents)
 
 
 def _watched(module: str) -> bool:
@@ -102,12 +103,12 @@ def _attribute_problems(path: Path, tree: ast.AST) -> list[str]:
 
 def test_only_the_door_imports_private_modules_of_ray_and_the_other_libraries() -> None:
     found = [p for path in _modules() for p in _import_problems(path, ast.parse(path.read_text(encoding="utf-8")))]
-    assert found == [], "private imports outside hpsearch/runtime/internals.py:\n" + "\n".join(found)
+    assert found == [], "private imports outside hpsearch/runtime/internals/:\n" + "\n".join(found)
 
 
 def test_only_the_door_reads_or_writes_underscore_attributes_of_other_objects() -> None:
     found = [p for path in _modules() for p in _attribute_problems(path, ast.parse(path.read_text(encoding="utf-8")))]
-    assert found == [], "underscore attributes of other objects outside hpsearch/runtime/internals.py:\n" + "\n".join(
+    assert found == [], "underscore attributes of other objects outside hpsearch/runtime/internals/:\n" + "\n".join(
         found
     )
 
@@ -122,12 +123,16 @@ def _private_names_of(cls: type) -> set[str]:
     return names | set(re.findall(r"self\.(_[A-Za-z]\w*)", source)) - {n for n in names if n.startswith("__")}
 
 
+def _in_door(module: str) -> bool:
+    return module == DOOR_MODULE or module.startswith(f"{DOOR_MODULE}.")
+
+
 def _hpsearch_classes() -> list[type]:
     import hpsearch.runtime  # noqa: F401 - the package whose modules are walked below
 
     classes = []
     for info in pkgutil.walk_packages([str(PACKAGE)], prefix="hpsearch."):
-        if info.name in ("hpsearch.runtime.internals", "hpsearch.__main__"):
+        if info.name == "hpsearch.__main__" or _in_door(info.name):
             continue
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
@@ -155,15 +160,14 @@ def _self_names(cls: type) -> set[str]:
 
 @pytest.mark.parametrize("cls", _hpsearch_classes(), ids=lambda c: f"{c.__module__}.{c.__qualname__}")
 def test_no_subclass_outside_the_door_touches_a_private_name_of_its_library_base(cls: type) -> None:
-    door = importlib.import_module("hpsearch.runtime.internals")
-    bases = [b for b in cls.__mro__[1:] if _watched(b.__module__) and b.__module__ != door.__name__]
+    bases = [b for b in cls.__mro__[1:] if _watched(b.__module__) and not _in_door(b.__module__)]
     if not bases:
         return
     theirs = set().union(*(_private_names_of(b) for b in bases))
     touched = sorted(_self_names(cls) & theirs)
     assert touched == [], (
         f"{cls.__module__}.{cls.__qualname__} touches private names of "
-        f"{', '.join(b.__qualname__ for b in bases)}: {touched}; go through hpsearch/runtime/internals.py"
+        f"{', '.join(b.__qualname__ for b in bases)}: {touched}; go through hpsearch/runtime/internals/"
     )
 
 
