@@ -1,6 +1,6 @@
 """Stalled trials are ended and named; ranks that report unequally fail their trial at once.
 
-First the decisions, pure (:mod:`hpsearch.experiment.ranks` over the ranks' progress records, the
+First the decisions, pure (:mod:`hpsearch.experiment.worker_ranks` over the ranks' progress records, the
 driver's clock given): milliseconds each. Then the records as the workers write them and the
 driver reads them, and the error line as the outcome recorder writes it (no Ray). Last, one small
 search (marked ``ray``): two 2-worker trials at once under ``failure.report_timeout_s: 4``, one
@@ -11,7 +11,9 @@ its one line, and the other trial finishes.
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,8 @@ import pytest
 from fake_tune import FakeTrial, TuneEvents
 from leftovers import placement_groups_left
 
-from hpsearch.experiment import files
-from hpsearch.experiment.ranks import (
+from hpsearch.experiment import files, worker_ranks
+from hpsearch.experiment.worker_ranks import (
     RAISED,
     RETURNED,
     AttemptProgress,
@@ -54,6 +56,17 @@ def rank(r: int, reports: int = 0, *, waiting: bool = False, ended: str | None =
 
 
 # ----------------------------------------------------------------------------- unequal reports, pure
+
+
+def test_the_old_module_name_ranks_warns_and_gives_the_same_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hpsearch.experiment.ranks`` was renamed ``worker_ranks`` (``ranking`` is a trial's place); the old name
+    still imports, warning, with every name the same object."""
+    monkeypatch.delitem(sys.modules, "hpsearch.experiment.ranks", raising=False)  # imported afresh, so it warns
+    with pytest.warns(DeprecationWarning, match=r"import hpsearch\.experiment\.worker_ranks instead"):
+        old = importlib.import_module("hpsearch.experiment.ranks")
+    assert list(old.__all__) == list(worker_ranks.__all__)
+    for name in worker_ranks.__all__:
+        assert getattr(old, name) is getattr(worker_ranks, name), name
 
 
 def test_a_rank_that_returned_while_another_waits_at_a_later_report_is_named_with_both_counts() -> None:

@@ -59,7 +59,7 @@ from hpsearch.experiment.layout import (
     TrialStatus,
     is_experiment,
 )
-from hpsearch.experiment.ranks import RAISED, RETURNED, AttemptProgress, RankProgress
+from hpsearch.experiment.worker_ranks import RAISED, RETURNED, AttemptProgress, RankProgress
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.spec import Spec
