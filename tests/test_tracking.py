@@ -97,13 +97,25 @@ class Search(TuneEvents):
 
 
 def _three_trials(search: Search) -> tuple[FakeTrial, FakeTrial, FakeTrial]:
-    """t1 finishes its 3 epochs (best val_loss 0.3 at epoch 2), t2 is stopped at epoch 1, t3 errors."""
+    """t1 finishes its 3 epochs (best val_loss 0.3 at epoch 2), t2 is stopped at epoch 1, t3 errors.
+
+    t1 also reports a nested metric, ``{"grad": {"norm": ...}}``: every tracker names it ``grad/norm``,
+    as Tune, the spec's ``metric`` and ``load_results`` do.
+    """
     t1, t2, t3 = (search.trial(t, lr=lr, hidden=64) for t, lr in (("t1", 0.01), ("t2", 0.001), ("t3", 0.02)))
     for trial in (t1, t2, t3):
         search.start(trial)
     # Tune's training_iteration says 1, 1, 2 (a restart): the step must be the epoch
     for epoch, loss, it in ((1, 0.5, 1), (2, 0.3, 1), (3, 0.4, 2)):
-        search.report(t1, checkpoint=True, epoch=epoch, val_loss=loss, val_acc=1 - loss, training_iteration=it)
+        search.report(
+            t1,
+            checkpoint=True,
+            epoch=epoch,
+            val_loss=loss,
+            val_acc=1 - loss,
+            grad={"norm": 10 * loss},
+            training_iteration=it,
+        )
     search.complete(t1)
     search.report(t2, epoch=1, val_loss=0.9, training_iteration=1, done=True)
     search.complete(t2)
@@ -163,6 +175,9 @@ def test_mlflow_one_run_per_trial_with_params_metrics_at_epochs_and_status_tags(
     client = mlflow.tracking.MlflowClient(uri)
     history = client.get_metric_history(runs.loc["t1", "run_id"], "val_loss")
     assert [(m.step, m.value) for m in history] == [(1, 0.5), (2, 0.3), (3, 0.4)]
+    nested = client.get_metric_history(runs.loc["t1", "run_id"], "grad/norm")
+    assert [(m.step, m.value) for m in nested] == [(1, 5.0), (2, 3.0), (3, 4.0)]
+    assert "metrics.grad.norm" not in runs
 
     # a resumed search (callbacks unpickled, as Tune restores them) continues the trial's run
     resumed = pickle.loads(search.pickled)
@@ -229,9 +244,9 @@ def test_wandb_offline_one_run_per_trial_at_epoch_steps_with_status(tmp_path) ->
     t1 = _wandb_run(search.exp, "t1")
     assert t1["config"] == {"lr": 0.01, "hidden": 64}
     assert t1["steps"] == {
-        1: {"val_loss": 0.5, "val_acc": 0.5, "epoch": 1},
-        2: {"val_loss": 0.3, "val_acc": 0.7, "epoch": 2},
-        3: {"val_loss": 0.4, "val_acc": 0.6, "epoch": 3},
+        1: {"val_loss": 0.5, "val_acc": 0.5, "grad/norm": 5.0, "epoch": 1},
+        2: {"val_loss": 0.3, "val_acc": 0.7, "grad/norm": 3.0, "epoch": 2},
+        3: {"val_loss": 0.4, "val_acc": 0.6, "grad/norm": 4.0, "epoch": 3},
     }
     assert t1["tags"] == ("track", FINISHED)
     assert t1["summary"]["hpsearch.best_checkpoint"] == str(run_dir(search.exp, "t1") / "checkpoint_000002")
@@ -265,6 +280,7 @@ def test_tensorboard_scalars_at_epoch_steps_and_the_end_as_text(tmp_path) -> Non
         (e.step, v.tag, round(v.simple_value, 6)) for e in events for v in e.summary.value if v.HasField("simple_value")
     ]
     assert [(s, v) for s, tag, v in scalars if tag == "val_loss"] == [(1, 0.5), (2, 0.3), (3, 0.4)]
+    assert [(s, v) for s, tag, v in scalars if tag == "grad/norm"] == [(1, 5.0), (2, 3.0), (3, 4.0)]
     assert not [tag for _, tag, _ in scalars if tag.startswith("ray/") or tag in ("pid", "training_iteration")]
     texts = {
         v.tag.split("/text_summary")[0]: v.tensor.string_val[0].decode()
@@ -332,6 +348,24 @@ def test_optuna_study_is_written_live_and_a_resume_continues_it(tmp_path) -> Non
         SpecError, match=r"tracking.optuna: study 'track' in .* holds another search \(.*results/track\)"
     ):
         check_tracking(other)
+
+
+def test_optuna_takes_a_nested_objective_by_the_name_the_spec_gives_it(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'nested.db'}"
+    search = Search(_nested(tmp_path, url))
+    t1 = search.trial("t1", lr=0.01, hidden=64, layers=2)
+    search.start(t1)
+    search.report(t1, epoch=1, val={"loss": 0.5})
+    search.report(t1, epoch=2, val={"loss": 0.25})
+    search.complete(t1)
+    [trial] = optuna.load_study(study_name="track", storage=url).trials
+    assert trial.intermediate_values == {1: 0.5, 2: 0.25} and trial.value == 0.25
+
+
+def _nested(tmp_path: Path, url: str) -> Any:
+    raw = yaml.safe_load((REPO / "search_spaces" / "digits_quick.yaml").read_text())
+    raw.update(name="track", storage_path=str(tmp_path / "results"), tracking={"optuna": url}, metric="val/loss")
+    return load_spec(raw)
 
 
 # ----------------------------------------------------------------------------- failures

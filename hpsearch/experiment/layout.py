@@ -84,6 +84,7 @@ __all__ = [
     "PENDING",
     "TUNE_COLUMNS",
     "flatten_config",
+    "flatten_metrics",
 ]
 
 #: The folder's format (``{"format": 2, "hpsearch": "<version>"}``), written once when ``hpsearch run``
@@ -226,16 +227,22 @@ TUNE_COLUMNS: Final = frozenset(
 )
 
 
-def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_config(config: dict[str, Any], prefix: str = "", *, sep: str = ".") -> dict[str, Any]:
     """A trial's nested config as dotted keys, as every table shows it: ``{"a": {"b": 1}} -> {"a.b": 1}``."""
     out: dict[str, Any] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            out.update(flatten_config(value, name + "."))
+            out.update(flatten_config(value, name + sep, sep=sep))
         else:
             out[name] = value
     return out
+
+
+def flatten_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A report's nested metrics as Tune names them, and the spec's ``metric`` and every table:
+    ``{"val": {"loss": 1}} -> {"val/loss": 1}``."""
+    return flatten_config(metrics, sep="/")
 
 
 def is_experiment(folder: str | Path) -> bool:

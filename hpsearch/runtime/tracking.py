@@ -7,7 +7,8 @@ one run per tracker, holding:
 
 - the trial's config as parameters (nested keys dotted, as every hpsearch table shows them);
 - every report's metrics at the report's ``epoch`` step (not Tune's ``training_iteration``,
-  which restarts at 1 when a trial is retried or resumed), Tune's bookkeeping left out;
+  which restarts at 1 when a trial is retried or resumed), Tune's bookkeeping left out, a nested
+  metric named as Tune and the spec's ``metric`` name it (``{"val": {"loss": x}}`` is ``val/loss``);
 - tags: ``hpsearch.experiment``, ``hpsearch.trial_id`` and, when it ends, ``hpsearch.status``
   (``finished``, ``stopped``, ``errored``: the :class:`~hpsearch.runtime.outcomes.OutcomeRecorder`'s
   decision, which runs first) and ``hpsearch.best_checkpoint`` with ``hpsearch.best_<metric>``
@@ -62,7 +63,7 @@ from hpsearch.analysis._optuna import (
 from hpsearch.errors import Problem, SpecError
 from hpsearch.experiment import ranking
 from hpsearch.experiment.files import read_history
-from hpsearch.experiment.layout import ERRORED, TUNE_COLUMNS, TUNE_STATE_GLOB, flatten_config
+from hpsearch.experiment.layout import ERRORED, TUNE_COLUMNS, TUNE_STATE_GLOB, flatten_config, flatten_metrics
 from hpsearch.experiment.metrics import report_step, report_value, report_violation
 from hpsearch.experiment.ranking import Mode, metric_value, rank_trials
 from hpsearch.runtime.env import mlflow_probe
@@ -145,7 +146,7 @@ class TrialFacts:
     def metrics(result: Mapping[str, Any]) -> dict[str, float]:
         """The trial's own metrics of a result: the numbers it reported (flattened), Tune's bookkeeping left out."""
         out: dict[str, float] = {}
-        for key, value in flatten_config({k: v for k, v in result.items() if k not in _NOT_METRICS}).items():
+        for key, value in flatten_metrics({k: v for k, v in result.items() if k not in _NOT_METRICS}).items():
             number = metric_value(value)
             if number is not None:
                 out[key] = number
