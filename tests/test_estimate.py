@@ -15,19 +15,11 @@ import yaml
 from hpsearch.cli import main
 from hpsearch.errors import PlanError
 from hpsearch.experiment.files import read_check, write_check
-from hpsearch.planning.estimate import (
-    PERCENTILES,
-    SEEDS,
-    Timing,
-    Workload,
-    _Asha,
-    _Median,
-    _percentile,
-    _Trial,
-    estimate,
-    simulate,
-    timing_from,
-)
+from hpsearch.planning.estimate import PERCENTILES, SEEDS, Timing, Workload, estimate, simulate, timing_from
+from hpsearch.planning.estimate.asha import _Asha
+from hpsearch.planning.estimate.median import _Median
+from hpsearch.planning.estimate.policy import _Trial
+from hpsearch.planning.estimate.spread import _percentile
 from hpsearch.planning.render import render_estimate
 
 #: start-up 10 s, 5 s an epoch, teardown 2 s: a trial of n epochs holds its slot 12 + 5n seconds

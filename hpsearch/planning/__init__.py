@@ -7,4 +7,6 @@
 - :mod:`~hpsearch.planning.autoscale`: an autoscaling cluster (``0..4x{...}``) planned at its minimum and
   maximum size, and what each extra node adds.
 - :mod:`~hpsearch.planning.rayjob`: the plan as a KubeRay ``RayJob`` (``hpsearch plan --emit rayjob``).
+- :mod:`~hpsearch.planning.estimate`: how long a search will take and what it will use (``hpsearch plan --estimate``).
+- :mod:`~hpsearch.planning.versus`: the estimate made as a search started, set next to what happened.
 """
