@@ -457,21 +457,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _run_command(sub)
+    _spec_command(sub, "validate", cmd_validate, "check a spec without starting Ray")
+    _check_command(sub)
+    _resume_command(sub)
+    plan_p = _spec_command(sub, "plan", cmd_plan, "show the resource plan for a spec without starting any trial")
+    _plan_target_flags(plan_p)
+    _estimate_flags(plan_p)
+    _rayjob_flags(plan_p)
+    _results_commands(sub)
+    return parser
 
-    def spec_command(name: str, func: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_, description=func.__doc__)
-        p.add_argument("spec", metavar="SPEC.yaml", help="the search spec")
-        p.add_argument(
-            "--set",
-            action="append",
-            metavar="KEY=VALUE",
-            help="override a spec value by its dotted path, e.g. --set scaling.num_workers=2 (repeatable)",
-        )
-        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        p.set_defaults(func=func)
-        return p
 
-    run_p = spec_command("run", cmd_run, "run a search")
+def _spec_command(
+    sub: _Subcommands, name: str, func: Callable[[argparse.Namespace], int], help_: str
+) -> argparse.ArgumentParser:
+    """A command that reads a spec: ``SPEC.yaml`` and ``--set``."""
+    p = sub.add_parser(name, help=help_, description=func.__doc__)
+    p.add_argument("spec", metavar="SPEC.yaml", help="the search spec")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a spec value by its dotted path, e.g. --set scaling.num_workers=2 (repeatable)",
+    )
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.set_defaults(func=func)
+    return p
+
+
+def _run_command(sub: _Subcommands) -> None:
+    run_p = _spec_command(sub, "run", cmd_run, "run a search")
     run_p.add_argument(
         "--address", help="an existing Ray cluster (e.g. 'auto' or 'host:6379'); default: embedded local Ray"
     )
@@ -485,9 +501,14 @@ def _parser() -> argparse.ArgumentParser:
         help="with --address: the node groups the cluster's autoscaler may grow it to, as plan takes them "
         "(e.g. '1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}'): trials wait for the nodes they need instead of being refused",
     )
-    spec_command("validate", cmd_validate, "check a spec without starting Ray")
-    check_p = spec_command(
-        "check", cmd_check, "run one small trial of the spec and check the loop (ranks, metric, checkpoint, restore)"
+
+
+def _check_command(sub: _Subcommands) -> None:
+    check_p = _spec_command(
+        sub,
+        "check",
+        cmd_check,
+        "run one small trial of the spec and check the loop (ranks, metric, checkpoint, restore)",
     )
     check_p.add_argument(
         "--reports", type=_positive_int, default=2, metavar="N", help="reports before the cut (default: 2)"
@@ -504,6 +525,9 @@ def _parser() -> argparse.ArgumentParser:
         help="end the trial after this long without a report, when the spec sets no failure.report_timeout_s "
         f"(default: {DEFAULT_CHECK_REPORT_TIMEOUT_S:g})",
     )
+
+
+def _resume_command(sub: _Subcommands) -> None:
     resume_p = sub.add_parser("resume", help="continue an interrupted search", description=cmd_resume.__doc__)
     resume_p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the experiment folder (<storage_path>/<name>)")
     resume_p.add_argument(
@@ -520,7 +544,9 @@ def _parser() -> argparse.ArgumentParser:
     resume_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     resume_p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     resume_p.set_defaults(func=cmd_resume)
-    plan_p = spec_command("plan", cmd_plan, "show the resource plan for a spec without starting any trial")
+
+
+def _plan_target_flags(plan_p: argparse.ArgumentParser) -> None:
     target = plan_p.add_mutually_exclusive_group()
     target.add_argument("--address", help="plan against a running Ray cluster (e.g. 'auto')")
     target.add_argument(
@@ -530,6 +556,9 @@ def _parser() -> argparse.ArgumentParser:
         "(memory in GB; the first node is the head) or a YAML file listing nodes",
     )
     plan_p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+
+
+def _estimate_flags(plan_p: argparse.ArgumentParser) -> None:
     est = plan_p.add_argument_group("estimate (each flag overrides the figure `hpsearch check SPEC` measured)")
     est.add_argument(
         "--estimate",
@@ -554,6 +583,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="epochs per trial (default: the spec's search_space.epochs; asha and hyperband: else max_t)",
     )
+
+
+def _rayjob_flags(plan_p: argparse.ArgumentParser) -> None:
     kube = plan_p.add_argument_group("KubeRay (with --cluster)")
     kube.add_argument(
         "--emit",
@@ -593,8 +625,6 @@ def _parser() -> argparse.ArgumentParser:
         "root-owned share (Filestore, NFS) whose driver applies fsGroup (rayproject/ray: 100); a pod field, "
         "any KubeRay (1.1.0 or later)",
     )
-    _results_commands(sub)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
