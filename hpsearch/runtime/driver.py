@@ -125,12 +125,7 @@ def run_nested(
     if runs_dir is None:
         runs_dir = str(Path(context.get_trial_dir()).parent / TRAIN_RUNS_DIR)
     trial_folder = os.path.join(runs_dir, trial_id)  # the trial's history, lineage and controller record
-    earlier = _missing_metric_before(trial_folder, search_token) if required else None
-    if earlier is not None:  # a retry by Tune (trial_retries) would only fail the same way again
-        raise earlier
-    repeat = retries.repeated(trial_folder, search_token) if search_token else None
-    if repeat is not None:  # it failed the same way twice: Tune's retry ends here, before any nested run
-        raise repeat
+    _refuse_a_known_failure(trial_folder, search_token, required)
     generation = reuse.begin_run(trial_folder)  # a reused actor ends this run before its next trial
     storage_path, run_name, donor_epoch = runs_dir, trial_id, None
     if population:
@@ -138,74 +133,36 @@ def run_nested(
         storage_path, run_name = start.storage_path(runs_dir), start.name
         donor_epoch = start.donor.epoch if start.donor is not None else None
         pbt_driver.install_pointer_reports(trial_id, runs_dir, start)
-    fed: dict[str, Any] = {}
-    if data is not None:
-        feed = data.feed
-        fed = {
-            "datasets": {
-                **data.shared,
-                **build_for_trial({k: reuse.current(f) for k, f in data.factories.items()}, config),
-            },
-            "dataset_config": data_config(feed.split, feed.cpu_limit, feed.concurrency),
-        }
+    fed = _fed_datasets(data, config) if data is not None else {}
 
     # With searched scaling, this trial's own values come from its config. The config keeps them under
     # `scaling`, so the loop can read its scale, and the config it sees is the one Tune and load_results show.
     own = scaling.for_trial(config)
     if own.elastic is not None:  # before the trial's own request to the coordinator (made in fit())
-        exp_dir = Path(context.get_trial_dir()).parent
-        told = DRIVER_ROOM.keep(
-            f"hpsearch-drivers-{search_token or exp_dir.name}",
-            driver_room(files.read_plan(exp_dir), context.get_trial_resources().bundles),
-        )
-        if not told:  # in the trial's log: why its worker group may be sized for room the drivers hold
-            messages.say(
-                f"trial {trial_id}: Ray's autoscaling coordinator did not take the trial drivers' room within "
-                f"{DriverRoom.FIRST_TIMEOUT_S:g} s; it may size this elastic trial for room they hold"
-            )
+        _keep_driver_room(context, trial_id, search_token)
     # With the work-arounds on (record_controller: the switch as the search process read it), the nested run
     # starts fewer helper processes beside the driver: no DatasetManager without datasets
     # (internals.lean_trainer_class; Ray's placement-group cleaner stays: see ray_workarounds.OrphanReaper).
     trainer_class = lean_trainer_class(TorchTrainer) if record_controller else TorchTrainer
     # The same switch: reports reach this driver through a socket of its own, not Ray's queue actor (controller.py).
     channel = ReportChannel() if record_controller and available("train-controller-on-driver-node") else None
-    # Ray's TorchConfig; on a host whose name resolves to a loopback address each worker first pins gloo's
-    # interface to its node's IP, or the other hosts' workers cannot reach it (node_check). With the switch on,
-    # a config the controller unpickles without importing torch (internals.lean_torch_config).
-    setup = pin_worker_interface if own.workers > 1 and available("torch-backend-start") else None
-    torch_config = lean_torch_config(set_torch_master, setup) if record_controller else None
-    if torch_config is None and setup is not None:
-        torch_config = torch_config_with_worker_setup(setup)
     try:
+        callback = aggregating_callback(
+            aggregate,
+            trial_folder,
+            record_controller,
+            required=required,
+            checkpoints=CheckpointRules(population, donor_epoch) if population else None,
+            search=search_token,
+            channel=channel.address if channel is not None else None,
+        )
         _build_and_fit(
             trainer_class(
                 worker_loop(reuse.current(train_loop), trial_folder),
                 train_loop_config=config,
-                torch_config=torch_config,
+                torch_config=_torch_config(own.workers, record_controller),
                 scaling_config=train.ScalingConfig(**scaling_config_kwargs(own)),
-                # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
-                run_config=train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
-                    name=run_name,
-                    storage_path=storage_path,
-                    callbacks=[
-                        aggregating_callback(
-                            aggregate,
-                            trial_folder,
-                            record_controller,
-                            required=required,
-                            checkpoints=CheckpointRules(population, donor_epoch) if population else None,
-                            search=search_token,
-                            channel=channel.address if channel is not None else None,
-                        )
-                    ],
-                    failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
-                        max_failures=failure.worker_retries,
-                        controller_failure_limit=failure.controller_retries,
-                        max_preemption_failures=failure.worker_retries,
-                    ),
-                    checkpoint_config=train.CheckpointConfig(**checkpoint_config),
-                    logging_config=train.LoggingConfig(log_level="WARNING"),
-                ),
+                run_config=_run_config(run_name, storage_path, callback, failure, checkpoint_config),
                 **fed,
             ),
             channel,
@@ -218,6 +175,72 @@ def run_nested(
     finally:
         if channel is not None:
             channel.close()
+
+
+def _refuse_a_known_failure(trial_folder: str, search_token: str, required: Mapping[str, str] | Sequence[str]) -> None:
+    """Raise, before any nested run, the error a retry by Tune (``trial_retries``) would only meet again."""
+    earlier = _missing_metric_before(trial_folder, search_token) if required else None
+    if earlier is not None:
+        raise earlier
+    repeat = retries.repeated(trial_folder, search_token) if search_token else None
+    if repeat is not None:  # it failed the same way twice: Tune's retry ends here
+        raise repeat
+
+
+def _fed_datasets(data: TrialData, config: dict[str, Any]) -> dict[str, Any]:
+    """The trainer's ``datasets`` and ``dataset_config``: the shared ones and this trial's own."""
+    built = build_for_trial({k: reuse.current(f) for k, f in data.factories.items()}, config)
+    return {
+        "datasets": {**data.shared, **built},
+        "dataset_config": data_config(data.feed.split, data.feed.cpu_limit, data.feed.concurrency),
+    }
+
+
+def _keep_driver_room(context: Any, trial_id: str, search_token: str) -> None:
+    """An elastic trial: ask Ray's autoscaling coordinator to hold the trial drivers' room first."""
+    exp_dir = Path(context.get_trial_dir()).parent
+    told = DRIVER_ROOM.keep(
+        f"hpsearch-drivers-{search_token or exp_dir.name}",
+        driver_room(files.read_plan(exp_dir), context.get_trial_resources().bundles),
+    )
+    if not told:  # in the trial's log: why its worker group may be sized for room the drivers hold
+        messages.say(
+            f"trial {trial_id}: Ray's autoscaling coordinator did not take the trial drivers' room within "
+            f"{DriverRoom.FIRST_TIMEOUT_S:g} s; it may size this elastic trial for room they hold"
+        )
+
+
+def _torch_config(workers: int, record_controller: bool) -> Any:
+    """Ray's TorchConfig for the run, or ``None`` for Ray's default.
+
+    On a host whose name resolves to a loopback address each worker first pins gloo's interface to
+    its node's IP, or the other hosts' workers cannot reach it (node_check). With the work-arounds
+    on, a config the controller unpickles without importing torch (internals.lean_torch_config).
+    """
+    setup = pin_worker_interface if workers > 1 and available("torch-backend-start") else None
+    torch_config = lean_torch_config(set_torch_master, setup) if record_controller else None
+    if torch_config is None and setup is not None:
+        torch_config = torch_config_with_worker_setup(setup)
+    return torch_config
+
+
+def _run_config(
+    run_name: str, storage_path: str, callback: Any, failure: Failure, checkpoint_config: dict[str, Any]
+) -> Any:
+    """The nested run's ``train.RunConfig``: its unique name, its folder, the report callback, its limits."""
+    # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
+    return train.RunConfig(  # type: ignore[call-arg]  # V2's RunConfig takes logging_config
+        name=run_name,
+        storage_path=storage_path,
+        callbacks=[callback],
+        failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
+            max_failures=failure.worker_retries,
+            controller_failure_limit=failure.controller_retries,
+            max_preemption_failures=failure.worker_retries,
+        ),
+        checkpoint_config=train.CheckpointConfig(**checkpoint_config),
+        logging_config=train.LoggingConfig(log_level="WARNING"),
+    )
 
 
 def _build_and_fit(

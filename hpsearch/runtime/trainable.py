@@ -170,6 +170,12 @@ def make_trainable(
     trial: Callable[..., None] = hpsearch_trial
     if shared:  # the datasets' handles go into the object store once, and every trial reads the same blocks
         trial = tune.with_parameters(hpsearch_trial, datasets=shared)
+    bundle = _driver_bundle(driver_cpus, driver_node, population, concurrency)
+    return tune.with_resources(trial, tune.PlacementGroupFactory([bundle]))
+
+
+def _driver_bundle(driver_cpus: float, driver_node: str, population: bool, concurrency: int) -> dict[str, float]:
+    """The trial driver's one bundle: its CPUs and, on the head, its sliver or population slot of the head."""
     bundle = {"CPU": driver_cpus}
     if driver_node == "head":
         bundle[HEAD_RESOURCE] = HEAD_SLIVER
@@ -180,7 +186,7 @@ def make_trainable(
             bundle[HEAD_RESOURCE] = driver_slot(concurrency)
     elif driver_node != "any":
         raise ValueError(f"driver_node must be 'head' or 'any', got {driver_node!r}")
-    return tune.with_resources(trial, tune.PlacementGroupFactory([bundle]))
+    return bundle
 
 
 def _datasets(
