@@ -53,9 +53,6 @@ from hpsearch.planning.rayjob import (
     SUBMITTER_BACKOFF_LIMIT,
     TTL_SECONDS,
     WORKER_BASE_GB,
-    _Doc,
-    _dump_documents,
-    _scalar,
     cluster_argument,
     deadline_margin_s,
     deadline_seconds,
@@ -66,6 +63,7 @@ from hpsearch.planning.rayjob import (
     rayjob_plan,
 )
 from hpsearch.planning.rayjob import rayjob_manifest as _unvalidated_manifest
+from hpsearch.planning.rayjob.yaml_text import _Doc, _dump_documents, _scalar
 from hpsearch.runtime.autoscaling import autoscaling_for
 from hpsearch.spec import Spec, load_spec, total_trials
 
