@@ -109,8 +109,8 @@ SEARCHERS = {
 def hpsearch_searcher(spec: Any) -> tuple[Any, dict, Any, Any]:
     """The searcher ``hpsearch run`` builds for ``spec``, one trial at a time; Tune's param space, metric and mode."""
     from hpsearch.runtime.plugins import SearcherContext, build_searcher  # lazy: Ray's Tune; --help needs none
+    from hpsearch.runtime.tune_space import to_tune  # lazy: Ray's Tune, as above
     from hpsearch.runtime.warm_start import with_space  # lazy: Ray's Tune, as above
-    from hpsearch.spec.space import to_tune  # lazy: beside the two above, where the searcher is built
 
     if spec.multi_objective:  # as runtime/tuner.py's _searcher_context
         ctx = SearcherContext(

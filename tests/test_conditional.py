@@ -17,14 +17,13 @@ import pytest
 import yaml
 
 from hpsearch.runtime.plugins import SearcherContext, build_searcher
+from hpsearch.runtime.tune_space import JOINT_GRID_KEY, to_tune
 from hpsearch.spec import load_spec, total_trials
 from hpsearch.spec.plugins import SEARCHERS
 from hpsearch.spec.space import (
-    JOINT_GRID_KEY,
     active_config,
     grid_points,
     parse_search_space,
-    to_tune,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -246,6 +246,34 @@ def test_an_import_inside_a_function_says_why_it_is_lazy(module: str) -> None:
     assert not silent, "\n".join(silent)
 
 
+#: Packages that import neither Ray nor torch anywhere, not even lazily inside a function: the spec is
+#: read and checked before Ray starts, and its translation to Tune lives in hpsearch.runtime.tune_space.
+NEVER_HEAVY = {"hpsearch.spec": ("ray", "torch")}
+
+
+def heavy_imports(path: Path, heavy: tuple[str, ...]) -> list[tuple[int, str]]:
+    """Every absolute import of a ``heavy`` package in ``path``, at any depth: line and module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        found += [(node.lineno, name) for name in names if name.split(".")[0] in heavy]
+    return sorted(found)
+
+
+@pytest.mark.parametrize("package", sorted(NEVER_HEAVY))
+def test_the_spec_imports_no_ray_or_torch_even_inside_a_function(package: str) -> None:
+    heavy = NEVER_HEAVY[package]
+    found = [
+        f"{module} line {line} imports {what}"
+        for module, path in MODULES.items()
+        if module == package or module.startswith(package + ".")
+        for line, what in heavy_imports(path, heavy)
+    ]
+    assert not found, f"{package} must not import {' or '.join(heavy)}:\n" + "\n".join(found)
+
+
 # ----------------------------------------------------------------------------- the checker itself
 
 
@@ -268,6 +296,12 @@ def test_the_checker_sees_imports_at_every_depth_and_resolves_relative_ones(tmp_
     ]
     assert [(line, comment) for line, _, comment in lazy_imports(source)] == [(4, "# lazy: a reason"), (5, "")]
     assert place("hpsearch.spec.mod")[0] > place("hpsearch.runtime.tuner")[0]  # so line 4 points up
+
+
+def test_the_heavy_import_finder_sees_lazy_and_dotted_imports(tmp_path: Path) -> None:
+    source = tmp_path / "mod.py"
+    source.write_text("import json\ndef f():\n    from ray import tune\n    import torch.nn\nfrom .ray import x\n")
+    assert heavy_imports(source, ("ray", "torch")) == [(3, "ray"), (4, "torch.nn")]
 
 
 def test_the_cycle_finder_names_every_module_of_a_cycle() -> None:

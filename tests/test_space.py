@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from ray.tune.search import sample as tune_sample
 
+from hpsearch.runtime.tune_space import to_tune
 from hpsearch.spec.space import (
     ChoiceParam,
     ConstParam,
@@ -21,7 +22,6 @@ from hpsearch.spec.space import (
     has_grid,
     iter_params,
     parse_search_space,
-    to_tune,
 )
 
 N = 2000

@@ -19,8 +19,9 @@ from fake_experiment import FakeTrial, spec_dict, write_experiment
 from hpsearch import messages
 from hpsearch.errors import SpecError
 from hpsearch.runtime.plugins import SearcherContext, build_searcher
+from hpsearch.runtime.tune_space import to_tune
 from hpsearch.spec import load_spec
-from hpsearch.spec.space import parse_search_space, to_tune
+from hpsearch.spec.space import parse_search_space
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,6 +11,7 @@
 - :mod:`~hpsearch.runtime.autoscaling`: ``run --cluster`` on a cluster whose autoscaler adds nodes.
 - :mod:`~hpsearch.runtime.aggregate`: combines every rank's report into the single report Tune sees.
 - :mod:`~hpsearch.runtime.tuner`: builds a ``ray.tune.Tuner`` from a spec and a plan, and runs and resumes a search.
+- :mod:`~hpsearch.runtime.tune_space`: the parsed search space as Tune's domains (``to_tune``).
 - :mod:`~hpsearch.runtime.preflight`: what ``run`` and ``resume`` check before anything is written or Ray starts.
 - :mod:`~hpsearch.runtime.search_result`: ``SearchResult``, what ``run`` and ``resume`` return.
 - :mod:`~hpsearch.runtime.outcomes`: the Tune callback that records how each trial ended.

@@ -28,6 +28,7 @@ from hpsearch.runtime.searchers import (
     OptunaSpace,
     ResumableOptunaSearch,
 )
+from hpsearch.runtime.tune_space import to_tune
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.plugins import (
     SCHEDULERS,
@@ -44,7 +45,7 @@ from hpsearch.spec.plugins import (
     RandomOptions,
     Registry,
 )
-from hpsearch.spec.space import is_conditional, nested_config, parse_search_space, to_tune
+from hpsearch.spec.space import is_conditional, nested_config, parse_search_space
 
 __all__ = [
     "SearcherContext",

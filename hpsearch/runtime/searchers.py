@@ -47,9 +47,9 @@ from hpsearch.analysis._optuna import optuna_constraints, param_distribution
 from hpsearch.experiment.metrics import report_value, report_violation
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.runtime.internals import FAILED_CONSTRAINT, HyperOptTrialsHook, OptunaStudyHook, VariantHook
+from hpsearch.runtime.tune_space import JOINT_GRID_KEY, tune_domain
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.space import (
-    JOINT_GRID_KEY,
     ChoiceParam,
     ConstParam,
     FloatParam,
@@ -64,7 +64,6 @@ from hpsearch.spec.space import (
     nested_config,
     ordered_params,
     same_value,
-    tune_domain,
 )
 
 __all__ = [

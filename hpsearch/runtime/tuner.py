@@ -55,9 +55,9 @@ from hpsearch.runtime.preflight import GROW_KEY, check_growth, check_resume_over
 from hpsearch.runtime.progress import ProgressPrinter
 from hpsearch.runtime.search_result import SearchResult
 from hpsearch.runtime.trainable import make_trainable
+from hpsearch.runtime.tune_space import to_tune
 from hpsearch.runtime.warm_start import with_space
 from hpsearch.spec import Failure, Spec, load_spec, total_trials, varying_params
-from hpsearch.spec.space import to_tune
 
 if TYPE_CHECKING:  # pragma: no cover
     from ray.tune import Callback, ResultGrid, Tuner

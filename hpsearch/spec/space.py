@@ -1,9 +1,8 @@
-"""Search-space distributions: parsed from the spec, translated to Ray Tune.
+"""Search-space distributions: parsed from the spec, validated, flattened; no Ray.
 
-This is the only module that knows how hpsearch's bounds map onto Tune's:
-hpsearch ``int`` bounds are inclusive at both ends (a sample can equal ``high``),
-while ``tune.randint``'s upper bound is exclusive; with a ``step``, values are the
-multiples of the step between the bounds, as in ``tune.qrandint``/``tune.quniform``.
+hpsearch ``int`` bounds are inclusive at both ends (a sample can equal ``high``); with a
+``step``, values are the multiples of the step between the bounds. The translation to Ray
+Tune's domains, which knows where Tune's bounds differ, is :mod:`hpsearch.runtime.tune_space`.
 
 A mapping with a ``type`` key is a distribution; any other mapping is a nested group
 (it becomes a nested dict in the trial's config); any other value is a constant.
@@ -40,10 +39,7 @@ __all__ = [
     "parse_search_space",
     "iter_params",
     "has_grid",
-    "to_tune",
-    "tune_domain",
     "Condition",
-    "JOINT_GRID_KEY",
     "condition_problems",
     "is_conditional",
     "int_multiples",
@@ -58,9 +54,6 @@ __all__ = [
 
 #: A parameter's condition: controlling parameter (dotted path) -> the values it may have.
 Condition = dict[str, list[Any]]
-#: The key of the one Tune grid that holds every valid combination of a conditional space's
-#: grid parameters (see :func:`to_tune`); :mod:`hpsearch.runtime.searchers` spreads it back.
-JOINT_GRID_KEY = "__hpsearch_grid__"
 
 
 def _on_grid(value: float, step: float) -> bool:
@@ -472,41 +465,6 @@ def has_grid(tree: SearchSpace) -> bool:
     return any(isinstance(p, GridParam) for _, p in iter_params(tree))
 
 
-def to_tune(tree: SearchSpace, *, searcher: str = "random") -> dict[str, Any]:
-    """Translate a parsed tree into a Ray Tune ``param_space`` dict.
-
-    ``searcher`` names the searcher that will read the space: Ray converts the same
-    Tune domain differently per searcher, and the bounds must come out inclusive for each.
-
-    A conditional tree (:func:`is_conditional`) is sampled by the searcher. For ``optuna`` and
-    ``hyperopt`` the ``param_space`` is empty, because their searchers carry the whole space
-    (:mod:`hpsearch.runtime.searchers`). For ``random`` every parameter is here. If a grid
-    parameter has a condition, every grid is replaced by one grid over :func:`grid_points`, at
-    :data:`JOINT_GRID_KEY`. The random searcher spreads that grid back into its parameters,
-    and then drops the inactive ones.
-    """
-    if is_conditional(tree):
-        if searcher != "random":
-            return {}
-        if any(p.when for _, p in iter_params(tree) if isinstance(p, GridParam)):
-            return _joint_grid(tree)
-    return _to_tune(tree, searcher)
-
-
-def _joint_grid(tree: SearchSpace) -> dict[str, Any]:
-    from ray import tune  # lazy: Ray is heavy; spec/ loads without it, only the runtime asks for Tune domains
-
-    def drop_grids(node: SearchSpace) -> SearchSpace:
-        return {k: drop_grids(v) if isinstance(v, dict) else v for k, v in node.items() if not isinstance(v, GridParam)}
-
-    return {**_to_tune(drop_grids(tree), "random"), JOINT_GRID_KEY: tune.grid_search(grid_points(tree))}
-
-
-def tune_domain(param: Param, searcher: str = "random") -> Any:
-    """One parameter as Tune's domain (a constant as its value), bounds as :func:`to_tune` translates them."""
-    return _to_tune({"p": param}, searcher)["p"]
-
-
 def int_multiples(param: IntParam) -> list[int]:
     """A stepped int's values: the multiples of its step between its bounds, both included.
 
@@ -515,36 +473,3 @@ def int_multiples(param: IntParam) -> list[int]:
         [0, 3, 6, 9]
     """
     return list(range(param.low, param.high + 1, param.step or 1))  # low is a multiple of step (validated)
-
-
-def _to_tune(tree: SearchSpace, searcher: str) -> dict[str, Any]:
-    from ray import tune  # lazy: Ray is heavy; spec/ loads without it, only the runtime asks for Tune domains
-
-    # Ray documents qrandint's upper bound as inclusive, and the random searcher and
-    # Optuna treat it so, but its HyperOpt conversion uses hp.quniform(low, upper - 1, q).
-    step_upper_pad = 1 if searcher == "hyperopt" else 0
-
-    def one(p: Param) -> Any:
-        if isinstance(p, ConstParam):
-            return p.value
-        if isinstance(p, ChoiceParam):
-            return tune.choice(list(p.values))
-        if isinstance(p, GridParam):
-            return tune.grid_search(list(p.values))
-        if isinstance(p, FloatParam):
-            low, high = float(p.low), float(p.high)
-            if p.step is not None:
-                return tune.quniform(low, high, float(p.step))
-            return tune.loguniform(low, high) if p.log else tune.uniform(low, high)
-        if isinstance(p, IntParam):
-            if p.step is not None and p.step > 1 and searcher == "random":
-                # Drawn as Tune draws a choice: each multiple equally often. Ray before 2.60 drew
-                # qrandint's values unevenly and never its upper bound (fixed by ray-project/ray#65864).
-                return tune.choice(int_multiples(p))
-            if p.step is not None and p.step > 1:
-                return tune.qrandint(p.low, p.high + step_upper_pad, p.step)  # upper inclusive when q > 1
-            # Tune's randint/lograndint exclude the upper bound; ours includes it.
-            return tune.lograndint(p.low, p.high + 1) if p.log else tune.randint(p.low, p.high + 1)
-        raise TypeError(f"not a search-space parameter: {p!r}")  # pragma: no cover
-
-    return {k: _to_tune(v, searcher) if isinstance(v, dict) else one(v) for k, v in tree.items()}
