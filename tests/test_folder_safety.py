@@ -28,6 +28,7 @@ import hpsearch  # noqa: E402
 from hpsearch import analysis as an  # noqa: E402
 from hpsearch.cli import main  # noqa: E402
 from hpsearch.errors import ResultsError  # noqa: E402
+from hpsearch.experiment import files  # noqa: E402
 from hpsearch.experiment.layout import TUNE_RESULT_FILE  # noqa: E402
 from hpsearch.results.report import trial_logs, write_report  # noqa: E402
 
@@ -289,4 +290,28 @@ def test_a_damaged_spec_in_the_folder_is_refused_in_one_line_at_once(
     assert capsys.readouterr().err == f"Error: {line}\n"
     assert main(["export", str(exp), "--optuna", f"sqlite:///{tmp_path / 'study.db'}"]) == 2
     assert capsys.readouterr().err == f"Error: {line}\n"
+    with pytest.raises(ResultsError) as refused:
+        files.experiment_spec(exp, check_trainable=False)  # resume and the budget read it as a Spec: the same reader
+    assert str(refused.value) == line
     assert time.perf_counter() - started < 2
+
+
+def test_the_spec_as_run_has_one_reader_whose_data_every_view_shares(exp: Path) -> None:
+    """load_results' spec, read_spec and experiment_spec all come from read_spec_as_run."""
+    found = files.read_spec_as_run(exp)
+    assert found is not None and found.path == exp / "hpsearch_spec.yaml"
+    assert found.data == files.read_spec(exp) == an.load_results(exp).spec
+    assert found.to_spec(check_trainable=False).to_dict() == files.experiment_spec(exp, check_trainable=False).to_dict()
+    assert files.experiment_spec(exp, check_trainable=False).name == found.data["name"] == "fake"
+
+
+def test_a_spec_as_run_that_holds_no_keys_reads_as_none_and_cannot_be_resumed(exp: Path) -> None:
+    spec = exp / "hpsearch_spec.yaml"
+    spec.write_text("", encoding="utf-8")  # cut short to nothing
+    found = files.read_spec_as_run(exp)
+    assert found is not None and found.data is None and files.read_spec(exp) is None
+    with pytest.raises(ResultsError) as refused:
+        files.experiment_spec(exp, check_trainable=False)
+    assert str(refused.value) == f"{spec}: the spec as run is damaged: it holds no keys"
+    spec.unlink()
+    assert files.read_spec_as_run(exp) is None

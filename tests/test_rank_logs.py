@@ -29,6 +29,7 @@ from leftovers import placement_groups_left  # noqa: E402 - after matplotlib.use
 
 from hpsearch.analysis import load_results  # noqa: E402 - after matplotlib.use("Agg")
 from hpsearch.experiment import files  # noqa: E402 - after matplotlib.use("Agg")
+from hpsearch.experiment.worker_ranks import AttemptProgress  # noqa: E402 - after matplotlib.use("Agg")
 from hpsearch.results.report import trial_logs, write_report  # noqa: E402 - after matplotlib.use("Agg")
 
 LOOPS = Path(__file__).resolve().parent / "data" / "rank_loops.py"
@@ -134,7 +135,7 @@ def search(_ray_session, tmp_path_factory) -> Any:
     assert not left, f"placement groups left behind by the rank-logs search: {left}"
 
 
-def _attempts(search: dict[str, Any], case: str) -> list[files.AttemptProgress]:
+def _attempts(search: dict[str, Any], case: str) -> list[AttemptProgress]:
     trial_id = str(search["trials"].loc[case, "trial_id"])
     return files.read_rank_progress(files.run_dir(search["exp"], trial_id))
 

@@ -1,10 +1,18 @@
 """The experiment folder, without Ray: its names, its trial statuses, its readers and writers, the ranking.
 
 - :mod:`~hpsearch.experiment.layout`: every file and folder name, and :data:`TrialStatus`.
-- :mod:`~hpsearch.experiment.files`: the readers and writers of every file hpsearch writes.
-- :mod:`~hpsearch.experiment.ranking`: the rule for a trial's best value and the order of trials,
-  used everywhere.
+- :mod:`~hpsearch.experiment.files`: the readers and writers of every file hpsearch writes (re-exporting the next five).
+- :mod:`~hpsearch.experiment.folder_io`: low-level reading and writing, and the folder's safety rules for paths and links.
+- :mod:`~hpsearch.experiment.folder_format`: the folder's format version; a newer one refused.
+- :mod:`~hpsearch.experiment.spec_as_run`: the spec as run, written once and read back by one reader.
+- :mod:`~hpsearch.experiment.usage`: every run of each trial's driver and of the search (budgets, resource-hours).
+- :mod:`~hpsearch.experiment.attempts`: a trial's attempt folders, each rank's log and progress record.
+- :mod:`~hpsearch.experiment.metrics`: a report's metrics flattened as Tune does, and its epoch.
+- :mod:`~hpsearch.experiment.ranking`: the rule for a trial's best value and the order of trials, used everywhere.
+- :mod:`~hpsearch.experiment.worker_ranks`: a Train worker rank's progress, and the hangs it shows (``ranks``: its old name).
+- :mod:`~hpsearch.experiment.failures`: a worker group's failures compared attempt by attempt (no blind retries).
 - :mod:`~hpsearch.experiment.tracebacks`: the line of an error that says what went wrong.
+- :mod:`~hpsearch.experiment.check`: ``hpsearch check``'s one-trial spec and its verdicts, read from its folder.
 """
 
 from hpsearch.experiment.files import experiment_spec, is_experiment
