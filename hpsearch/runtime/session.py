@@ -27,6 +27,19 @@ session's, which takes three things:
   holds open. The agents rename themselves (``ray::DashboardAgent``), but they hold their
   log files in ``<session>/logs/`` open.
 
+The record itself is not trusted either: a folder may be damaged, or written by someone with
+write access to a shared folder. Before anything is ended (:func:`record_problem`):
+
+- The record must be this user's file, with a session name of Ray's form
+  (``session_<date>_<time>_<micros>_<pid>``) and a session folder named so, directly in a Ray
+  temp root (``…/ray/``), that is a real folder of this user's where it still exists.
+- The session must be over: no ``raylet`` or ``gcs_server`` of it is alive (another search's
+  live session is never taken for a killed one).
+- Each process ended must be Ray's (``gcs_server``, ``raylet``, a ``ray::`` title, or Python
+  running Ray's own scripts), this user's, and name that exact session.
+
+A record that fails these is reported in one line and never acted on.
+
 A search on ``--address`` runs in a cluster that hpsearch did not start. Then nothing is
 recorded, and nothing is ended.
 """
@@ -36,7 +49,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,6 +77,7 @@ __all__ = [
     "end_leftovers",
     "this_process",
     "kill_if_still",
+    "record_problem",
     "CONTROLLER_PROCESS",
 ]
 
@@ -73,6 +89,10 @@ _START_TIME_TOLERANCE_S = 0.05
 CONTROLLER_PROCESS = CONTROLLER_CLASS
 #: How long the processes ended get to exit on SIGTERM before they are sent SIGKILL.
 _TERM_GRACE_S = 5.0
+#: Ray's session names: ``session_<%Y-%m-%d_%H-%M-%S_%f>_<pid of the process that started it>``.
+SESSION_NAME = re.compile(r"session_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}_\d{6}_\d+")
+#: The processes of a node that live exactly as long as its session: while one names the session, it is live.
+_NODE_PROCESSES = ("raylet", "gcs_server")
 
 
 @dataclass(frozen=True)
@@ -191,6 +211,47 @@ def read(experiment_dir: str | Path) -> RaySession | None:
     return RaySession.from_dict(read_json(Path(experiment_dir) / RAY_SESSION_FILE))
 
 
+def record_problem(experiment_dir: str | Path, session: RaySession | None) -> str | None:
+    """Why the folder's session record may not be acted on, or ``None`` when it may.
+
+    ``session`` is what :func:`read` made of the record (``None``: unreadable, or no record).
+    The rules are the module's: this user's file, Ray's form of name, the session's folder in a
+    Ray temp root, a real folder of this user's.
+    """
+    path = Path(experiment_dir) / RAY_SESSION_FILE
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None  # nothing recorded: nothing to act on, nothing to say
+    except OSError as err:
+        return f"it cannot be read ({err.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return "it is not a regular file"
+    if info.st_uid != os.getuid():
+        return f"it belongs to another user (uid {info.st_uid})"
+    if session is None:
+        return "it is not a session record"
+    if not SESSION_NAME.fullmatch(session.session_name):
+        return f"its session name {session.session_name!r} is not one Ray gives"
+    folder = session.session_dir
+    if (
+        not os.path.isabs(folder)
+        or os.path.normpath(folder) != folder
+        or os.path.basename(folder) != session.session_name
+        or os.path.basename(os.path.dirname(folder)) != "ray"
+    ):
+        return f"its session folder {folder!r} is not that session's folder in a Ray temp root (…/ray/{session.session_name})"
+    try:
+        held = os.lstat(folder)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"its session folder cannot be read ({err.strerror})"
+    if not stat.S_ISDIR(held.st_mode) or held.st_uid != os.getuid():
+        return f"its session folder {folder} is not a folder of this user's"
+    return None
+
+
 def _alive(psutil: Any, recorded: SessionProcess) -> psutil.Process | None:
     """The live process a record names, or ``None``: gone, a zombie, or its PID reused since."""
     try:
@@ -235,13 +296,49 @@ def kill_if_still(pid: int, create_time: float | None, *, named: str) -> bool:
 def _names_session(psutil: Any, proc: psutil.Process, session: RaySession) -> bool:
     """Whether the process names the session's folder: in its command line, or in a file it holds open."""
     folder = session.session_dir.rstrip("/") + "/"
+    exact = re.compile(re.escape(session.session_name) + r"(?![\w-])")  # not session_…_12 inside session_…_123
     try:
         command = " ".join(proc.cmdline())
-        if folder in command or session.session_name in command:
+        if folder in command or exact.search(command):
             return True
         return any(f.path.startswith(folder) for f in proc.open_files())
     except psutil.Error:
         return False
+
+
+def _mine(proc: psutil.Process) -> bool:
+    """Whether the process runs as this user (its real uid)."""
+    try:
+        return bool(proc.uids().real == os.getuid())
+    except psutil.Error:
+        return False
+
+
+def _rays(proc: psutil.Process) -> bool:
+    """Whether the process is Ray's: its node binaries, a ``ray::`` title, or Python running a script of Ray's."""
+    try:
+        command = proc.cmdline()
+        name = proc.name()
+    except psutil.Error:
+        return False
+    first = os.path.basename(command[0]) if command else ""
+    if name in _NODE_PROCESSES or first in _NODE_PROCESSES or _ray_named(proc):
+        return True
+    return any(f"{os.sep}ray{os.sep}" in arg and arg.endswith(".py") for arg in command[1:3])
+
+
+def _session_live(psutil: Any, session: RaySession) -> bool:
+    """Whether a raylet or GCS server of the session still runs: then it is a live search's, not a leftover."""
+    for proc in psutil.process_iter():
+        try:
+            command = proc.cmdline()
+            first = os.path.basename(command[0]) if command else ""
+            is_node = proc.name() in _NODE_PROCESSES or first in _NODE_PROCESSES
+        except psutil.Error:
+            continue
+        if is_node and _names_session(psutil, proc, session):
+            return True
+    return False
 
 
 def leftovers(session: RaySession) -> list[psutil.Process]:
@@ -253,20 +350,25 @@ def leftovers(session: RaySession) -> list[psutil.Process]:
     if session.host != socket.gethostname():
         return []
     psutil = _psutil()
-    if _alive(psutil, session.driver) is not None:
+    if _alive(psutil, session.driver) is not None or _session_live(psutil, session):
         return []
     found = []
     for recorded in session.processes:
         proc = _alive(psutil, recorded)
-        if proc is not None and proc.pid != os.getpid() and _names_session(psutil, proc, session):
+        if proc is not None and proc.pid != os.getpid() and _ours(psutil, proc, session):
             found.append(proc)
     # Ray's workers start after the record (an idle worker the raylet pre-started, say): one that outlived
     # its raylet is a process Ray named `ray::...` that holds a file of the session's folder open (its log).
     known = {proc.pid for proc in found} | {os.getpid()}
     for proc in psutil.process_iter():
-        if proc.pid not in known and _ray_named(proc) and _names_session(psutil, proc, session):
+        if proc.pid not in known and _ray_named(proc) and _ours(psutil, proc, session):
             found.append(proc)
     return found
+
+
+def _ours(psutil: Any, proc: psutil.Process, session: RaySession) -> bool:
+    """Whether a process is provably the session's: Ray's, this user's, and naming that exact session."""
+    return _rays(proc) and _mine(proc) and _names_session(psutil, proc, session)
 
 
 def _ray_named(proc: psutil.Process) -> bool:
@@ -282,9 +384,17 @@ def end_leftovers(experiment_dir: str | Path) -> list[SessionProcess]:
     """End what the embedded Ray recorded in the folder left running when its search was killed.
 
     SIGTERM, then SIGKILL for any still there after a few seconds. Says one line
-    (:mod:`hpsearch.messages`) when it ended any. Returns those it ended.
+    (:mod:`hpsearch.messages`) when it ended any, or why a record it found is not used
+    (:func:`record_problem`). Returns those it ended.
     """
     session = read(experiment_dir)
+    problem = record_problem(experiment_dir, session)
+    if problem is not None:
+        messages.say(
+            f"the Ray session record {Path(experiment_dir) / RAY_SESSION_FILE} is not used: {problem}; "
+            "no process was ended (end any that a killed search left yourself, by PID)"
+        )
+        return []
     if session is None:
         return []
     found = leftovers(session)
