@@ -1,6 +1,8 @@
 """Planning, without Ray: a cluster shape and one trial's demand in, a plan (or a refusal) out.
 
 - :mod:`~hpsearch.planning.planner`: how many trials fit at once, bundle by bundle, node by node.
+- :mod:`~hpsearch.planning.resources`: resource dicts: Ray's fixed-point units, memory's unit, the text hpsearch writes.
+- :mod:`~hpsearch.planning.helper_cpu`: what no bundle reserves: a trial's helper processes' CPU, measured.
 - :mod:`~hpsearch.planning.cluster_shape`: clusters described as text (``--cluster '4x{CPU: 8}'``) or YAML.
 - :mod:`~hpsearch.planning.render`: a plan as the table ``hpsearch plan`` prints.
 - :mod:`~hpsearch.planning.for_spec`: a spec's trial as the planner counts it.

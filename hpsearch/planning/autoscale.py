@@ -22,7 +22,8 @@ from hpsearch.errors import PlanError
 from hpsearch.formatting import plural
 from hpsearch.planning.cluster_shape import NodeGroup, fmt_count, nodes_at
 from hpsearch.planning.for_spec import plan_for
-from hpsearch.planning.planner import Node, Plan, fmt_resources
+from hpsearch.planning.planner import Node, Plan
+from hpsearch.planning.resources import fmt_resources
 from hpsearch.spec import Spec
 
 __all__ = [

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from hpsearch.errors import Problem, SpecError
-from hpsearch.planning.planner import GB, MEMORY, Node, fmt_resources
+from hpsearch.planning.planner import Node
+from hpsearch.planning.resources import GB, MEMORY, fmt_resources
 from hpsearch.spec._validation import show
 from hpsearch.spec._yaml import parse_scalar, read_yaml
 

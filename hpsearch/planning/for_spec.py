@@ -24,16 +24,8 @@ from dataclasses import replace
 from typing import Any
 
 from hpsearch.errors import PlanError
-from hpsearch.planning.planner import (
-    GB,
-    Node,
-    Plan,
-    TrialDemand,
-    elastic_starts,
-    fmt_resources,
-    plan_trials,
-    positive,
-)
+from hpsearch.planning.planner import Node, Plan, TrialDemand, elastic_starts, plan_trials
+from hpsearch.planning.resources import GB, fmt_resources, positive
 from hpsearch.spec import Scaling, Spec
 from hpsearch.spec.space import iter_params
 

@@ -25,23 +25,22 @@ and split coordinator. Ray Data's tasks may run on any node, so a reserve on any
 do. The head is chosen because it is the one node every plan has. :func:`data_cpus_per_trial`
 gives each trial's share of the reserve.
 
-Amounts are compared in Ray's fixed-point units (1/10000 of a resource), so
-``0.1 + 0.2`` CPUs fit in ``0.3``.
+Resource dicts are counted and written as :mod:`~hpsearch.planning.resources` says (Ray's
+fixed-point units; ``memory`` in bytes). What no bundle reserves, the CPU a trial's helper
+processes use, is :mod:`~hpsearch.planning.helper_cpu`'s measured figure.
 """
 
 from __future__ import annotations
 
 import heapq
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
-
 from hpsearch.errors import PlanError
 from hpsearch.formatting import plural
+from hpsearch.planning.helper_cpu import HELPER_CPU, HelperCpu
+from hpsearch.planning.resources import GB, MEMORY, UNIT, UNIT_INSTANCE, fmt_amount, fmt_resources, positive, to_units
 
 __all__ = [
     "Node",
@@ -58,102 +57,25 @@ __all__ = [
     "memory_limit",
     "DRIVER_MEMORY_KEY",
     "WORKER_MEMORY_KEY",
+    # their homes are planning.resources and planning.helper_cpu; still importable from here
+    "fmt_resources",
+    "positive",
+    "UNIT_INSTANCE",
+    "HelperCpu",
+    "HELPER_CPU",
 ]
 
-_UNIT = 10_000
 _INF = 1 << 62
-MEMORY = "memory"
-GB = 1024**3
 #: The resource Ray gives the head node; a driver bundle asking for a sliver of it runs there.
 HEAD_RESOURCE = "node:__internal_head__"
 HEAD_SLIVER = 0.001
 _NOT_PLANNED = {"object_store_memory"}
-#: Resources Ray allocates per device: a fraction below 1 must fit on one device, so four
-#: workers of GPU 0.3 fit three to a GPU, not 3.33; amounts above 1 must be whole.
-UNIT_INSTANCE = frozenset({"GPU", "TPU", "neuron_cores", "NPU", "HPU", "RBLN", "FURIOSA", "TTNPU", "MBLT"})
 #: The CPUs a Ray Data task asks for unless told otherwise (``map_batches``, the read tasks).
 DATA_TASK_CPUS = 1.0
 
 
-@dataclass(frozen=True)
-class HelperCpu:
-    """What a nested trial's helper processes use on its driver's node, where Ray reserves no CPU for them.
-
-    Ray Train starts the controller, the synchronisation actor and the placement-group cleaner of every nested
-    run with 0 CPUs, on
-    the trial driver's node, so no plan of bundles counts them; the trial driver uses CPU beyond its
-    own small bundle while its run starts. A measured figure, not a reservation: ``cpu_s`` is the
-    CPU-seconds one trial's start, reports and teardown cost in those processes (``processes``), and
-    ``ray_defaults_cpu_s`` the same with ``HPSEARCH_RAY_WORKAROUNDS=0`` (Ray's own nested run, which
-    also starts a queue actor and a Ray Data DatasetManager beside it).
-    """
-
-    cpu_s: float
-    ray_defaults_cpu_s: float
-    processes: tuple[str, ...]
-    measured: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "cpu_s_per_trial": self.cpu_s,
-            "ray_defaults_cpu_s_per_trial": self.ray_defaults_cpu_s,
-            "processes": list(self.processes),
-            "measured": self.measured,
-        }
-
-
-#: The figure ``hpsearch plan`` gives for what a trial's helpers use beyond the plan (benchmarks/trial_start.py).
-HELPER_CPU = HelperCpu(
-    # trial driver + Train controller + sync actor: 1.00 + 1.75 + 1.34 (runs: 4.8, 4.1, 4.1), plus Ray Train's
-    # placement-group cleaner, which the search keeps: 1.53 on the same quiet host (trial_start_before.json)
-    cpu_s=5.6,
-    ray_defaults_cpu_s=11.5,  # the same 2.79 + 3.09 + 1.44, cleaner 1.70, DatasetManager 1.51, queue actor 0.93
-    processes=("trial driver", "Train controller", "synchronisation actor", "placement-group cleaner"),
-    measured=(
-        "benchmarks/trial_start.py: 3 sequential 2-worker trials of a 2-report loop, Ray 2.60.0, 2 CPUs, "
-        "median of 3 runs, 2026-12-04"
-    ),
-)
-#: A resource name written bare in an exact resource dict (anything else is a quoted YAML string).
-_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 Strategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 DriverNode = Literal["head", "any"]
-
-
-def _units(resources: Mapping[str, float]) -> dict[str, int]:
-    return {k: round(float(v) * _UNIT) for k, v in resources.items() if float(v) > 0}
-
-
-def _amount(key: str, value: float) -> str:
-    return f"{value / GB:.3g} GB" if key == MEMORY else f"{value:g}"
-
-
-def positive(resources: Mapping[str, float]) -> dict[str, float]:
-    """The resources asked for (amounts above 0), as floats."""
-    return {k: float(v) for k, v in resources.items() if float(v) > 0}
-
-
-def fmt_resources(resources: Mapping[str, float], *, exact: bool = False) -> str:
-    """A resource dict as hpsearch writes it everywhere: CPU and GPU first, ``memory`` (bytes) in GB.
-
-    By default the text is for people: ``{CPU: 1, GPU: 0.5, memory: 2 GB}``, with 3 significant
-    digits. With ``exact``, the text is what ``--cluster`` reads back: ``{CPU: 1, GPU: 0.5,
-    memory: 2}``. Then every amount is exact, and memory is a plain number of GB. A name that
-    YAML would read as something else is quoted.
-    """
-    order = sorted(resources, key=lambda k: (k != "CPU", k != "GPU", k == MEMORY, k))
-    if not exact:
-        return "{" + ", ".join(f"{k}: {_amount(k, resources[k])}" for k in order) + "}"
-    parts = []
-    for key in order:
-        amount = float(resources[key]) / GB if key == MEMORY else float(resources[key])
-        parts.append(f"{_yaml_key(key)}: {int(amount) if amount.is_integer() else repr(amount)}")
-    return "{" + ", ".join(parts) + "}"
-
-
-def _yaml_key(key: str) -> str:
-    """A resource name as a YAML flow mapping reads it back: bare when it can be, else quoted."""
-    return key if _BARE_KEY.fullmatch(key) and yaml.safe_load(key) == key else json.dumps(key)
 
 
 @dataclass(frozen=True)
@@ -353,8 +275,8 @@ def _fit(free: Mapping[str, int], bundle: Mapping[str, int]) -> int:
             if key == MEMORY:
                 continue
             return 0
-        if key in UNIT_INSTANCE and need < _UNIT:
-            best = min(best, (have // _UNIT) * (_UNIT // need))
+        if key in UNIT_INSTANCE and need < UNIT:
+            best = min(best, (have // UNIT) * (UNIT // need))
         else:
             best = min(best, have // need)
     return best
@@ -371,9 +293,9 @@ class _Problem:
         self.nodes = list(nodes)
         self.n = demand.num_workers
         self.strategy = demand.strategy
-        self.worker = _units(demand.worker_bundle())
-        self.driver = _units(demand.driver_bundle())
-        self.free = [_units(node.resources) for node in self.nodes]
+        self.worker = to_units(demand.worker_bundle())
+        self.driver = to_units(demand.driver_bundle())
+        self.free = [to_units(node.resources) for node in self.nodes]
         self.slots = [_fit(f, self.worker) for f in self.free]
         head = [i for i, node in enumerate(self.nodes) if node.is_head] or [0][: len(self.nodes)]
         allowed = head if demand.driver_node == "head" else range(len(self.nodes))
@@ -568,7 +490,7 @@ def _keep_free(nodes: Sequence[Node], reserve: Mapping[str, float]) -> list[Node
     head = nodes[i]
     for key, amount in reserve.items():
         has = float(head.resources.get(key, 0))
-        if round(has * _UNIT) < round(amount * _UNIT):
+        if round(has * UNIT) < round(amount * UNIT):
             raise PlanError(
                 f"data.cpus keeps {key}: {amount:g} free on the head node for Ray Data's tasks, but the head node "
                 f"has {key}: {has:g}; lower data.cpus"
@@ -671,11 +593,11 @@ def elastic_starts(
     """
     if trials < 1:
         return []
-    free = [_units(node.resources) for node in _keep_free(nodes, reserve or {})]
+    free = [to_units(node.resources) for node in _keep_free(nodes, reserve or {})]
     if free:
         head = _head_index(nodes)
-        free[head] = _minus(free[head], _units(demand.driver), trials)
-    worker = _units(demand.worker)
+        free[head] = _minus(free[head], to_units(demand.driver), trials)
+    worker = to_units(demand.worker)
     left = sum(max(0, _fit(f, worker)) for f in free) if worker else _INF
     out = []
     for _ in range(trials):
@@ -784,18 +706,18 @@ def memory_limit(
     parts, keys = [], []
     if drivers and demand.driver_memory:
         parts.append(
-            f"{plural(drivers, 'trial driver')} at {_amount(MEMORY, demand.driver_memory)} each: {DRIVER_MEMORY_KEY}"
+            f"{plural(drivers, 'trial driver')} at {fmt_amount(MEMORY, demand.driver_memory)} each: {DRIVER_MEMORY_KEY}"
         )
         keys.append(DRIVER_MEMORY_KEY)
     if workers and demand.worker_memory:
         parts.append(
-            f"{plural(workers, 'worker')} at {_amount(MEMORY, demand.worker_memory)} each: {WORKER_MEMORY_KEY}"
+            f"{plural(workers, 'worker')} at {fmt_amount(MEMORY, demand.worker_memory)} each: {WORKER_MEMORY_KEY}"
         )
         keys.append(WORKER_MEMORY_KEY)
     node = "the head's" if on_head else "the worker nodes'"
     message = (
-        f"memory limits this plan: {plural(capacity, 'trial')} at once need {_amount(MEMORY, used)} of {node} "
-        f"{_amount(MEMORY, total)} ({'; '.join(parts)}); CPUs and GPUs alone would allow {without} at once; "
+        f"memory limits this plan: {plural(capacity, 'trial')} at once need {fmt_amount(MEMORY, used)} of {node} "
+        f"{fmt_amount(MEMORY, total)} ({'; '.join(parts)}); CPUs and GPUs alone would allow {without} at once; "
         f"change the estimate{'s' if len(keys) > 1 else ''} with " + " or ".join(f"--set {k}=..." for k in keys)
     )
     return {
@@ -821,9 +743,7 @@ def _why_infeasible(problem: _Problem, demand: TrialDemand) -> str:
         if key == MEMORY and not any(MEMORY in n.resources for n in nodes):
             continue
         if largest < amount:
-            return (
-                f"a worker needs {key}: {_amount(key, amount)} but the largest node has {key}: {_amount(key, largest)}"
-            )
+            return f"a worker needs {key}: {fmt_amount(key, amount)} but the largest node has {key}: {fmt_amount(key, largest)}"
     driver_hosts = [nodes[i] for i in sorted(problem.driver_nodes)]
     where = "the head node" if demand.driver_node == "head" else "the largest node"
     for key, amount in driver.items():
@@ -836,7 +756,7 @@ def _why_infeasible(problem: _Problem, demand: TrialDemand) -> str:
                 if demand.driver_node == "head"
                 else ""
             )
-            return f"the trial driver needs {key}: {_amount(key, amount)} but {where} has {key}: {_amount(key, largest)}{hint}"
+            return f"the trial driver needs {key}: {fmt_amount(key, amount)} but {where} has {key}: {fmt_amount(key, largest)}{hint}"
     n = demand.num_workers
     if demand.strategy == "STRICT_PACK" and not any(s >= n for s in problem.slots):
         return (

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from hpsearch.formatting import duration, plural, text_table
 from hpsearch.planning.cluster_shape import cluster_text
-from hpsearch.planning.planner import GB, HELPER_CPU, MEMORY, Plan, fmt_resources
+from hpsearch.planning.helper_cpu import HELPER_CPU
+from hpsearch.planning.planner import Plan
+from hpsearch.planning.resources import GB, MEMORY, fmt_resources
 from hpsearch.spec.budget import format_duration
 
 if TYPE_CHECKING:  # pragma: no cover

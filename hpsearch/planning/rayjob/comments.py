@@ -8,7 +8,6 @@ import textwrap
 from collections.abc import Mapping, Sequence
 
 from hpsearch.planning.cluster_shape import fmt_count
-from hpsearch.planning.planner import GB, MEMORY, fmt_resources
 from hpsearch.planning.rayjob.checks import _Options
 from hpsearch.planning.rayjob.kuberay import (
     DEADLINE_MARGIN_S,
@@ -29,6 +28,7 @@ from hpsearch.planning.rayjob.sizing import (
     _Group,
 )
 from hpsearch.planning.rayjob.yaml_text import _Doc
+from hpsearch.planning.resources import GB, MEMORY, fmt_resources
 from hpsearch.spec import Spec, total_trials
 
 

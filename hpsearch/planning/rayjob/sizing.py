@@ -46,7 +46,8 @@ from dataclasses import dataclass, replace
 from hpsearch.errors import PlanError, SpecError
 from hpsearch.planning.cluster_shape import NodeGroup, cluster_text, nodes_at, parse_node_groups
 from hpsearch.planning.for_spec import demand_for, plan_for
-from hpsearch.planning.planner import GB, MEMORY, Plan
+from hpsearch.planning.planner import Plan
+from hpsearch.planning.resources import GB, MEMORY
 from hpsearch.spec import Spec, total_trials
 
 __all__ = [
