@@ -116,10 +116,19 @@ class TrialDemand:
             out[MEMORY] = out.get(MEMORY, 0.0) + self.worker_memory
         return out
 
-    def total(self) -> dict[str, float]:
-        """One trial's resources: the driver plus every worker."""
-        out = self.driver_bundle()
-        for k, v in self.worker_bundle().items():
+    def total(self, *, memory_estimates: bool = True) -> dict[str, float]:
+        """One trial's resources: the driver plus every worker. The one count of it: the plan, the budget's
+        resource-hours (:func:`hpsearch.runtime.budget.trial_resources`) and the estimate all read it here.
+
+        ``memory_estimates``: with the planner's memory estimates (``driver_memory``, ``worker_memory``), as
+        the plan counts a trial; without them (False), what Ray's bundles ask for, as resource-hours count it.
+        """
+        if memory_estimates:
+            driver, worker = self.driver_bundle(), self.worker_bundle()
+        else:
+            driver, worker = positive(self.driver), positive(self.worker)
+        out = dict(driver)
+        for k, v in worker.items():
             out[k] = out.get(k, 0.0) + v * self.num_workers
         return out
 

@@ -82,12 +82,7 @@ def trial_resources(spec: Spec, config: Mapping[str, Any] | None = None) -> dict
     ``config``: the trial's config, whose searched scaling values (``scaling.*``) size it; without
     one (or with nothing searched), the spec's trial (searched scaling: the largest).
     """
-    demand = demand_for(spec, config)
-    out = {k: float(v) for k, v in demand.driver.items() if float(v) > 0}
-    for k, v in demand.worker.items():
-        if float(v) > 0:
-            out[k] = out.get(k, 0.0) + float(v) * demand.num_workers
-    return out
+    return demand_for(spec, config).total(memory_estimates=False)
 
 
 def resources_from_folder(

@@ -75,12 +75,7 @@ class Workload:
 
 def trial_resources(plan: Plan) -> dict[str, float]:
     """One trial's resources as the budget counts them: the driver plus every worker (no memory estimate)."""
-    demand = plan.demand
-    out = {k: float(v) for k, v in demand.driver.items() if float(v) > 0}
-    for k, v in demand.worker.items():
-        if float(v) > 0:
-            out[k] = out.get(k, 0.0) + float(v) * demand.num_workers
-    return out
+    return plan.demand.total(memory_estimates=False)
 
 
 def _epoch_values(param: Any) -> tuple[int, ...] | None:
