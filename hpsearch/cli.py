@@ -26,7 +26,7 @@ from hpsearch.errors import HpsearchError, PlanError
 from hpsearch.experiment.check import DEFAULT_CHECK_REPORT_TIMEOUT_S, check_folder
 from hpsearch.experiment.files import experiment_spec, read_check, read_ray_logs
 from hpsearch.experiment.layout import CHECK_FILE, ENDED, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, flatten_config
-from hpsearch.formatting import cell, plural, text_table
+from hpsearch.formatting import cell, plural, resource_hours, text_table
 from hpsearch.planning.autoscale import plan_autoscaling
 from hpsearch.planning.cluster_shape import cluster_text, nodes_at, parse_node_groups
 from hpsearch.planning.estimate import Estimate, Timing, epochs_for, estimate, timing_from, workload_for
@@ -184,9 +184,8 @@ def _report_search(spec: Spec, summary: SearchSummary) -> int:
         print(f"Interrupted before every trial ended; continue with: hpsearch resume {spec.experiment_dir}")
     n = len(summary.trials)
     print(f"Wall time: {summary.wall_time_s:.1f} s ({plural(n, 'trial')}: {counts})")
-    hours = summary.resource_hours
-    if hours:
-        held = ", ".join(f"{h:.4g} {r}-hours" for r, h in hours.items())
+    if summary.resource_hours:
+        held = resource_hours(summary.resource_hours)
         print(f"Resource-hours: {held} (every trial, from its driver's start to its end)")
     for line in versus_lines(summary.estimate):  # the estimate made at the start, when the spec was checked
         print(line)
@@ -519,7 +518,7 @@ def _check_command(sub: _Subcommands) -> None:
     check_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     check_p.add_argument(
         "--report-timeout",
-        type=float,
+        type=_seconds(above_zero=True),
         default=DEFAULT_CHECK_REPORT_TIMEOUT_S,
         metavar="SECONDS",
         help="end the trial after this long without a report, when the spec sets no failure.report_timeout_s "

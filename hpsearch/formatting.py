@@ -7,10 +7,10 @@ and the ``repr`` of results all format through here, so a value reads the same e
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["number", "cell", "duration", "text_table", "plural"]
+__all__ = ["number", "cell", "duration", "hours", "resource_hours", "text_table", "plural"]
 
 #: Significant digits of every metric and parameter value hpsearch shows.
 DIGITS = 4
@@ -61,6 +61,19 @@ def duration(seconds: float | None, *, rough: bool = False) -> str:
         return f"{minutes} min {sec:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+def hours(value: float) -> str:
+    """Resource-hours as every view writes them: three significant digits, whole hours with
+    thousands separators from 100 up (``0.0412``, ``3.5``, ``12.3``, ``1,234``)."""
+    if not math.isfinite(value):
+        return number(float(value))
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def resource_hours(held: Mapping[str, float]) -> str:
+    """``1.23 CPU-hours, 0.5 GPU-hours``: what a search held, resource by resource, in one phrase."""
+    return ", ".join(f"{hours(value)} {resource}-hours" for resource, value in held.items())
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:

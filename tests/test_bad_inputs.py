@@ -965,3 +965,38 @@ def test_gpus_asked_of_a_cluster_without_gpus(tmp_path, monkeypatch, capsys):
     assert main(["plan", str(path), "--cluster", "2x{CPU: 8}"]) == 2
     assert capsys.readouterr().err == "Error: a worker needs GPU: 1 but the largest node has GPU: 0\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+# ----------------------------------------------------------------------------- bad flags, refused before Ray starts
+
+BAD_FLAGS = [
+    (
+        ["check", "{spec}", "--report-timeout", "-1"],
+        "argument --report-timeout: must be a number of seconds above 0, got '-1'",
+    ),
+    (
+        ["check", "{spec}", "--report-timeout", "nan"],
+        "argument --report-timeout: must be a number of seconds above 0, got 'nan'",
+    ),
+    (
+        ["check", "{spec}", "--report-timeout", "0"],
+        "argument --report-timeout: must be a number of seconds above 0, got '0'",
+    ),
+    (["check", "{spec}", "--reports", "0"], "argument --reports: must be a whole number of at least 1, got '0'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_FLAGS, ids=[" ".join(a[2:]) for a, _ in BAD_FLAGS])
+def test_a_bad_flag_exits_2_in_one_line_before_ray_starts(argv, expected, tmp_path, monkeypatch, capsys):
+    from hpsearch.runtime import cluster
+
+    monkeypatch.chdir(tmp_path)
+    path, _ = _write(tmp_path, Run(spec=None))
+    monkeypatch.setattr(cluster, "connect", lambda *a, **k: pytest.fail("Ray was started"))
+    before = _tree(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main([a.replace("{spec}", str(path)) for a in argv])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"hpsearch {argv[0]}: error: {expected}" and "Traceback" not in err
+    assert _tree(tmp_path) == before

@@ -23,6 +23,7 @@ from fake_tune import FakeTrial as TuneTrial
 from hpsearch import messages
 from hpsearch.analysis import load_results, summarize_experiment
 from hpsearch.cli import _report_search, main
+from hpsearch.formatting import hours
 from hpsearch.errors import SpecError
 from hpsearch.experiment import files
 from hpsearch.experiment.files import Outcome
@@ -388,7 +389,7 @@ def test_the_closing_lines_say_which_budget_and_how_to_continue(
     lines = capsys.readouterr().out.splitlines()
     assert lines[-4] == "Wall time: 60.0 s (5 trials: 2 finished, 2 stopped, 1 errored)"
     assert lines[-3] == (
-        "Resource-hours: 0.02944 CPU-hours, 0.01222 GPU-hours (every trial, from its driver's start to its end)"
+        "Resource-hours: 0.0294 CPU-hours, 0.0122 GPU-hours (every trial, from its driver's start to its end)"
     )
     assert lines[-2:] == [
         "Ended by its budget: the wall-time budget of 2m was reached (2m3s used)",
@@ -563,15 +564,15 @@ def test_wall_time_then_resource_hours_end_the_search_counted_across_resume(
     for trial_id, runs in usage.trials.items():
         (run,) = runs
         assert run.resources == {"CPU": pytest.approx(0.55)}  # its 0.1-CPU driver and one 0.45-CPU worker
-        hours = per_trial[trial_id]["resource_hours"]["CPU"]
-        assert hours == pytest.approx(0.55 * (run.ended_at - run.started_at) / 3600)
+        held = per_trial[trial_id]["resource_hours"]["CPU"]
+        assert held == pytest.approx(0.55 * (run.ended_at - run.started_at) / 3600)
         history = files.read_history(exp, trial_id)
         if history:  # start-up counted: the driver started well before the first report
             assert run.started_at < history[0]["time"] - 1 and run.ended_at >= history[-1]["time"]
     assert summary["resource_hours"]["CPU"] == pytest.approx(sum(t["resource_hours"]["CPU"] for t in summary["trials"]))
     used = summary["resource_hours"]["CPU"]
     out = capsys.readouterr().out
-    assert f"Resource-hours: {used:.4g} CPU-hours" in out
+    assert f"Resource-hours: {hours(used)} CPU-hours" in out
 
     limit = used + 0.0008  # about 2.5 s more of two trials at once
     assert main(

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hpsearch.formatting import cell, duration, number, plural, text_table
+from hpsearch.formatting import cell, duration, hours, number, plural, resource_hours, text_table
 
 
 @pytest.mark.parametrize(
@@ -49,3 +49,12 @@ def test_plural_and_table() -> None:
     )
     assert text_table([["a", "bb"], ["ccc", "d"]], indent="  ") == "  a    bb\n  ccc  d"
     assert text_table([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(0.041234, "0.0412"), (3.5, "3.5"), (12.34, "12.3"), (99.94, "99.9"), (1234.4, "1,234"), (float("inf"), "inf")],
+)
+def test_resource_hours_read_the_same_in_every_view(value: float, shown: str) -> None:
+    assert hours(value) == shown
+    assert resource_hours({"CPU": value, "GPU": 0.5}) == f"{shown} CPU-hours, 0.5 GPU-hours"
