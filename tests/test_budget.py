@@ -23,11 +23,11 @@ from fake_tune import FakeTrial as TuneTrial
 from hpsearch import messages
 from hpsearch.analysis import load_results, summarize_experiment
 from hpsearch.cli import _report_search, main
-from hpsearch.formatting import hours
 from hpsearch.errors import SpecError
 from hpsearch.experiment import files
 from hpsearch.experiment.files import Outcome
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, SUMMARY_FILE
+from hpsearch.formatting import hours
 from hpsearch.results.report import render_markdown
 from hpsearch.runtime import budget as rb
 from hpsearch.runtime.outcomes import OutcomeRecorder
