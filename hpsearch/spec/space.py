@@ -36,6 +36,7 @@ __all__ = [
     "ConstParam",
     "Param",
     "SearchSpace",
+    "SCALING_GROUP",
     "parse_search_space",
     "iter_params",
     "has_grid",
@@ -54,6 +55,9 @@ __all__ = [
 
 #: A parameter's condition: controlling parameter (dotted path) -> the values it may have.
 Condition = dict[str, list[Any]]
+#: The group of the trial's config that holds its searched scaling values (``scaling.num_workers``); see
+#: :meth:`hpsearch.spec.Spec.trial_space`.
+SCALING_GROUP = "scaling"
 
 
 def _on_grid(value: float, step: float) -> bool:

@@ -1,0 +1,33 @@
+"""The ``failure`` section: retries at each level, and the timeouts that end a stuck start or report."""
+
+from __future__ import annotations
+
+from pydantic import Field, PositiveFloat
+
+from hpsearch.spec._validation import StrictModel
+
+__all__ = ["Failure"]
+
+
+class Failure(StrictModel):
+    """Retries, kept apart by level, each bounded so that a bug fails fast instead of looping."""
+
+    worker_retries: int = Field(default=1, ge=0)
+    trial_retries: int = Field(default=0, ge=0)
+    controller_retries: int = Field(default=2, ge=0)
+    worker_start_timeout_s: PositiveFloat = 60.0
+    #: On an autoscaling cluster (``run --cluster`` with ``min..max`` counts): how long a worker group
+    #: may wait for a node the autoscaler starts, in place of ``worker_start_timeout_s`` when longer.
+    #: 900 s is how long Ray's own autoscaler waits for a node to start (``AUTOSCALER_NODE_START_WAIT_S``).
+    node_start_timeout_s: PositiveFloat = 900.0
+    #: A trial that sends no report for this long is ended and recorded as stalled, naming the ranks
+    #: that reached the report in progress and those that did not. Off (``None``) by default: a long
+    #: first epoch or a long evaluation every few epochs must never be killed. Ranks that end their
+    #: loops having reported unequally fail their trial at once, whatever this says.
+    report_timeout_s: PositiveFloat | None = None
+
+    def start_timeout_s(self, autoscaling: bool) -> float:
+        """The worker-group start timeout a trial gets: longer on an autoscaling cluster, to let a node boot."""
+        return (
+            max(self.worker_start_timeout_s, self.node_start_timeout_s) if autoscaling else self.worker_start_timeout_s
+        )
