@@ -552,7 +552,7 @@ def _plan_target_flags(plan_p: argparse.ArgumentParser) -> None:
         "--cluster",
         metavar="SHAPE",
         help="plan against a described cluster: '4x{CPU: 32, GPU: 8}', '1x{CPU: 16} + 3x{CPU: 8, GPU: 3}' "
-        "(memory in GB; the first node is the head) or a YAML file listing nodes",
+        "(memory in GiB; the first node is the head) or a YAML file listing nodes",
     )
     plan_p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
 

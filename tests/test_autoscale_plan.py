@@ -117,7 +117,7 @@ def test_a_trial_that_fits_at_no_size_is_refused_naming_the_maximum_size() -> No
         plan_autoscaling(spec, parse_node_groups("1x{CPU: 8} + 0..2x{CPU: 8, GPU: 1}"))
     assert str(info.value) == (
         "even at the cluster's maximum size (3 nodes): STRICT_PACK puts all 2 workers of "
-        "{CPU: 1, GPU: 1, memory: 0.7 GB} on one node, but the node with the most room holds 1"
+        "{CPU: 1, GPU: 1, memory: 0.7 GiB} on one node, but the node with the most room holds 1"
     )
 
 

@@ -275,7 +275,7 @@ def test_plan_refuses_a_trial_that_never_fits(capsys: pytest.CaptureFixture[str]
     )
     assert code == 2
     assert capsys.readouterr().err == (
-        "Error: STRICT_PACK puts all 2 workers of {CPU: 1, GPU: 1, memory: 0.7 GB} on one node, "
+        "Error: STRICT_PACK puts all 2 workers of {CPU: 1, GPU: 1, memory: 0.7 GiB} on one node, "
         "but the node with the most room holds 1\n"
     )
 
@@ -346,7 +346,7 @@ def test_plan_refuses_a_trial_that_fits_at_no_size_of_an_autoscaling_cluster(
     assert code == 2
     assert capsys.readouterr().err == (
         "Error: even at the cluster's maximum size (3 nodes): STRICT_PACK puts all 2 workers of "
-        "{CPU: 1, GPU: 1, memory: 0.7 GB} on one node, but the node with the most room holds 1\n"
+        "{CPU: 1, GPU: 1, memory: 0.7 GiB} on one node, but the node with the most room holds 1\n"
     )
 
 
@@ -362,13 +362,13 @@ def test_plan_with_a_bad_node_count_names_the_term(capsys: pytest.CaptureFixture
     [
         (
             "2",
-            "    - memory limits this plan: 4 trials at once need 8 GB of the head's 8 GB (4 trial drivers at 2 GB "
+            "    - memory limits this plan: 4 trials at once need 8 GiB of the head's 8 GiB (4 trial drivers at 2 GiB "
             "each: resources.driver_memory_gb); CPUs and GPUs alone would allow 35 at once; change the estimate "
             "with --set resources.driver_memory_gb=...",
         ),
         (
             "1.5",
-            "    - memory limits this plan: 5 trials at once need 7.5 GB of the head's 8 GB (5 trial drivers at 1.5 GB "
+            "    - memory limits this plan: 5 trials at once need 7.5 GiB of the head's 8 GiB (5 trial drivers at 1.5 GiB "
             "each: resources.driver_memory_gb); CPUs and GPUs alone would allow 35 at once; change the estimate "
             "with --set resources.driver_memory_gb=...",
         ),

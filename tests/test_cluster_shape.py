@@ -257,10 +257,10 @@ def test_the_cluster_of_plan_as_json_is_read_back_by_cluster_to_the_same_groups(
 
 
 def test_a_plans_title_writes_memory_for_people_and_the_json_for_cluster(capsys: pytest.CaptureFixture[str]) -> None:
-    """The text plan's title keeps `memory: 32 GB`; only the JSON's "cluster" is the --cluster form."""
+    """The text plan's title keeps `memory: 32 GiB`; only the JSON's "cluster" is the --cluster form."""
     from hpsearch.cli import main
 
     cluster = "1x{CPU: 8, memory: 32} + 0..2x{CPU: 4, memory: 16}"
     assert main(["plan", str(QUICK), "--cluster", cluster]) == 0
     title = capsys.readouterr().out.splitlines()[0]
-    assert "cluster 1x{CPU: 8, memory: 32 GB} + 0..2x{CPU: 4, memory: 16 GB} (1 to 3 nodes)" in title
+    assert "cluster 1x{CPU: 8, memory: 32 GiB} + 0..2x{CPU: 4, memory: 16 GiB} (1 to 3 nodes)" in title

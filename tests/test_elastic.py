@@ -192,7 +192,7 @@ def test_hpsearch_plan_prints_the_elastic_lines() -> None:
     assert (
         "  trials at once  7 (of 8 in total)\n"
         "  elastic         2 to 8 workers per trial (scaling.num_workers), planned at the minimum (2)\n"
-        "                  at the maximum a trial = {CPU: 8.25, memory: 6.6 GB}; trials at once at the maximum: 1\n"
+        "                  at the maximum a trial = {CPU: 8.25, memory: 6.6 GiB}; trials at once at the maximum: 1\n"
         "                  Ray gives room to the earliest trial first: the trials at once start with 8 + 6 workers; "
         "5 of them wait for an earlier trial to end\n"
         "                  (resources.max_concurrent_trials: 2 starts every trial at once)\n"

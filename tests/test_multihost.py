@@ -97,7 +97,7 @@ def test_a_trial_no_host_can_ever_hold_is_refused_by_plan_and_run_before_anythin
     """STRICT_PACK puts both 0.9-CPU workers on one host, and no host has more than 1 CPU."""
     scaling = {"num_workers": 2, "resources_per_worker": {"CPU": 0.9}, "placement_strategy": "STRICT_PACK"}
     spec = _spec(hosts.shared / "never-spec", hosts.shared / "never-results", scaling=scaling)
-    expected = "Error: STRICT_PACK puts all 2 workers of {CPU: 0.9, memory: 0.7 GB} on one node, but the node with the most room holds 1"
+    expected = "Error: STRICT_PACK puts all 2 workers of {CPU: 0.9, memory: 0.7 GiB} on one node, but the node with the most room holds 1"
     for command in ("plan", "run"):
         done = _hpsearch(hosts, "h1", command, str(spec), "--address", hosts.address, timeout=300)
         assert done.returncode == 2, done.stderr[-3000:]

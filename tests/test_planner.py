@@ -539,7 +539,7 @@ def test_requested_above_capacity_names_both_numbers() -> None:
     with pytest.raises(PlanError) as info:
         plan_trials(THIS_MACHINE, QUICK, requested=5)
     assert str(info.value) == (
-        "max_concurrent_trials is 5, but only 2 trial(s) of {CPU: 1, memory: 2.4 GB} each fit on this cluster "
+        "max_concurrent_trials is 5, but only 2 trial(s) of {CPU: 1, memory: 2.4 GiB} each fit on this cluster "
         "at once; lower it or use 'auto'"
     )
 
@@ -563,7 +563,7 @@ INFEASIBLE = [
     pytest.param(
         cluster({"CPU": 8, MEMORY: 1 * GB}),
         demand(0.25, {"CPU": 1}, 1, worker_memory=2 * GB),
-        "a worker needs memory: 2 GB but the largest node has memory: 1 GB",
+        "a worker needs memory: 2 GiB but the largest node has memory: 1 GiB",
         id="worker-memory-too-big",
     ),
     pytest.param(
@@ -662,9 +662,9 @@ WARNINGS = [
         cluster({"CPU": 8, MEMORY: 4 * GB}),
         demand(0.25, {"CPU": 1}, 1, driver_memory=0.5 * GB, worker_memory=1 * GB),
         [
-            "1 GB more memory per node would allow 1 more trial(s) at once",
-            "memory limits this plan: 2 trials at once need 3 GB of the head's 4 GB (2 trial drivers at 0.5 GB "
-            "each: resources.driver_memory_gb; 2 workers at 1 GB each: resources.worker_memory_gb); CPUs and GPUs "
+            "1 GiB more memory per node would allow 1 more trial(s) at once",
+            "memory limits this plan: 2 trials at once need 3 GiB of the head's 4 GiB (2 trial drivers at 0.5 GiB "
+            "each: resources.driver_memory_gb; 2 workers at 1 GiB each: resources.worker_memory_gb); CPUs and GPUs "
             "alone would allow 6 at once; change the estimates with --set resources.driver_memory_gb=... or "
             "--set resources.worker_memory_gb=...",
         ],
@@ -691,7 +691,7 @@ MEMORY_LIMITS = [
         [Node(HEAD_8GB, "head", True), Node({"CPU": 16}, "n1")],
         demand(0.1, {"CPU": 1}, 1, driver_memory=1.5 * GB, worker_memory=0.7 * GB),
         {"node": "head", "trials": 5, "without_memory_limit": 21, "keys": ["resources.driver_memory_gb"]},
-        "memory limits this plan: 5 trials at once need 7.5 GB of the head's 8 GB (5 trial drivers at 1.5 GB "
+        "memory limits this plan: 5 trials at once need 7.5 GiB of the head's 8 GiB (5 trial drivers at 1.5 GiB "
         "each: resources.driver_memory_gb); CPUs and GPUs alone would allow 21 at once; change the estimate with "
         "--set resources.driver_memory_gb=...",
         id="head-holds-the-drivers",
@@ -700,7 +700,7 @@ MEMORY_LIMITS = [
         [Node({"CPU": 8, MEMORY: 64 * GB}, "head", True), Node({"CPU": 8, MEMORY: 4 * GB}, "n1")],
         demand(0.1, {"CPU": 1}, 1, driver_memory=1.5 * GB, worker_memory=0.7 * GB),
         {"node": "workers", "trials": 11, "without_memory_limit": 14, "keys": ["resources.worker_memory_gb"]},
-        "memory limits this plan: 11 trials at once need 3.5 GB of the worker nodes' 4 GB (5 workers at 0.7 GB "
+        "memory limits this plan: 11 trials at once need 3.5 GiB of the worker nodes' 4 GiB (5 workers at 0.7 GiB "
         "each: resources.worker_memory_gb); CPUs and GPUs alone would allow 14 at once; change the estimate with "
         "--set resources.worker_memory_gb=...",
         id="worker-nodes",

@@ -581,8 +581,8 @@ def test_the_readme_head_of_8_cpus_and_32_gib_is_8_cpus_and_32_gib_in_all(spec_f
     )
     for line in (
         "        # num-cpus: the --cluster shape's CPU: 8 less KubeRay's autoscaler sidecar (0.5 CPU; the container",
-        "        # memory: 29.5 GB (in bytes), the memory Ray plans the trials with: the --cluster shape's 32 GB,",
-        "        # less KubeRay's autoscaler sidecar (0.5 GB), less 2 GB for Ray's head processes and the search",
+        "        # memory: 29.5 GiB (in bytes), the memory Ray plans the trials with: the --cluster shape's 32 GiB,",
+        "        # less KubeRay's autoscaler sidecar (0.5 GiB), less 2 GiB for Ray's head processes and the search",
     ):
         assert line in text.splitlines(), line
 
@@ -592,16 +592,16 @@ def test_the_readme_head_of_8_cpus_and_32_gib_is_8_cpus_and_32_gib_in_all(spec_f
     [
         (
             "1x{CPU: 8, memory: 2} + 0..4x{CPU: 8, GPU: 8}",
-            "memory: 2 per node in --cluster: the head node does not hold what its pod runs besides the trials, 2 GB "
-            "for Ray's head processes and the search process and 0.5 GB for KubeRay's autoscaler sidecar: 0.5 GB "
+            "memory: 2 per node in --cluster: the head node does not hold what its pod runs besides the trials, 2 GiB "
+            "for Ray's head processes and the search process and 0.5 GiB for KubeRay's autoscaler sidecar: 0.5 GiB "
             "short, and nothing left for the trials; describe each node with the memory a pod has on it (a little "
-            "less than the machine's), more than 2.5 GB (README: Running on Kubernetes)",
+            "less than the machine's), more than 2.5 GiB (README: Running on Kubernetes)",
         ),
         (
             "1x{CPU: 8, memory: 32} + 2x{CPU: 8, GPU: 8, memory: 0.75}",
             "memory: 0.75 per node in --cluster: a node of worker group group1-cpu8-gpu8 does not hold what its pod "
-            "runs besides the trials, 1 GB for Ray's own processes: 0.25 GB short, and nothing left for the trials; "
-            "describe each node with the memory a pod has on it (a little less than the machine's), more than 1 GB "
+            "runs besides the trials, 1 GiB for Ray's own processes: 0.25 GiB short, and nothing left for the trials; "
+            "describe each node with the memory a pod has on it (a little less than the machine's), more than 1 GiB "
             "(README: Running on Kubernetes)",
         ),
     ],
@@ -615,15 +615,15 @@ def test_a_node_that_does_not_hold_its_pods_overheads_is_refused_saying_by_how_m
 
 
 def test_when_memory_is_short_for_the_trials_the_plan_runs_fewer_and_says_where_it_planned(spec_file: Path) -> None:
-    """Ray plans with the node less its overheads: a 5 GB head leaves 2.5 GB for 3 GB drivers, a 12 GB head 9.5 GB."""
+    """Ray plans with the node less its overheads: a 5 GiB head leaves 2.5 GiB for 3 GiB drivers, a 12 GiB head 9.5 GiB."""
     with pytest.raises(PlanError) as err:
         emit(spec_file, "1x{CPU: 8, memory: 5} + 0..4x{CPU: 8, GPU: 8}")
     assert str(err.value).endswith(
-        "(planned for the nodes as Ray is started in the pods, 1x{CPU: 7, memory: 2.5 GB} + 0..4x{CPU: 8, GPU: 8}: "
+        "(planned for the nodes as Ray is started in the pods, 1x{CPU: 7, memory: 2.5 GiB} + 0..4x{CPU: 8, GPU: 8}: "
         "the --cluster nodes less KubeRay's autoscaler sidecar and Ray's own processes; README: Running on Kubernetes)"
     )
     plan = rayjob_plan(load_spec(spec_file), parse_node_groups("1x{CPU: 8, memory: 12} + 0..4x{CPU: 8, GPU: 8}"))
-    assert plan.max_concurrent_trials == 3  # (12 - 0.5 - 2) GB / 3 GB per driver
+    assert plan.max_concurrent_trials == 3  # (12 - 0.5 - 2) GB / 3 GiB per driver
 
 
 # ----------------------------------------------------------------------------- the head, from the spec's figures
@@ -659,8 +659,8 @@ def test_each_pod_is_sized_for_the_trials_that_can_exist(
     _, job = documents(text)
     assert total_trials(load_spec(spec_file, overrides=(f"num_samples={samples}",))) == samples
     head, worker = (p["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in pods(job))
-    assert head == f"{head_gi}Gi"  # min(16, samples) drivers x 3 GB + 2 GB
-    assert worker == f"{worker_gi}Gi"  # min(8, 2 x samples) workers x 2 GB + 1 GB
+    assert head == f"{head_gi}Gi"  # min(16, samples) drivers x 3 GiB + 2 GiB
+    assert worker == f"{worker_gi}Gi"  # min(8, 2 x samples) workers x 2 GiB + 1 GiB
     assert f"of the spec's {samples} trial(s)." in " ".join(text.split())
 
 
@@ -684,9 +684,9 @@ def test_a_head_shape_with_memory_gives_its_pod_that_memory_and_the_comment_says
     assert pods(job)[0]["spec"]["containers"][0]["resources"]["limits"]["memory"] == "97792Mi"  # 95.5 GiB
     comment = " ".join(line.strip().lstrip("# ") for line in text.splitlines() if line.strip().startswith("#"))
     assert (
-        "memory: the --cluster shape's 96 GB less KubeRay's autoscaler sidecar (0.5 GB) = 97792Mi: 2 GB for Ray's "
+        "memory: the --cluster shape's 96 GiB less KubeRay's autoscaler sidecar (0.5 GiB) = 97792Mi: 2 GiB for Ray's "
         "head processes and the search process (an allowance), and Ray's memory (rayStartParams) for the trials, of "
-        "which the plan puts 8 driver(s) x 3 GB (resources.driver_memory_gb) here."
+        "which the plan puts 8 driver(s) x 3 GiB (resources.driver_memory_gb) here."
     ) in comment
 
 

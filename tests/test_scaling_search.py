@@ -264,7 +264,7 @@ def test_a_value_that_can_never_be_placed_refuses_the_spec_naming_it() -> None:
     assert str(err.value) == (
         "scaling.num_workers: 16 can never be placed on this cluster: a trial of 16 workers x {CPU: 1, GPU: 0.5} "
         "(the other searched values at their smallest): STRICT_PACK puts all 16 workers of "
-        "{CPU: 1, GPU: 0.5, memory: 0.7 GB} on one node, but the node with the most room holds 8; "
+        "{CPU: 1, GPU: 0.5, memory: 0.7 GiB} on one node, but the node with the most room holds 8; "
         "remove 16 from scaling.num_workers.values"
     )
 

@@ -2,7 +2,7 @@
 
 So a user can size a cluster before renting it. Either an inline form of counted
 node shapes joined by ``+``, or a YAML file with a list of nodes (each a mapping of
-resources, optionally with a count). ``memory`` is in GB here (Ray reports bytes;
+resources, optionally with a count). ``memory`` is in GiB here (Ray reports bytes;
 the planner gets bytes).
 
 Each term is a :class:`NodeGroup`: nodes of one shape, with a count that is fixed
@@ -84,8 +84,8 @@ def cluster_text(groups: Sequence[NodeGroup], *, exact: bool = True) -> str:
     """The groups as ``--cluster`` text: the one writer of it, ``1x{CPU: 8, memory: 32} + 0..4x{CPU: 8, GPU: 8}``.
 
     ``exact`` (the default): what :func:`parse_node_groups` reads back to the same groups, ``memory``
-    a number of GB (``hpsearch plan --format json``'s ``cluster``, the RayJob's ``run --cluster``).
-    Otherwise for people, ``memory: 32 GB`` (the title of ``hpsearch plan``).
+    a number of GiB (``hpsearch plan --format json``'s ``cluster``, the RayJob's ``run --cluster``).
+    Otherwise for people, ``memory: 32 GiB`` (the title of ``hpsearch plan``).
 
     Example:
         >>> cluster_text(parse_node_groups("1x{memory: 32, CPU: 8} + 0..2x{CPU: 4, memory: 16}"))

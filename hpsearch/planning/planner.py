@@ -663,7 +663,7 @@ def _warnings(
         ]
         more, _ = _Problem(bigger, demand).capacity()
         if more > capacity:
-            unit = "1 GB more memory" if key == MEMORY else f"one more {key}"
+            unit = "1 GiB more memory" if key == MEMORY else f"one more {key}"
             notes.append(f"{unit} per node would allow {more - capacity} more trial(s) at once")
     return notes
 

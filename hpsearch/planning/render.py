@@ -29,7 +29,7 @@ def _cell(key: str, used: float, total: float) -> str:
     if not total:
         return "-"
     if key == MEMORY:
-        return f"{used / GB:.1f}/{total / GB:.1f} GB ({_pct(used, total)})"
+        return f"{used / GB:.1f}/{total / GB:.1f} GiB ({_pct(used, total)})"
     return f"{used:g}/{total:g} ({_pct(used, total)})"
 
 
@@ -150,7 +150,7 @@ def _elastic_lines(plan: Plan, total_trials: int | None = None) -> list[str]:
 
 
 def describe_groups(plan: AutoscalingPlan) -> str:
-    """``1x{CPU: 8, memory: 32 GB} + 0..4x{CPU: 8, GPU: 8}``: the node groups for people (the plan's title).
+    """``1x{CPU: 8, memory: 32 GiB} + 0..4x{CPU: 8, GPU: 8}``: the node groups for people (the plan's title).
 
     ``hpsearch plan --format json`` writes them as ``--cluster`` reads them back
     (:func:`~hpsearch.planning.cluster_shape.cluster_text`).

@@ -1,7 +1,7 @@
 """Resource dicts as the planner counts and writes them: names, units, and the text hpsearch prints.
 
 A resource dict maps Ray's resource names to amounts (``{"CPU": 1, "GPU": 0.5, "memory": 2 * GB}``);
-``memory`` is in bytes, as Ray reports it. Amounts are compared in Ray's fixed-point units
+``memory`` is in bytes, as Ray reports it, and a person reads and writes it in GiB (:data:`GB`). Amounts are compared in Ray's fixed-point units
 (:data:`UNIT`, 1/10000 of a resource), so ``0.1 + 0.2`` CPUs fit in ``0.3``. Per-device resources
 (:data:`UNIT_INSTANCE`) are shared out device by device. :func:`fmt_resources` is the one writer of a
 resource dict, for people or exact, as ``--cluster`` reads it back.
@@ -19,7 +19,8 @@ __all__ = ["MEMORY", "GB", "UNIT", "UNIT_INSTANCE", "to_units", "positive", "fmt
 
 #: The resource name of a node's memory (bytes).
 MEMORY = "memory"
-#: Bytes per unit of memory as hpsearch reads and writes it.
+#: Bytes in one GiB (1024**3): hpsearch's unit of memory wherever a person reads or writes it (``--cluster``'s
+#: ``memory: 32``, the spec's ``*_memory_gb`` keys, every plan). The constant keeps its first name, ``GB``.
 GB = 1024**3
 #: Ray's fixed-point scale: amounts are whole multiples of 1/UNIT of a resource.
 UNIT = 10_000
@@ -36,8 +37,8 @@ def to_units(resources: Mapping[str, float]) -> dict[str, int]:
 
 
 def fmt_amount(key: str, value: float) -> str:
-    """One amount for people: memory (bytes) in GB with 3 significant digits, anything else as it is."""
-    return f"{value / GB:.3g} GB" if key == MEMORY else f"{value:g}"
+    """One amount for people: memory (bytes) in GiB with 3 significant digits, anything else as it is."""
+    return f"{value / GB:.3g} GiB" if key == MEMORY else f"{value:g}"
 
 
 def positive(resources: Mapping[str, float]) -> dict[str, float]:
@@ -46,11 +47,11 @@ def positive(resources: Mapping[str, float]) -> dict[str, float]:
 
 
 def fmt_resources(resources: Mapping[str, float], *, exact: bool = False) -> str:
-    """A resource dict as hpsearch writes it everywhere: CPU and GPU first, ``memory`` (bytes) in GB.
+    """A resource dict as hpsearch writes it everywhere: CPU and GPU first, ``memory`` (bytes) in GiB.
 
-    By default the text is for people: ``{CPU: 1, GPU: 0.5, memory: 2 GB}``, with 3 significant
+    By default the text is for people: ``{CPU: 1, GPU: 0.5, memory: 2 GiB}``, with 3 significant
     digits. With ``exact``, the text is what ``--cluster`` reads back: ``{CPU: 1, GPU: 0.5,
-    memory: 2}``. Then every amount is exact, and memory is a plain number of GB. A name that
+    memory: 2}``. Then every amount is exact, and memory is a plain number of GiB. A name that
     YAML would read as something else is quoted.
     """
     order = sorted(resources, key=lambda k: (k != "CPU", k != "GPU", k == MEMORY, k))

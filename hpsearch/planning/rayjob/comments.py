@@ -219,10 +219,10 @@ def _ray_memory_lines(group: _Group) -> list[str]:
     """Why Ray's ``memory`` is what it is: the shape's memory less what else the pod runs."""
     if MEMORY not in group.ray:
         return []
-    sidecar = f", less KubeRay's autoscaler sidecar ({AUTOSCALER_MEMORY_GB:g} GB)," if group.autoscaler else ""
+    sidecar = f", less KubeRay's autoscaler sidecar ({AUTOSCALER_MEMORY_GB:g} GiB)," if group.autoscaler else ""
     return textwrap.wrap(
-        f"memory: {group.ray[MEMORY] / GB:.4g} GB (in bytes), the memory Ray plans the trials with: the --cluster "
-        f"shape's {group.resources[MEMORY] / GB:g} GB{sidecar} less {group.base_gb:g} GB for "
+        f"memory: {group.ray[MEMORY] / GB:.4g} GiB (in bytes), the memory Ray plans the trials with: the --cluster "
+        f"shape's {group.resources[MEMORY] / GB:g} GiB{sidecar} less {group.base_gb:g} GiB for "
         f"{_base_text(group.is_head)} (an allowance), all inside the described node.",
         96,
     )
@@ -244,20 +244,20 @@ def _memory_lines(spec: Spec, group: _Group) -> list[str]:
     memory, quantity = _container_memory(spec, group)
     parts = []
     if group.drivers:
-        parts.append(f"{group.drivers} driver(s) x {r.driver_memory_gb:g} GB (resources.driver_memory_gb)")
+        parts.append(f"{group.drivers} driver(s) x {r.driver_memory_gb:g} GiB (resources.driver_memory_gb)")
     if group.workers or not group.is_head:
-        parts.append(f"{group.workers} Train worker(s) x {r.worker_memory_gb:g} GB (resources.worker_memory_gb)")
+        parts.append(f"{group.workers} Train worker(s) x {r.worker_memory_gb:g} GiB (resources.worker_memory_gb)")
     trials = " + ".join(parts) or "no trial"
-    base = f"{group.base_gb:g} GB for {_base_text(group.is_head)} (an allowance)"
+    base = f"{group.base_gb:g} GiB for {_base_text(group.is_head)} (an allowance)"
     if MEMORY in group.resources:
-        sidecar = f" less KubeRay's autoscaler sidecar ({AUTOSCALER_MEMORY_GB:g} GB)" if group.autoscaler else ""
+        sidecar = f" less KubeRay's autoscaler sidecar ({AUTOSCALER_MEMORY_GB:g} GiB)" if group.autoscaler else ""
         text = (
-            f"memory: the --cluster shape's {group.resources[MEMORY] / GB:g} GB{sidecar} = {quantity}: {base}, and "
+            f"memory: the --cluster shape's {group.resources[MEMORY] / GB:g} GiB{sidecar} = {quantity}: {base}, and "
             f"Ray's memory (rayStartParams) for the trials, of which the plan puts {trials} here."
         )
     else:
         text = (
-            f"memory: {trials} + {base} = {memory:.3g} GB, rounded up to {quantity}: the most the plan puts here, "
+            f"memory: {trials} + {base} = {memory:.3g} GiB, rounded up to {quantity}: the most the plan puts here, "
             "and of the trials that can exist."
         )
     if group.is_head:

@@ -61,14 +61,14 @@ __all__ = [
     "AUTOSCALER_MEMORY_GB",
 ]
 
-#: Memory (GB) the head pod gets on top of the trials' drivers: the GCS, the raylet, the dashboard and
+#: Memory (GiB) the head pod gets on top of the trials' drivers: the GCS, the raylet, the dashboard and
 #: its agents, the search process itself (455 MB resident at the end of a 200-trial search,
 #: ``benchmarks/scale.py``), and idle pool workers. An allowance, not a measurement of its own.
 HEAD_BASE_GB = 2.0
-#: Memory (GB) each worker pod gets on top of its Train workers: the raylet and the agents every Ray
+#: Memory (GiB) each worker pod gets on top of its Train workers: the raylet and the agents every Ray
 #: node runs. An allowance, like :data:`HEAD_BASE_GB`.
 WORKER_BASE_GB = 1.0
-#: CPUs and memory (GB) of KubeRay's autoscaler sidecar, the second container of the head pod when
+#: CPUs and memory (GiB) of KubeRay's autoscaler sidecar, the second container of the head pod when
 #: ``enableInTreeAutoscaling`` is on: KubeRay's defaults (500m, 512Mi), written in ``autoscalerOptions.resources``
 #: so that what is counted inside the head node is what runs.
 AUTOSCALER_CPU = 0.5
@@ -137,7 +137,7 @@ def cluster_argument(groups: Sequence[NodeGroup]) -> str:
     """The groups as one inline ``--cluster`` text for ``hpsearch run`` inside the job: ``1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}``.
 
     Normalised by :func:`~hpsearch.planning.cluster_shape.cluster_text`: inline whatever form ``plan``
-    was given (a YAML file is not in the pod), ``memory`` in GB, every amount exact, so that
+    was given (a YAML file is not in the pod), ``memory`` in GiB, every amount exact, so that
     :func:`~hpsearch.planning.cluster_shape.parse_node_groups` reads it back to the same groups.
 
     Raises:
@@ -161,7 +161,7 @@ def cluster_argument(groups: Sequence[NodeGroup]) -> str:
 
 
 def head_memory_gb(spec: Spec, drivers: int, workers: int = 0, *, base_gb: float = HEAD_BASE_GB) -> float:
-    """The head pod's memory (GB) for ``drivers`` trial drivers and ``workers`` Train workers on it.
+    """The head pod's memory (GiB) for ``drivers`` trial drivers and ``workers`` Train workers on it.
 
     ``drivers x resources.driver_memory_gb + workers x resources.worker_memory_gb + base_gb``.
     """
@@ -222,11 +222,11 @@ def _shape(
         room = _memory_quantity_gb(memory - (AUTOSCALER_MEMORY_GB if autoscaler else 0.0))  # the container's
         if room - base_gb <= 0:
             what = "the head node" if is_head else f"a node of worker group {name}"
-            parts = " and ".join(f"{gb:g} GB for {why}" for gb, why in overheads)
+            parts = " and ".join(f"{gb:g} GiB for {why}" for gb, why in overheads)
             raise PlanError(
                 f"memory: {memory:g} per node in --cluster: {what} does not hold what its pod runs besides the trials, "
-                f"{parts}: {max(taken - memory, 1 / 1024):.3g} GB short, and nothing left for the trials; describe each "
-                f"node with the memory a pod has on it (a little less than the machine's), more than {taken:g} GB "
+                f"{parts}: {max(taken - memory, 1 / 1024):.3g} GiB short, and nothing left for the trials; describe each "
+                f"node with the memory a pod has on it (a little less than the machine's), more than {taken:g} GiB "
                 "(README: Running on Kubernetes)"
             )
         ray[MEMORY] = float(math.floor((room - base_gb) * GB))
@@ -283,7 +283,7 @@ def _group_name(index: int, resources: Mapping[str, float]) -> str:
 
 
 def _container_memory(spec: Spec, group: _Group) -> tuple[float, str]:
-    """The Ray container's memory (GB, and as a quantity): the described node's, less the sidecar, rounded down
+    """The Ray container's memory (GiB, and as a quantity): the described node's, less the sidecar, rounded down
     to whole MiB; or, without a ``memory`` in the shape, what the plan puts there and Ray's own, rounded up."""
     if MEMORY in group.resources:
         memory = group.resources[MEMORY] / GB - (AUTOSCALER_MEMORY_GB if group.autoscaler else 0.0)
