@@ -1,4 +1,5 @@
-"""Search-space translation: hpsearch's inclusive bounds onto Ray Tune, Optuna and HyperOpt.
+"""Search-space translation: hpsearch's inclusive bounds onto Ray Tune, Optuna and HyperOpt; and the one flat view
+of a trial space.
 
 Builds Tune domain objects and samples them; never starts Ray.
 """
@@ -6,19 +7,24 @@ Builds Tune domain objects and samples them; never starts Ray.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from fake_experiment import write_experiment
 from ray.tune.search import sample as tune_sample
 
+from hpsearch.analysis import load_results
 from hpsearch.runtime.tune_space import to_tune
+from hpsearch.spec import load_spec, varying_params
 from hpsearch.spec.space import (
     ChoiceParam,
     ConstParam,
     FloatParam,
     GridParam,
     IntParam,
+    flat_space,
     has_grid,
     iter_params,
     parse_search_space,
@@ -363,3 +369,36 @@ def test_values_hpsearch_only_hands_to_the_loop_may_be_non_finite() -> None:
 def test_bounds_and_steps_must_be_finite(raw: dict, expected: str) -> None:
     _, problems = parse_search_space({"p": raw})
     assert [str(p) for p in problems] == [expected]
+
+
+# ----------------------------------------------------------------------------- the one flat view
+
+
+def test_the_flat_space_is_the_same_read_from_the_spec_and_from_the_spec_as_run(tmp_path: Path) -> None:
+    """Two views that could drift: the live spec's (``varying_params``, the Optuna tracker) and the one
+    ``load_results`` reads back from the folder's spec as run. Both are :func:`flat_space` of the trial space."""
+    spec = load_spec(
+        {
+            "name": "flat",
+            "trainable": "hpsearch.examples.digits:train_loop",
+            "metric": "loss",
+            "mode": "min",
+            "search_space": {
+                "lr": {"type": "float", "low": 1.0e-4, "high": 0.1, "log": True},
+                "optimizer": {"type": "grid", "values": ["sgd", "adam"]},
+                "momentum": {"type": "float", "low": 0.0, "high": 0.9, "when": {"optimizer": "sgd"}},
+                "model": {"width": {"type": "choice", "values": [32, 64]}, "depth": 2},
+            },
+            "searcher": "random",
+            "scaling": {"num_workers": {"type": "grid", "values": [1, 2]}, "resources_per_worker": {"CPU": 1}},
+            "storage_path": str(tmp_path),
+        },
+        check_trainable=False,
+    )
+    space, params = flat_space(spec.trial_space())
+    assert list(space) == ["lr", "optimizer", "momentum", "model.width", "model.depth", "scaling.num_workers"]
+    assert params == ["lr", "optimizer", "momentum", "model.width", "scaling.num_workers"] == varying_params(spec)
+
+    results = load_results(write_experiment(tmp_path / spec.name, [], spec=spec.to_dict(), summary=False))
+    assert dict(results.space) == space
+    assert results.params == params

@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 import yaml
+from fake_experiment import write_experiment
 
+from hpsearch.analysis import load_results, summarize
 from hpsearch.errors import HpsearchError, SpecError
 from hpsearch.spec import SPEC_KEYS, load_spec, total_trials, varying_params
+from hpsearch.spec.objectives import is_multi_objective, objectives_or_primary
 from hpsearch.spec.space import ChoiceParam, ConstParam, FloatParam, GridParam, IntParam
 
 TRAIN_PY = """\
@@ -845,3 +848,24 @@ def test_dict_source_is_not_modified() -> None:
     raw = copy.deepcopy(BASE)
     load_spec(raw, overrides=["num_samples=2", "scheduler.type=asha"], check_trainable=False)
     assert raw == BASE
+
+
+# ----------------------------------------------------------------------------- the objectives, one rule
+
+
+def test_the_objectives_are_the_given_ones_else_the_one_metric_and_mode() -> None:
+    assert objectives_or_primary("loss", "min") == (("loss", "min"),)
+    assert objectives_or_primary("loss", "min", [("a", "max"), ("b", "min")]) == (("a", "max"), ("b", "min"))
+    assert not is_multi_objective((("loss", "min"),)) and is_multi_objective([("a", "max"), ("b", "min")])
+
+
+@pytest.mark.parametrize("metric, mode", [("loss", "min"), (["loss", "n_params"], ["min", "min"])])
+def test_the_spec_its_results_and_its_summary_agree_on_the_objectives(tmp_path: Path, metric: Any, mode: Any) -> None:
+    """Three views that could drift: the spec, ``load_results`` of its folder, and the summary written from it."""
+    raw = {**BASE, "trainable": "hpsearch.examples.digits:train_loop", "metric": metric, "mode": mode}
+    spec = load_spec({**raw, "searcher": "random", "storage_path": str(tmp_path)}, check_trainable=False)
+    results = load_results(write_experiment(tmp_path / spec.name, [], spec=spec.to_dict(), summary=False))
+    summary = summarize(results, wall_time_s=1.0)
+    assert results.objectives == spec.objectives and results.multi_objective == spec.multi_objective
+    assert tuple(map(tuple, summary.objectives)) == spec.objectives
+    assert summary.multi_objective == spec.multi_objective == isinstance(metric, list)

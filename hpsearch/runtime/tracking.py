@@ -68,7 +68,7 @@ from hpsearch.experiment.metrics import report_step, report_value, report_violat
 from hpsearch.experiment.ranking import Mode, metric_value, rank_trials
 from hpsearch.runtime.env import mlflow_probe
 from hpsearch.runtime.internals import TBXWriters
-from hpsearch.spec.space import ConstParam, iter_params
+from hpsearch.spec.space import flat_space
 from hpsearch.spec.tracking import MLFLOW_ARTIFACTS, mlflow_file_store_problem, mlflow_tracking_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,7 +108,7 @@ def tracking_callbacks(spec: Spec, recorder: OutcomeRecorder | None) -> list[Cal
     if tracking.tensorboard:
         out.append(TensorboardTracker(facts))
     if tracking.optuna is not None:
-        out.append(OptunaTracker(tracking.optuna, facts, space=_space(spec)))
+        out.append(OptunaTracker(tracking.optuna, facts, space=flat_space(spec.trial_space())))
     return out
 
 
@@ -233,13 +233,6 @@ def best_checkpoint(
     """
     reports = [(r.get("checkpoint_path"), report_value(r, metric)) for r in history]
     return ranking.best_checkpoint(reports, mode, os.path.isdir, violations)
-
-
-def _space(spec: Spec) -> tuple[dict[str, Any], list[str]]:
-    """The spec's search space flat (dotted name -> param) and the searched (not constant) names."""
-
-    space = dict(iter_params(spec.trial_space()))  # searched scaling too, as load_results' space has it
-    return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
 
 
 #: What SQLAlchemy says when another process creates Optuna's schema at the same moment.

@@ -19,6 +19,7 @@ from hpsearch.spec.checkpoint import CheckpointSettings
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.datasets import DataSettings
 from hpsearch.spec.failure import Failure
+from hpsearch.spec.objectives import Objectives, is_multi_objective, objectives_or_primary
 from hpsearch.spec.plugins import POPULATION_SCHEDULERS, PluginChoice
 from hpsearch.spec.resources import Resources
 from hpsearch.spec.scaling import Scaling
@@ -57,17 +58,16 @@ class Spec:
     tracking: Tracking = field(default_factory=Tracking)
     budget: Budget = field(default_factory=Budget)
     warm_start: WarmStart = field(default_factory=WarmStart)
-    objectives: tuple[tuple[str, str], ...] = ()  # every (metric, mode); () means ((metric, mode),)
+    objectives: Objectives = ()  # every (metric, mode); () means ((metric, mode),)
     constraints: tuple[Constraint, ...] = ()  # bounds on reported metrics (spec/constraints.py)
 
     def __post_init__(self) -> None:
-        if not self.objectives:
-            object.__setattr__(self, "objectives", ((self.metric, self.mode),))
+        object.__setattr__(self, "objectives", objectives_or_primary(self.metric, self.mode, self.objectives))
 
     @property
     def multi_objective(self) -> bool:
         """Whether the search has several objectives (``metric``/``mode`` given as lists)."""
-        return len(self.objectives) > 1
+        return is_multi_objective(self.objectives)
 
     @property
     def population_based(self) -> bool:
@@ -95,8 +95,7 @@ class Spec:
         """What every searcher samples: ``search_space`` plus, when scaling values are searched, a ``scaling``
         group holding them (the trial's config then reads ``scaling.num_workers``, ``scaling.resources_per_worker.GPU``).
         Without searched scaling it is ``search_space`` itself."""
-        searched = self.scaling.searched()
-        return {**self.search_space, _space.SCALING_GROUP: searched} if searched else self.search_space
+        return _space.trial_space(self.search_space, self.scaling.searched())
 
     def to_dict(self) -> dict[str, Any]:
         """The spec with every default filled in, as YAML-ready plain data."""
@@ -146,4 +145,4 @@ def total_trials(spec: Spec) -> int:
 
 def varying_params(spec: Spec) -> list[str]:
     """Dotted names of the parameters that are searched (not constants)."""
-    return [name for name, p in _space.iter_params(spec.trial_space()) if not isinstance(p, _space.ConstParam)]
+    return _space.flat_space(spec.trial_space())[1]

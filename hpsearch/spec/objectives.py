@@ -1,11 +1,14 @@
 """The spec's objectives: ``metric``/``mode`` (a name and a mode, or lists of them) as ``(metric, mode)`` pairs.
 
 The first objective is the primary one (progress lines, budget targets, "best"); with several, the
-searcher and scheduler must be able to take them (:func:`multi_objective_problems`).
+searcher and scheduler must be able to take them (:func:`multi_objective_problems`). The one rule for
+what a search's objectives are, when a record names none, and whether there are several is here
+(:func:`objectives_or_primary`, :func:`is_multi_objective`), for the spec and every record of a search.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sized
 from typing import Any, Literal
 
 from pydantic import Field
@@ -14,10 +17,21 @@ from hpsearch.errors import Problem
 from hpsearch.spec._validation import StrictModel, show, validate_section
 from hpsearch.spec.plugins import POPULATION_SCHEDULERS, PluginChoice
 
-__all__ = ["Objectives", "parse_objectives", "multi_objective_problems"]
+__all__ = ["Objectives", "objectives_or_primary", "is_multi_objective", "parse_objectives", "multi_objective_problems"]
 
 #: Every objective of a search, in the spec's order: ``(metric, mode)`` pairs.
 Objectives = tuple[tuple[str, str], ...]
+
+
+def objectives_or_primary(metric: str, mode: str, objectives: Iterable[tuple[str, str]] = ()) -> Objectives:
+    """Every objective: ``objectives`` as given, or the one ``(metric, mode)`` when none are (a
+    single-objective search, or a record written before several objectives existed)."""
+    return tuple(objectives) or ((metric, mode),)
+
+
+def is_multi_objective(objectives: Sized) -> bool:
+    """Whether a search has several objectives (the spec's ``metric``/``mode`` given as lists)."""
+    return len(objectives) > 1
 
 
 class _Objective(StrictModel):
@@ -69,7 +83,7 @@ def multi_objective_problems(
 ) -> list[Problem]:
     """The searcher and scheduler against the objectives (see the README's multi-objective rules)."""
     problems: list[Problem] = []
-    multi = len(objectives) > 1
+    multi = is_multi_objective(objectives)
     if multi and searcher is not None:
         if searcher.type == "hyperopt":
             problems.append(

@@ -26,6 +26,7 @@ from typing import Any
 from hpsearch.errors import Problem, did_you_mean
 from hpsearch.spec import space as _space
 from hpsearch.spec._validation import join_path, show
+from hpsearch.spec.objectives import is_multi_objective
 from hpsearch.spec.plugins import POPULATION_SCHEDULERS, PluginChoice
 
 __all__ = ["population_problems", "PB2_INSTALL", "PB2_MODULES", "pb2_missing"]
@@ -77,7 +78,7 @@ def population_problems(
                 "(leave searcher out, or set type: random)",
             )
         )
-    if len(objectives) > 1:
+    if is_multi_objective(objectives):
         problems.append(
             Problem(
                 "metric",

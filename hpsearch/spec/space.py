@@ -39,6 +39,8 @@ __all__ = [
     "SCALING_GROUP",
     "parse_search_space",
     "iter_params",
+    "trial_space",
+    "flat_space",
     "has_grid",
     "Condition",
     "condition_problems",
@@ -462,6 +464,22 @@ def iter_params(tree: SearchSpace, prefix: str = "") -> Iterator[tuple[str, Para
             yield from iter_params(node, name)
         else:
             yield name, node
+
+
+def trial_space(search_space: SearchSpace, searched_scaling: SearchSpace) -> SearchSpace:
+    """What every searcher samples: the search space plus, when scaling values are searched, the group
+    :data:`SCALING_GROUP` holding them; without searched scaling, the search space itself."""
+    return {**search_space, SCALING_GROUP: searched_scaling} if searched_scaling else search_space
+
+
+def flat_space(tree: SearchSpace) -> tuple[dict[str, Param], list[str]]:
+    """The tree flat, ``dotted name -> param`` in spec order, and the names that are searched (not constants).
+
+    The one flat view of a trial space: :func:`hpsearch.spec.varying_params`, the Optuna tracker's study and
+    ``load_results``' ``space`` and ``params`` all read it, so a parameter is named the same in each.
+    """
+    space = dict(iter_params(tree))
+    return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
 
 
 def has_grid(tree: SearchSpace) -> bool:
