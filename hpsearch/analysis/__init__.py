@@ -4,6 +4,22 @@
 the functions below compute, from it, the plain data objects that :mod:`hpsearch.plots`
 draws (each plot function calls the one of the same name). Tests assert on these
 objects, not on pixels.
+
+- ``_load``: :func:`load_results`, the folder read into the trials and history tables.
+- ``_results``: :class:`Results` and its tables' fixed columns.
+- ``_workers``: ``Results.workers``, each trial's worker-group starts over time.
+- ``_view``: the protocol the modules that ``Results`` calls read it through (no import cycle).
+- ``_summary``: :class:`SearchSummary`, the summary file and the closing tables.
+- ``_tables``: :func:`best_trials`, the metrics at each trial's best epoch.
+- ``_curves``: plot data over time: learning curves, the optimisation history.
+- ``_params``: plot data over parameters: parameter vs metric, parallel coordinates.
+- ``_scheduler``: plot data for the scheduler's effect.
+- ``_optuna``: the trials as Optuna trials, and parameter importances.
+- ``_pareto``: several objectives: each trial's point, the front, its hypervolume.
+- ``_lineage``: population-based training's exploits.
+- ``_feasibility``: the spec's constraints and each report's violation.
+- ``_cost``: :func:`cost_table`, what each trial's result cost in resource-hours.
+- ``_missing_metric``: the one message when no trial reported the metric.
 """
 
 from hpsearch.analysis._cost import cost_table
@@ -15,7 +31,7 @@ from hpsearch.analysis._curves import (
     optimization_history,
 )
 from hpsearch.analysis._lineage import LINEAGE_COLUMNS, LineageData, lineage_table, pbt_lineage
-from hpsearch.analysis._load import HISTORY_COLUMNS, TRIAL_COLUMNS, WORKER_COLUMNS, Results, load_results, workers_table
+from hpsearch.analysis._load import load_results
 from hpsearch.analysis._optuna import ParamImportances, param_importances
 from hpsearch.analysis._params import (
     ParallelCoordinates,
@@ -27,6 +43,7 @@ from hpsearch.analysis._params import (
     param_vs_metric,
 )
 from hpsearch.analysis._pareto import ParetoPlot, pareto_front
+from hpsearch.analysis._results import HISTORY_COLUMNS, TRIAL_COLUMNS, Results
 from hpsearch.analysis._scheduler import SchedulerEffect, scheduler_effect
 from hpsearch.analysis._summary import (
     SearchSummary,
@@ -38,6 +55,7 @@ from hpsearch.analysis._summary import (
     summarize_experiment,
 )
 from hpsearch.analysis._tables import best_trials
+from hpsearch.analysis._workers import WORKER_COLUMNS, workers_table
 from hpsearch.errors import ExperimentNotFoundError, ResultsError
 from hpsearch.experiment.layout import STATUSES
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hpsearch.analysis._load import RESERVED_PREFIX, RESOURCE_HOURS_PREFIX, Results
+from hpsearch.analysis._results import RESERVED_PREFIX, RESOURCE_HOURS_PREFIX, Results
 from hpsearch.errors import ResultsError
 from hpsearch.experiment.layout import ENDED
 from hpsearch.spec import Scaling

@@ -13,7 +13,7 @@ import pandas as pd
 from hpsearch.experiment.ranking import metric_value
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.analysis._load import Results
+    from hpsearch.analysis._results import Results
 
 __all__ = [
     "Curve",

@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from hpsearch.analysis._load import python_value
 from hpsearch.analysis._params import MIN_TRIALS_FOR_IMPORTANCE, ParamAxis, _count_note, _hashable, param_axis
 from hpsearch.analysis._pareto import front_of
+from hpsearch.analysis._results import python_value
 from hpsearch.experiment.layout import ERRORED, FINISHED, PENDING, RUNNING, STOPPED
 from hpsearch.experiment.metrics import report_value
 from hpsearch.experiment.ranking import metric_value
@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import optuna
 
-    from hpsearch.analysis._load import Results
+    from hpsearch.analysis._results import Results
     from hpsearch.experiment.ranking import ParetoPoint
     from hpsearch.spec.constraints import Constraint
     from hpsearch.spec.space import Param

@@ -16,7 +16,7 @@ from hpsearch.analysis._curves import log_scale_suits, no_values_reason
 from hpsearch.spec.space import ChoiceParam, FloatParam, GridParam, IntParam
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.analysis._load import Results
+    from hpsearch.analysis._results import Results
 
 __all__ = [
     "ParamAxis",

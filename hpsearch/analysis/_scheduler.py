@@ -11,7 +11,7 @@ from hpsearch.analysis._curves import asha_rungs
 from hpsearch.experiment.layout import STOPPED
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.analysis._load import Results
+    from hpsearch.analysis._results import Results
 
 __all__ = ["SchedulerEffect", "scheduler_effect"]
 

@@ -12,22 +12,16 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from hpsearch.analysis._load import (
-    HISTORY_COLUMNS,
-    RESOURCE_HOURS_PREFIX,
-    Results,
-    is_config_column,
-    load_results,
-    python_value,
-)
+from hpsearch.analysis._load import load_results
 from hpsearch.analysis._pareto import front_of
+from hpsearch.analysis._results import HISTORY_COLUMNS, RESOURCE_HOURS_PREFIX, Results, is_config_column, python_value
 from hpsearch.experiment import files
-from hpsearch.experiment.layout import ENDED, ERRORED, TUNE_ERROR_FILE, TUNE_PARAMS_FILE, flatten_config
+from hpsearch.experiment.layout import ENDED, ERRORED, flatten_config
 from hpsearch.experiment.ranking import rank_trials
 from hpsearch.experiment.tracebacks import error_excerpt
+from hpsearch.experiment.tune_files import error_text, read_params
 from hpsearch.formatting import cell, plural, text_table
 from hpsearch.planning.versus import versus_actual
 
@@ -160,13 +154,7 @@ class SearchSummary:
 
 
 def _traceback(trial_dir: Any) -> str:
-    if not isinstance(trial_dir, str):
-        return ""
-    try:
-        text = (Path(trial_dir) / TUNE_ERROR_FILE).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return error_excerpt(text)
+    return error_excerpt(error_text(trial_dir)) if isinstance(trial_dir, str) else ""
 
 
 def summarize(
@@ -187,11 +175,6 @@ def summarize(
         ended_by: The budget that ended the search, if one did (default: the one ``results`` holds);
             ``ended_reason`` says it in words, ``resume_hint`` how to continue.
     """
-    history = results.history
-    metric_columns = [c for c in history.columns if c not in _NOT_METRICS]
-    last_reports = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
-    config_columns = [c for c in results.trials.columns if is_config_column(c)]
-    resource_columns = [c for c in results.trials.columns if c.startswith(RESOURCE_HOURS_PREFIX)]
     usage = files.read_usage(results.experiment_dir)
     summary = SearchSummary(
         name=results.name,
@@ -211,7 +194,25 @@ def summarize(
             {"trial_id": p.trial_id, "iteration": p.iteration, "values": list(p.values)}
             for p in front_of(results).front
         ]
+    summary.trials = _trial_outcomes(results)
+    summary.estimate = versus_actual(
+        files.read_estimate(results.experiment_dir),
+        wall_time_s=summary.total_wall_time_s if summary.total_wall_time_s is not None else summary.wall_time_s,
+        resource_hours=summary.resource_hours,
+        interrupted=interrupted,
+    )
+    return summary
+
+
+def _trial_outcomes(results: Results) -> list[TrialOutcome]:
+    """Each trial as the summary records it, in the order of :attr:`Results.trials`."""
+    history = results.history
+    metric_columns = [c for c in history.columns if c not in _NOT_METRICS]
+    last_reports = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
+    config_columns = [c for c in results.trials.columns if is_config_column(c)]
+    resource_columns = [c for c in results.trials.columns if c.startswith(RESOURCE_HOURS_PREFIX)]
     outcomes = files.read_outcome_records(results.experiment_dir)
+    out: list[TrialOutcome] = []
     records: list[dict[str, Any]] = results.trials.to_dict("records")  # type: ignore[assignment]  # keys are column names
     for row, has_value in zip(records, results.has_value):
         trial_id = str(row["trial_id"])
@@ -220,7 +221,7 @@ def summarize(
             report = last_reports.loc[trial_id]
             values = {k: python_value(report[k]) for k in metric_columns}
             last = {k: v for k, v in values.items() if v is not None}
-        summary.trials.append(
+        out.append(
             TrialOutcome(
                 trial_id=trial_id,
                 status=str(row["status"]),
@@ -244,13 +245,7 @@ def summarize(
                 },
             )
         )
-    summary.estimate = versus_actual(
-        files.read_estimate(results.experiment_dir),
-        wall_time_s=summary.total_wall_time_s if summary.total_wall_time_s is not None else summary.wall_time_s,
-        resource_hours=summary.resource_hours,
-        interrupted=interrupted,
-    )
-    return summary
+    return out
 
 
 def _number(value: Any) -> float | None:
@@ -281,8 +276,8 @@ def summarize_experiment(
 def _config(row: dict[str, Any], columns: list[str]) -> dict[str, Any]:
     """The trial's config as passed to its loop: Tune's params.json, else rebuilt from the table's columns."""
     if isinstance(row["trial_dir"], str):
-        config = files.read_json(Path(row["trial_dir"]) / TUNE_PARAMS_FILE)
-        if isinstance(config, dict):
+        config = read_params(row["trial_dir"])
+        if config is not None:
             return config
     return _nested({c: python_value(row[c]) for c in columns})
 

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hpsearch.analysis._load import HISTORY_COLUMNS
+from hpsearch.analysis._results import HISTORY_COLUMNS
 from hpsearch.experiment.layout import EPOCH
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.analysis._load import Results
+    from hpsearch.analysis._results import Results
 
 __all__ = ["best_trials"]
 

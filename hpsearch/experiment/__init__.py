@@ -7,6 +7,8 @@
 - :mod:`~hpsearch.experiment.spec_as_run`: the spec as run, written once and read back by one reader.
 - :mod:`~hpsearch.experiment.usage`: every run of each trial's driver and of the search (budgets, resource-hours).
 - :mod:`~hpsearch.experiment.attempts`: a trial's attempt folders, each rank's log and progress record.
+- :mod:`~hpsearch.experiment.tune_files`: Ray Tune's own files (trial folders, its experiment state), read as data.
+- :mod:`~hpsearch.experiment.trial_status`: the one rule for a trial's status, from its records and Tune's files.
 - :mod:`~hpsearch.experiment.metrics`: a report's metrics flattened as Tune does, and its epoch.
 - :mod:`~hpsearch.experiment.ranking`: the rule for a trial's best value and the order of trials, used everywhere.
 - :mod:`~hpsearch.experiment.worker_ranks`: a Train worker rank's progress, and the hangs it shows (``ranks``: its old name).

@@ -75,6 +75,7 @@ from hpsearch.experiment.spec_as_run import (
     read_spec_as_run,
     write_spec,
 )
+from hpsearch.experiment.trial_status import recorded_status
 from hpsearch.experiment.usage import Run, Usage, read_usage, record_search_run, record_trial_run
 
 __all__ = [
@@ -229,8 +230,8 @@ def read_outcomes(experiment_dir: PathLike) -> dict[str, TrialStatus]:
     """Trial id -> how it ended (the last line per trial wins); lines with no known status are left out."""
     out: dict[str, TrialStatus] = {}
     for trial_id, record in read_outcome_records(experiment_dir).items():
-        status = record.get("status")
-        if status in STATUSES:
+        status = recorded_status(record)  # the rule load_results' statuses start from
+        if status is not None:
             out[trial_id] = status
     return out
 

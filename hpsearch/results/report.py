@@ -34,7 +34,7 @@ import yaml
 from hpsearch import analysis as an
 from hpsearch._version import __version__
 from hpsearch.analysis import Results, best_trials, load_results
-from hpsearch.analysis._load import RESOURCE_HOURS_PREFIX
+from hpsearch.analysis._results import RESOURCE_HOURS_PREFIX
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import ERRORED, PLAN_FILE, REPORT_NAME, SPEC_FILE, STOPPED, TUNE_ERROR_FILE
 from hpsearch.formatting import cell, duration, number, plural
