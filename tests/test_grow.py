@@ -17,7 +17,7 @@ from ray.tune.search.search_generator import SearchGenerator
 
 import hpsearch
 from hpsearch.errors import SpecError
-from hpsearch.runtime.internals import grow_search
+from hpsearch.runtime.grow import grow_search
 from hpsearch.runtime.preflight import check_growth
 from hpsearch.spec import total_trials
 

@@ -483,11 +483,12 @@ def test_a_resumed_synch_population_waits_for_its_slowest_trial_before_the_donor
 
     from ray.tune.schedulers import PopulationBasedTraining
 
-    from hpsearch.runtime.internals import Exploit, ExploitHook
+    from hpsearch.runtime.internals import Exploit
+    from hpsearch.runtime.pbt import HpsearchPBT
 
     exploits: list[Exploit] = []
 
-    class Recording(ExploitHook, PopulationBasedTraining):
+    class Recording(HpsearchPBT, PopulationBasedTraining):
         def on_exploit(self, exploit: Exploit) -> None:
             exploits.append(exploit)  # Ray's step itself needs a running Tune
 

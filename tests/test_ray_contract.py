@@ -19,7 +19,17 @@ import yaml
 
 from hpsearch.errors import IncompatibleLibraryError
 from hpsearch.runtime import internals
-from hpsearch.runtime.internals import INTERNALS, ContractBroken, Internal
+from hpsearch.runtime.internals import (
+    INTERNALS,
+    ContractBroken,
+    Internal,
+    ray_core,
+    ray_data,
+    registry,
+    train_controller,
+    train_torch,
+    tune_schedulers,
+)
 
 
 @pytest.mark.parametrize("internal", INTERNALS, ids=lambda i: i.key)
@@ -56,7 +66,7 @@ def test_the_loopback_check_fails_when_ray_drops_its_switch(monkeypatch: pytest.
     constants = importlib.import_module("ray._private.ray_constants")
     monkeypatch.delattr(constants, "ENABLE_RAY_CLUSTER")
     with pytest.raises(ContractBroken, match="ENABLE_RAY_CLUSTER is no longer a bool"):
-        internals._check_loopback()
+        ray_core._check_loopback()
 
 
 def test_the_session_check_fails_when_a_queue_is_renamed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,9 +76,9 @@ def test_the_session_check_fails_when_a_queue_is_renamed(monkeypatch: pytest.Mon
         "        self.result_queue = self.error_queue = self.stop_event = None\n"
         "        self.training_thread = self.continue_lock = self.training_started = None\n"
     )
-    monkeypatch.setattr(internals.inspect, "getsource", lambda obj: source)
+    monkeypatch.setattr(registry.inspect, "getsource", lambda obj: source)
     with pytest.raises(ContractBroken, match="no longer sets _inter_actor_queue"):
-        internals._assigns("ray.train._internal.session:_TrainSession", "_inter_actor_queue", "result_queue")
+        registry._assigns("ray.train._internal.session:_TrainSession", "_inter_actor_queue", "result_queue")
     assert session.get_session is not None
 
 
@@ -77,14 +87,14 @@ def test_a_renamed_private_method_is_caught(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.delattr(pbt.PopulationBasedTraining, "_exploit")
     with pytest.raises(ContractBroken, match="PopulationBasedTraining has no attribute _exploit"):
-        internals._check_exploit()
+        tune_schedulers._check_exploit()
 
 
 def test_an_environment_variable_ray_no_longer_reads_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     constants = importlib.import_module("ray.train.v2._internal.constants")
     monkeypatch.setattr(constants, "HEALTH_CHECK_INTERVAL_S_ENV_VAR", "RAY_TRAIN_POLL_S")
     with pytest.raises(ContractBroken, match="HEALTH_CHECK_INTERVAL_S_ENV_VAR is no longer 'RAY_TRAIN_HEALTH"):
-        internals._check_env_names()
+        train_controller._check_env_names()
 
 
 def test_a_changed_default_ray_data_share_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,22 +102,24 @@ def test_a_changed_default_ray_data_share_is_caught(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(ResourceManager, "DEFAULT_OBJECT_STORE_MEMORY_LIMIT_FRACTION", 0.25)
     with pytest.raises(ContractBroken, match="is 0.25, hpsearch assumes 0.5"):
-        internals._check_data_fraction()
+        ray_data._check_data_fraction()
 
 
 def test_the_torch_backend_check_fails_when_on_start_no_longer_sets_up_the_process_group(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    source = internals._torch_config_source()
+    source = train_torch._torch_config_source()
     assert "_setup_torch_process_group,\n" in source  # on_start hands it to each worker
     monkeypatch.setattr(
-        internals, "_torch_config_source", lambda: source.replace("_setup_torch_process_group,\n", "_setup,\n")
+        train_torch, "_torch_config_source", lambda: source.replace("_setup_torch_process_group,\n", "_setup,\n")
     )
     with pytest.raises(ContractBroken, match="_TorchBackend.on_start no longer sets up the process group"):
-        internals._check_torch_backend()
-    monkeypatch.setattr(internals, "_torch_config_source", lambda: source.replace("class _TorchBackend(", "class _B("))
+        train_torch._check_torch_backend()
+    monkeypatch.setattr(
+        train_torch, "_torch_config_source", lambda: source.replace("class _TorchBackend(", "class _B(")
+    )
     with pytest.raises(ContractBroken, match="ray.train.torch.config has no class _TorchBackend"):
-        internals._check_torch_backend()
+        train_torch._check_torch_backend()
 
 
 def test_the_torch_config_runs_the_worker_setup_on_every_worker_before_rays_process_group(
@@ -176,7 +188,7 @@ def broken_contracts(monkeypatch: pytest.MonkeyPatch):
     """Pretend the installed Ray breaks the contracts given (``broken_contracts({"key": "why"})``)."""
 
     def pretend(found: dict[str, str]) -> None:
-        monkeypatch.setattr(internals, "_problem", lambda key: found.get(key))
+        monkeypatch.setattr(registry, "_problem", lambda key: found.get(key))
 
     return pretend
 
@@ -300,20 +312,20 @@ def test_the_coordinator_check_fails_when_ray_no_longer_sizes_elastic_groups_fro
 ) -> None:
     from ray.train.v2._internal.execution.scaling_policy.elastic import ElasticScalingPolicy
 
-    real = internals.inspect.getsource
+    real = registry.inspect.getsource
     method = ElasticScalingPolicy.make_decision_for_non_running_worker_group
     monkeypatch.setattr(
-        internals.inspect, "getsource", lambda obj: "def sized_elsewhere(self): ..." if obj is method else real(obj)
+        registry.inspect, "getsource", lambda obj: "def sized_elsewhere(self): ..." if obj is method else real(obj)
     )
     with pytest.raises(ContractBroken, match=r"no longer refers to self._get_reserved_resources\(\)"):
-        internals._check_coordinator()
+        ray_data._check_coordinator()
 
 
 def test_the_coordinator_check_fails_when_its_entry_point_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
     coordinator = importlib.import_module("ray.data._internal.cluster_autoscaler.default_autoscaling_coordinator")
     monkeypatch.delattr(coordinator, "get_or_create_autoscaling_coordinator")
     with pytest.raises(ContractBroken, match="has no attribute get_or_create_autoscaling_coordinator"):
-        internals._check_coordinator()
+        ray_data._check_coordinator()
 
 
 def test_an_elastic_search_is_refused_without_the_coordinator_and_a_fixed_one_is_not(
@@ -381,10 +393,10 @@ def test_a_worker_of_a_run_without_datasets_that_asks_for_one_gets_rays_own_key_
 def test_the_callbacks_check_fails_when_ray_no_longer_builds_them_there(monkeypatch: pytest.MonkeyPatch) -> None:
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    real = internals.inspect.getsource
+    real = registry.inspect.getsource
     method = DataParallelTrainer._create_default_callbacks
     monkeypatch.setattr(
-        internals.inspect,
+        registry.inspect,
         "getsource",
         lambda obj: (
             "def _create_default_callbacks(self): return [DatasetsCallback(datasets=self.datasets)]"
@@ -393,7 +405,7 @@ def test_the_callbacks_check_fails_when_ray_no_longer_builds_them_there(monkeypa
         ),
     )
     with pytest.raises(ContractBroken, match=r"no longer refers to PlacementGroupCleanerCallback\(\)"):
-        internals._check_trainer_callbacks()
+        train_controller._check_trainer_callbacks()
 
 
 def test_the_callbacks_check_fails_when_a_run_ending_by_itself_no_longer_removes_its_worker_group(
@@ -401,14 +413,14 @@ def test_the_callbacks_check_fails_when_a_run_ending_by_itself_no_longer_removes
 ) -> None:
     from ray.train.v2._internal.execution.worker_group.state import WorkerGroupState
 
-    real = internals.inspect.getsource
+    real = registry.inspect.getsource
     monkeypatch.setattr(
-        internals.inspect,
+        registry.inspect,
         "getsource",
         lambda obj: "def shutdown(self): pass" if obj is WorkerGroupState.shutdown else real(obj),
     )
     with pytest.raises(ContractBroken, match=r"no longer refers to placement_group_handle.shutdown\(\)"):
-        internals._check_trainer_callbacks()
+        train_controller._check_trainer_callbacks()
 
 
 def test_without_the_callbacks_internal_trials_get_rays_own_trainer(tmp_path: Path, broken_contracts, said) -> None:
@@ -548,17 +560,19 @@ def test_the_lean_torch_config_sets_up_the_process_groups_as_rays_backend_does(m
 
 
 def test_the_mirror_check_fails_when_rays_torch_backend_gains_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    source = internals._torch_config_source()
+    source = train_torch._torch_config_source()
     step = "            if not isinstance(worker_group, V1WorkerGroup):\n"
     assert step in source and 'url = "env://"' in source
     monkeypatch.setattr(
-        internals, "_torch_config_source", lambda: source.replace(step, "            warm_up(worker_group)\n" + step)
+        train_torch, "_torch_config_source", lambda: source.replace(step, "            warm_up(worker_group)\n" + step)
     )
     with pytest.raises(ContractBroken, match="_TorchBackend.on_start has another step"):
-        internals._check_torch_mirror()
-    monkeypatch.setattr(internals, "_torch_config_source", lambda: source.replace('url = "env://"', 'url = "file://"'))
+        train_torch._check_torch_mirror()
+    monkeypatch.setattr(
+        train_torch, "_torch_config_source", lambda: source.replace('url = "env://"', 'url = "file://"')
+    )
     with pytest.raises(ContractBroken, match="no longer does url = 'env://'"):
-        internals._check_torch_mirror()
+        train_torch._check_torch_mirror()
 
 
 def test_a_controller_unpickles_the_lean_run_without_importing_torch() -> None:

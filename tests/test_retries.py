@@ -16,7 +16,8 @@ from ray.train.v2.api.exceptions import WorkerGroupError
 
 from hpsearch.experiment import files
 from hpsearch.experiment.failures import Failure, mask, not_retried_line, same
-from hpsearch.runtime import internals, retries
+from hpsearch.runtime import retries
+from hpsearch.runtime.internals import train_controller
 from hpsearch.runtime.outcomes import _own_line
 
 
@@ -83,7 +84,7 @@ def test_ray_trains_failure_policy_is_vetoed_on_a_repeat_and_untouched_for_a_dea
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(DefaultFailurePolicy, "make_decision", DefaultFailurePolicy.make_decision)  # undone after
-    monkeypatch.setattr(internals, "_VETO_INSTALLED", False)
+    monkeypatch.setattr(train_controller, "_VETO_INSTALLED", False)
     assert retries.install(str(tmp_path / "t1"), "s1")
     policy = DefaultFailurePolicy(FailureConfig(max_failures=3))
 
@@ -94,7 +95,7 @@ def test_ray_trains_failure_policy_is_vetoed_on_a_repeat_and_untouched_for_a_dea
     assert policy.make_decision(bad()) == FailureDecision.RAISE  # the same again: Ray had 2 retries left
     died = DefaultFailurePolicy(FailureConfig(max_failures=2))
     monkeypatch.setattr(
-        internals, "_VETO", lambda failures, retry: retries.judge(str(tmp_path / "t2"), "s1", failures, 1, retry=retry)
+        retries, "_VETO", lambda failures, retry: retries.judge(str(tmp_path / "t2"), "s1", failures, 1, retry=retry)
     )
 
     def dead() -> WorkerGroupError:

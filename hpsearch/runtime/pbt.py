@@ -27,6 +27,9 @@ hpsearch closes both gaps, without copying weights:
 3. **Lineage.** :class:`HpsearchPBT` and :class:`HpsearchPB2` are Ray's schedulers with one more
    step in ``_exploit``. They write each exploit to the trial's ``hpsearch_lineage.jsonl``: the
    donor, its epoch, and the old and new configs. They also print a line.
+4. **A population that keeps moving.** Under ``synch``, when a trial ends before the perturbation
+   point, the others are ranked without it and go on (Ray's would wait for it for ever); after a
+   resume, each trial carries on where it was (:mod:`hpsearch.runtime.resume_state`).
 
 Concurrency. The whole population is created at once. Its trials take turns through the head
 node's trial-driver slots (:func:`driver_slot`). So Tune pauses and resumes trials within the
@@ -40,6 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining
 from ray.tune.schedulers.pb2 import PB2
 
@@ -47,6 +51,7 @@ from hpsearch import messages
 from hpsearch.analysis._lineage import describe_changes
 from hpsearch.experiment import files
 from hpsearch.formatting import number
+from hpsearch.runtime import internals, resume_state
 from hpsearch.runtime.internals import Exploit, ExploitHook
 
 __all__ = [
@@ -80,7 +85,54 @@ def driver_slot(concurrency: int) -> float:
     return round(int((1.0 / (k + 0.5)) / _RESOURCE_UNIT) * _RESOURCE_UNIT, 4)
 
 
-class _Lineage(ExploitHook):
+class _Population(ExploitHook):
+    """A population that keeps moving: under ``synch`` it goes on when a trial ends before the perturbation
+    point, and after a resume each trial carries on where it was (:mod:`hpsearch.runtime.resume_state`)."""
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        """Ray's step, then, for a trial restored by a resume, the scheduler state it had."""
+        super().on_trial_add(tune_controller, trial)  # type: ignore[misc]  # Ray's, next in the MRO
+        resume_state.carry_on(self, trial)
+
+    def after_checkpoint_or_exploit(self, trial: Any, upper_quantile: list[Any]) -> None:
+        resume_state.keep_restored_checkpoint(self, trial, upper_quantile)
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Any:
+        """Ray's choice; under ``synch``, a population left waiting for a trial that ended goes on.
+
+        Ray's synchronous PBT perturbs when the last unfinished trial reaches the perturbation
+        point, and until then runs no trial that is already there. A trial that errors or is
+        stopped before the point never reaches it, and the others wait, paused, for ever. When
+        every unfinished trial waits at the point, the perturbation runs now, as Ray runs it: its
+        own result step, given one waiting trial's last result. Should that not move the
+        population on, the point moves past it (no exploit there), so the search never hangs.
+        """
+        chosen = super().choose_trial_to_run(tune_controller)  # type: ignore[misc]  # Ray's, next in the MRO
+        if chosen is not None or not self.synch or not internals.available("pbt-exploit"):
+            return chosen
+        states = self.trial_states
+        trials = list(tune_controller.get_trials())
+        unfinished = [t for t in trials if t.status not in (Trial.TERMINATED, Trial.ERROR)]
+        point = self.next_perturbation_sync
+        if not unfinished or any(t.status != Trial.PAUSED or states[t].last_train_time < point for t in unfinished):
+            return None  # nothing waits, or something is still on its way to the point
+        left = [t.trial_id for t in trials if t not in unfinished and states[t].last_train_time < point]
+        self.on_population_carries_on(left, [t.trial_id for t in unfinished], point)
+        reporter = max(unfinished, key=lambda t: states[t].last_train_time)
+        self.on_trial_result(tune_controller, reporter, dict(reporter.last_result))  # type: ignore[attr-defined]  # Ray's
+        chosen = super().choose_trial_to_run(tune_controller)  # type: ignore[misc]  # Ray's
+        if chosen is None:
+            interval = int(self.perturbation_interval)
+            self.next_perturbation_sync = max(states[t].last_train_time for t in unfinished) + interval
+            chosen = super().choose_trial_to_run(tune_controller)  # type: ignore[misc]  # Ray's
+        return chosen
+
+    def on_population_carries_on(self, left: list[str], waiting: list[str], point: float) -> None:
+        """Called when the trials ``waiting`` at the perturbation point ``point`` go on without the trials
+        ``left``, which ended before reaching it (see :meth:`choose_trial_to_run`)."""
+
+
+class _Lineage(_Population):
     """What hpsearch adds to Ray's PBT and PB2: each exploit recorded in the trial's folder, and a line printed."""
 
     def __init__(self, *args: Any, hp_experiment_dir: Any = None, **kwargs: Any) -> None:
@@ -116,7 +168,7 @@ class _Lineage(ExploitHook):
             messages.line(f"pbt: could not record the exploit of trial {trial.trial_id}: {err}")
         self._hp_print(record)
 
-    def on_population_carries_on(self, left: list[str], waiting: list[str], point: int) -> None:
+    def on_population_carries_on(self, left: list[str], waiting: list[str], point: float) -> None:
         who = f"trial {left[0]}" if len(left) == 1 else f"trials {', '.join(left)}" if left else "a trial"
         messages.line(
             f"pbt: {who} ended before {self.time_attr} {point}, where the population waits to be ranked; "

@@ -17,7 +17,7 @@ The rule and the records are :mod:`hpsearch.experiment.failures`'. Three places 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hpsearch import messages
@@ -76,7 +76,24 @@ def judge(
 
 def install(run_folder: str, search: str) -> bool:
     """In the Train controller's process, as it starts: judge every worker-group failure of this run."""
-    return internals.veto_retries(lambda failures, retry: judge(run_folder, search, failures, _LAST_EPOCH, retry=retry))
+    global _VETO
+
+    def veto(failures: Sequence[internals.RankFailure], retry: bool) -> bool:
+        return judge(run_folder, search, failures, _LAST_EPOCH, retry=retry)
+
+    _VETO = veto
+    return internals.veto_restarts(_veto_restart)
+
+
+#: The judge of this controller's run (``install``): per failed rank and Ray's decision, whether to veto it.
+_VETO: Callable[[Sequence[internals.RankFailure], bool], bool] | None = None
+
+
+def _veto_restart(error: BaseException, retry: bool) -> bool:
+    """Ray Train decided on ``error`` (``retry``: to restart the worker group): every worker-group failure that
+    is not a preemption is judged, and so recorded; only a restart judged a repeat is vetoed."""
+    failures = internals.rank_failures(error)
+    return failures is not None and _VETO is not None and _VETO(failures, retry)
 
 
 def repeated(run_folder: str, search: str) -> SameFailureError | None:
@@ -91,5 +108,5 @@ def stop_trial_retries(trial: Any, run_folder: str) -> bool:
     failures = files.read_failures(run_folder)
     if not failures or not failures[-1].final:
         return False
-    internals.end_trial_retries(trial)
+    internals.set_trial_retries_left(trial, 0)  # its next failure is its last
     return True

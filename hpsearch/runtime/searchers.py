@@ -46,7 +46,8 @@ from hpsearch import messages
 from hpsearch.analysis._optuna import optuna_constraints, param_distribution
 from hpsearch.experiment.metrics import report_value, report_violation
 from hpsearch.experiment.ranking import metric_value
-from hpsearch.runtime.internals import FAILED_CONSTRAINT, HyperOptTrialsHook, OptunaStudyHook, VariantHook
+from hpsearch.runtime import internals
+from hpsearch.runtime.internals import HyperOptTrialsHook, OptunaStudyHook, VariantHook
 from hpsearch.runtime.tune_space import JOINT_GRID_KEY, tune_domain
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.space import (
@@ -79,7 +80,14 @@ __all__ = [
     "ConstrainedHyperOptSearch",
     "WorstWhenInfeasible",
     "ConditionalVariantGenerator",
+    "FAILED_ATTR",
+    "FAILED_CONSTRAINT",
 ]
+
+#: The Optuna constraint an errored trial violates (``searcher.failed_trials: infeasible``), and the user
+#: attribute that marks it failed.
+FAILED_CONSTRAINT = "hpsearch_trial_failed"
+FAILED_ATTR = "hpsearch_failed"
 
 #: An earlier trial that seeds a searcher: its flat config (dotted name -> value) and its
 #: value of each objective, in the spec's order.
@@ -231,6 +239,24 @@ class ResumableOptunaSearch(OptunaStudyHook, OptunaSearch):
         last = self._hp_constraint_values((self._hp_last or {}).pop(trial_id, {}))  # its last report's, if any
         if not (self._hp_failed_infeasible and worst is not None and self.tell_infeasible(trial_id, _one(worst), last)):
             super().on_trial_complete(trial_id, result=None, error=True)
+
+    def tell_infeasible(
+        self, trial_id: str, values: float | list[float], constraints: Mapping[str, float] | None = None
+    ) -> bool:
+        """Tell the study that this Tune trial errored, as infeasible: COMPLETE with ``values``, the spec's
+        ``constraints`` (name -> Optuna's constraint value, set first, as every other trial's are) and the
+        constraint :data:`FAILED_CONSTRAINT` violated (Optuna's ``Trial.set_constraint``; a trial without one is
+        feasible), marked failed in its user attributes (internal ``optuna-failed-trials``). Whether it
+        could (else the caller tells it Ray's way)."""
+        if not internals.available("optuna-failed-trials"):
+            return False
+        trial = self.optuna_trial(trial_id)
+        for name, value in (constraints or {}).items():
+            trial.set_constraint(name, value)
+        trial.set_constraint(FAILED_CONSTRAINT, 1.0)
+        trial.set_user_attr(FAILED_ATTR, True)
+        self.tell_study(trial_id, values, optuna.trial.TrialState.COMPLETE)
+        return True
 
     def _hp_constraint_values(self, result: Mapping[str, Any]) -> dict[str, float]:
         """Optuna's value of each of the spec's constraints in ``result`` (feasible when at most 0)."""

@@ -36,7 +36,7 @@ from hpsearch.planning.autoscale import addable_nodes, plan_run
 from hpsearch.planning.estimate import estimate, timing_from, workload_for
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
-from hpsearch.runtime import budget, internals, progress, ray_logs, ray_workarounds, session
+from hpsearch.runtime import budget, grow, internals, progress, ray_logs, ray_workarounds, session
 from hpsearch.runtime import cluster as ray_cluster
 from hpsearch.runtime.autoscaling import (
     Autoscaling,
@@ -582,7 +582,7 @@ def _resume(
     plan, _ = _plan(spec, nodes, autoscaling)
     check_nodes(spec, nodes)  # storage, versions, the loop and host names on every node, before any trial
     if more:  # Tune's saved search makes the new total: the same searcher (its study, its stream) goes on
-        made = internals.grow_search(
+        made = grow.grow_search(
             exp_dir,
             trials=total_trials(spec),
             repeats=spec.num_samples,

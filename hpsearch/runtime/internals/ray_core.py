@@ -1,0 +1,142 @@
+"""Ray core: the switch that keeps an embedded Ray on the loopback, the driver's error printing, the node this
+process is connected through, the head node's resource.
+
+Internals ``loopback-switch`` (:func:`loopback_flag`), ``driver-error-printing``
+(:func:`set_driver_error_printing`), ``ray-node`` (:func:`current_node`) and ``head-node-resource``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from hpsearch.errors import IncompatibleLibraryError
+from hpsearch.runtime.internals.registry import (
+    HEAD_NODE_RESOURCE,
+    LOOPBACK_ENV_VAR,
+    ContractBroken,
+    _assigns,
+    _mentions,
+    _resolve,
+    available,
+    library_versions,
+    problem,
+)
+
+__all__ = ["NodeInfo", "current_node", "loopback_flag", "set_driver_error_printing"]
+
+
+def _check_loopback() -> None:
+    constants = _resolve("ray._private.ray_constants")
+    if not isinstance(getattr(constants, "ENABLE_RAY_CLUSTER", None), bool):
+        raise ContractBroken("ray._private.ray_constants.ENABLE_RAY_CLUSTER is no longer a bool")
+    if getattr(constants, "ENABLE_RAY_CLUSTERS_ENV_VAR", None) != LOOPBACK_ENV_VAR:
+        raise ContractBroken(f"ray._private.ray_constants no longer reads {LOOPBACK_ENV_VAR}")
+    _mentions("ray._private.services:get_node_ip_address", "ray_constants.ENABLE_RAY_CLUSTER")
+
+
+def _check_worker_logs() -> None:
+    worker = _resolve("ray._private.worker")
+    if not isinstance(getattr(worker, "_worker_logs_enabled", None), bool):
+        raise ContractBroken("ray._private.worker._worker_logs_enabled is no longer a bool")
+    _mentions("ray._private.worker:print_worker_logs", "_worker_logs_enabled")
+
+
+def _check_node() -> None:
+    _resolve("ray._private.worker:global_worker")
+    _resolve("ray._private.worker:_global_node")
+    node = _resolve("ray._private.node:Node")
+    for name in ("get_logs_dir_path", "get_session_dir_path", "session_name"):
+        if not hasattr(node, name):
+            raise ContractBroken(f"ray._private.node.Node has no {name}")
+    _assigns("ray._private.node:Node", "all_processes")
+
+
+def _check_head_resource() -> None:
+    value = getattr(_resolve("ray._common.constants"), "HEAD_NODE_RESOURCE_NAME", None)
+    if value != HEAD_NODE_RESOURCE:
+        raise ContractBroken(
+            f"Ray's head-node resource is {value!r}, hpsearch places drivers on {HEAD_NODE_RESOURCE!r}"
+        )
+
+
+@contextlib.contextmanager
+def loopback_flag() -> Iterator[None]:
+    """For the span of an embedded ``ray.init``: Ray's node address is the loopback (internal ``loopback-switch``).
+
+    Ray reads :data:`LOOPBACK_ENV_VAR` into ``ray_constants.ENABLE_RAY_CLUSTER`` once, when it
+    is first imported (usually long before ``ray.init``); the constant is set to what Ray
+    would have read with the variable at 0, and restored after.
+
+    Raises:
+        IncompatibleLibraryError: when the internal is missing (an embedded Ray would listen
+            on every interface).
+    """
+    if not available("loopback-switch"):
+        raise IncompatibleLibraryError(
+            f"the installed Ray ({library_versions()}) has no loopback switch hpsearch knows "
+            f"({problem('loopback-switch')}); an embedded Ray would listen on every interface. "
+            "Install a checked Ray, or start a cluster yourself and pass --address"
+        )
+    # lazy: a missing internal turns its feature off; it never fails the import
+    from ray._private import ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def set_driver_error_printing(enabled: bool) -> bool:
+    """Whether Ray prints the error messages its services publish to this driver (internal ``driver-error-printing``)."""
+    if not available("driver-error-printing"):
+        return False
+    # lazy: a missing internal turns its feature off; it never fails the import
+    import ray._private.worker as ray_worker
+
+    ray_worker._worker_logs_enabled = enabled
+    return True
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """The Ray node this driver runs on, as far as hpsearch needs it."""
+
+    logs_dir: str | None
+    session_dir: str | None
+    session_name: str | None
+    #: The PIDs of the processes Ray started for this node (only for a node this process started).
+    started_pids: tuple[int, ...]
+
+
+def current_node() -> NodeInfo | None:
+    """The node this driver is connected through (internal ``ray-node``); ``None`` when not connected or unknown."""
+    if not available("ray-node"):
+        return None
+    # lazy: a missing internal turns its feature off; it never fails the import
+    import ray._private.worker as ray_worker
+
+    node = ray_worker.global_worker.node if ray_worker.global_worker.connected else None
+    if node is None:
+        return None
+    started = ray_worker._global_node  # set only for a node this process started (an embedded Ray)
+    pids: list[int] = []
+    if started is not None:
+        for infos in started.all_processes.values():
+            pids.extend(info.process.pid for info in infos)
+
+    def ask(method: str) -> str | None:
+        try:
+            return str(getattr(node, method)())
+        except Exception:  # noqa: BLE001 - where the logs are is a courtesy; never fail the search over it
+            return None
+
+    return NodeInfo(
+        logs_dir=ask("get_logs_dir_path"),
+        session_dir=ask("get_session_dir_path"),
+        session_name=str(node.session_name),
+        started_pids=tuple(pids),
+    )
