@@ -26,6 +26,7 @@ from hpsearch.runtime.internals import (
     ray_core,
     ray_data,
     registry,
+    torch_optim,
     train_controller,
     train_torch,
     tune_schedulers,
@@ -120,6 +121,39 @@ def test_the_torch_backend_check_fails_when_on_start_no_longer_sets_up_the_proce
     )
     with pytest.raises(ContractBroken, match="ray.train.torch.config has no class _TorchBackend"):
         train_torch._check_torch_backend()
+
+
+def test_the_torch_checks_fail_when_load_state_dict_or_the_last_rates_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    read = torch_optim._torch_source
+    optimizer, schedulers = read("optim", "optimizer.py"), read("optim", "lr_scheduler.py")
+    load = "def load_state_dict(self, state_dict: StateDict)"
+    assert load in optimizer and "return self._last_lr" in schedulers
+    changed = {
+        "optimizer.py": optimizer.replace(
+            load, "def load_state_dict(self, state_dict: StateDict, strict: bool = True)"
+        ),
+        "lr_scheduler.py": schedulers.replace("return self._last_lr", "return list(self._lrs)"),
+    }
+    monkeypatch.setattr(torch_optim, "_torch_source", lambda *parts: changed[parts[-1]])
+    with pytest.raises(ContractBroken, match=r"Optimizer.load_state_dict no longer takes \(state_dict\) alone"):
+        torch_optim._check_optimizer_load()
+    with pytest.raises(ContractBroken, match="LRScheduler.get_last_lr no longer returns _last_lr"):
+        torch_optim._check_scheduler_load()
+
+
+def test_without_the_torch_internals_a_pbt_search_says_so_in_one_line(tmp_path: Path, broken_contracts, said) -> None:
+    broken_contracts({"torch-scheduler-load": "torch.optim.lr_scheduler.LRScheduler no longer sets _last_lr"})
+    internals.preflight(_spec(tmp_path)[1])  # no population, no donor to load from: nothing to say
+    assert said.getvalue() == ""
+    mutations = {"lr": {"type": "float", "low": 1.0e-3, "high": 1.0e-1, "log": True}}
+    internals.preflight(
+        _spec(tmp_path, scheduler={"type": "pbt", "perturbation_interval": 1, "hyperparam_mutations": mutations})[1]
+    )
+    assert said.getvalue().splitlines() == [
+        "hpsearch: off for this search: under pbt/pb2, an exploited trial's LR schedule goes on at the mutated base "
+        "rate when the loop loads the donor's scheduler state (Ray internal torch-scheduler-load: "
+        "torch.optim.lr_scheduler.LRScheduler no longer sets _last_lr)"
+    ]
 
 
 def test_the_torch_config_runs_the_worker_setup_on_every_worker_before_rays_process_group(

@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hpsearch.runtime import transplant
+from hpsearch.runtime import internals, transplant
 
 
 @pytest.fixture
 def transplanted(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process as a Train worker of a run from a donor's checkpoint; PyTorch is restored after the test."""
-    for cls, name in transplant.patch_targets():
+    for cls, name in internals.load_state_dict_targets():
         monkeypatch.setattr(cls, name, vars(cls)[name])
     monkeypatch.setattr(transplant, "_INSTALLED", False)
     transplant.keep_built_hyperparameters()
@@ -83,3 +83,40 @@ def test_without_a_donor_nothing_changes() -> None:
     optimizer = torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.5)
     optimizer.load_state_dict(donor_optimizer)
     assert optimizer.param_groups[0]["lr"] == 0.01
+
+
+def test_with_the_work_arounds_off_a_run_from_a_donor_leaves_pytorch_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HPSEARCH_RAY_WORKAROUNDS=0: the donor's checkpoint is still offered (or the run would start from scratch),
+    and PyTorch's own load_state_dict stays, as under Ray alone."""
+    from hpsearch.runtime import worker
+
+    offered: list[object] = []
+    monkeypatch.setattr(transplant.ray.train, "get_checkpoint", lambda: None)  # the run has none of its own
+    monkeypatch.setattr(transplant, "start_checkpoint", lambda: "donor checkpoint")
+    monkeypatch.setattr(transplant, "offer_start_checkpoint", lambda start: offered.append(start()))
+    monkeypatch.setattr(transplant, "_INSTALLED", False)
+    before = {target: vars(target[0])[target[1]] for target in internals.load_state_dict_targets()}
+    assert transplant.take_over(keep_hyperparameters=False)
+    assert offered == ["donor checkpoint"]
+    assert {target: vars(target[0])[target[1]] for target in internals.load_state_dict_targets()} == before
+
+    taken: list[bool] = []  # the worker is told the switch as the search process read it
+    monkeypatch.setattr(transplant, "take_over", lambda keep_hyperparameters=True: taken.append(keep_hyperparameters))
+    worker.worker_loop(lambda: None, workarounds=False)()
+    worker.worker_loop(lambda: None)()
+    assert taken == [False, True]
+
+
+def test_without_the_torch_internals_a_loaded_optimizer_is_pytorchs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch whose load_state_dict differs from the contract is left alone: the search said so at its start."""
+    from hpsearch.runtime.internals import registry
+
+    for cls, name in internals.load_state_dict_targets():
+        monkeypatch.setattr(cls, name, vars(cls)[name])
+    monkeypatch.setattr(transplant, "_INSTALLED", False)
+    monkeypatch.setattr(registry, "_problem", lambda key: "it differs" if key.startswith("torch-") else None)
+    transplant.keep_built_hyperparameters()
+    donor_optimizer, _ = _donor(lr=0.01, steps=1)
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.012)
+    optimizer.load_state_dict(donor_optimizer)
+    assert optimizer.param_groups[0]["lr"] == 0.01  # the donor's, as PyTorch loads it

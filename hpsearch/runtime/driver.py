@@ -158,7 +158,7 @@ def run_nested(
         )
         _build_and_fit(
             trainer_class(
-                worker_loop(reuse.current(train_loop), trial_folder),
+                worker_loop(reuse.current(train_loop), trial_folder, workarounds=record_controller),
                 train_loop_config=config,
                 torch_config=_torch_config(own.workers, record_controller),
                 scaling_config=train.ScalingConfig(**scaling_config_kwargs(own)),

@@ -14,6 +14,9 @@ tuner builds its callbacks (:func:`workarounds_enabled`). When it is off, the se
 The same switch turns off the cuts of a nested run's helper processes
 (``benchmarks/trial_start.py`` measures them): with it off, every trial driver starts Ray's own
 nested run, with its Ray Data ``DatasetManager``, its placement-group cleaner and its queue actor.
+It also leaves PyTorch's ``load_state_dict`` as it is in a run that starts from a PBT donor's
+checkpoint (:mod:`hpsearch.runtime.transplant`): the optimizer takes the donor's hyperparameters
+back, as with Ray alone (ray-project/ray issue 36660); the donor's checkpoint is still offered.
 
 Bug 1: a Ray Train controller that never exits. When Tune stops a trial (ASHA, a failure,
 the end of the search), the trial driver exits and Ray terminates the Ray Train controller

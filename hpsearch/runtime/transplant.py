@@ -22,19 +22,29 @@ checkpoint of its own:
 
 The optimizer's and scheduler's own ``load_state_dict`` are wrapped, in this worker process only,
 for this run only (a worker that restarts is a new process, and then the run has its own
-checkpoint). Everything else of the donor's state (moments, step counts, the schedule's
-progress, the model) is loaded as saved.
+checkpoint), through the door (internals ``torch-optimizer-load`` and ``torch-scheduler-load``).
+Everything else of the donor's state (moments, step counts, the schedule's progress, the model)
+is loaded as saved. With the Ray work-arounds off (``HPSEARCH_RAY_WORKAROUNDS=0``, as the search
+process read it), PyTorch is left as it is: the optimizer takes the donor's hyperparameters back,
+as under Ray alone; the donor's checkpoint is still offered, or the run would start from scratch.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any
 
 import ray.train
 
 from hpsearch.experiment import files
-from hpsearch.runtime.internals import offer_start_checkpoint
+from hpsearch.runtime.internals import (
+    Load,
+    offer_start_checkpoint,
+    set_last_lr,
+    wrap_optimizer_load,
+    wrap_scheduler_loads,
+)
 
 __all__ = ["start_checkpoint", "take_over"]
 
@@ -51,9 +61,10 @@ def start_checkpoint() -> ray.train.Checkpoint | None:
     return ray.train.Checkpoint(start["checkpoint"], filesystem=fs) if start else None
 
 
-def take_over() -> bool:
+def take_over(keep_hyperparameters: bool = True) -> bool:
     """In a Train worker, before the loop: if this run starts from a donor's checkpoint, make the loop see
-    it and keep its optimizers' new hyperparameters (see the module's doc). Whether it does."""
+    it and, with ``keep_hyperparameters`` (the Ray work-arounds on), keep its optimizers' new
+    hyperparameters (see the module's doc). Whether it starts from a donor's checkpoint."""
     try:
         if ray.train.get_checkpoint() is not None:
             return False  # the run's own checkpoint (a restarted worker group): restored as saved
@@ -63,80 +74,68 @@ def take_over() -> bool:
     if donor is None:
         return False
     offer_start_checkpoint(lambda: donor)
-    keep_built_hyperparameters()
+    if keep_hyperparameters:
+        keep_built_hyperparameters()
     return True
 
 
 _INSTALLED = False
-
-
-def patch_targets() -> list[tuple[type, str]]:
-    """The ``load_state_dict`` methods :func:`keep_built_hyperparameters` wraps: the optimizer's, and each LR
-    scheduler class's that defines its own (``LambdaLR`` replaces the base class's without calling it)."""
-    # lazy: torch is imported by the worker's loop anyway; this module must import without it
-    import torch
-
-    schedulers = [
-        cls
-        for cls in vars(torch.optim.lr_scheduler).values()
-        if isinstance(cls, type)
-        and issubclass(cls, torch.optim.lr_scheduler.LRScheduler)
-        and "load_state_dict" in vars(cls)
-    ]
-    return [(torch.optim.Optimizer, "load_state_dict"), *((cls, "load_state_dict") for cls in schedulers)]
+#: Each optimizer's learning rates as it loaded them, before its built ones were put back (read by its scheduler's
+#: load, which continues the donor's schedule from them).
+_DONOR_LR: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+#: The schedulers in their outermost load: a subclass's load that calls its base's is adjusted once, by the outer.
+_LOADING: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def keep_built_hyperparameters() -> None:
     """From now on in this process, an optimizer or LR scheduler that loads a state keeps the
-    hyperparameters it was built with (see the module's doc)."""
+    hyperparameters it was built with (see the module's doc); where the door's internal is missing,
+    PyTorch's own load stays (the search said so at its start)."""
     global _INSTALLED
     if _INSTALLED:
         return
-    [optimizer, *schedulers] = patch_targets()
-    # on the classes, in this worker process only: the loop's own objects and Lightning's or the Trainer's alike
-    setattr(optimizer[0], optimizer[1], _keeping_optimizer(vars(optimizer[0])[optimizer[1]]))
-    for cls, name in schedulers:
-        setattr(cls, name, _keeping_scheduler(vars(cls)[name]))
+    wrap_optimizer_load(_keeping_optimizer)
+    wrap_scheduler_loads(_keeping_scheduler)
     _INSTALLED = True
 
 
-def _keeping_optimizer(load: Any) -> Any:
+def _keeping_optimizer(load: Load) -> Load:
     @functools.wraps(load)
-    def load_optimizer(self: Any, state_dict: dict[str, Any]) -> None:
-        built = [{k: v for k, v in group.items() if k != "params"} for group in self.param_groups]
-        load(self, state_dict)
-        self._hp_donor_lr = [group.get("lr") for group in self.param_groups]  # read by the scheduler's load
-        for group, values in zip(self.param_groups, built):
+    def load_optimizer(optimizer: Any, state_dict: dict[str, Any]) -> None:
+        built = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+        load(optimizer, state_dict)
+        _DONOR_LR[optimizer] = [group.get("lr") for group in optimizer.param_groups]
+        for group, values in zip(optimizer.param_groups, built):
             group.update({k: v for k, v in values.items() if k != "initial_lr"})
 
     return load_optimizer
 
 
-def _keeping_scheduler(load: Any) -> Any:
+def _keeping_scheduler(load: Load) -> Load:
     @functools.wraps(load)
-    def load_scheduler(self: Any, state_dict: dict[str, Any]) -> None:
-        if getattr(self, "_hp_loading", False):  # a subclass's load calling its base's: the outer one adjusts
-            load(self, state_dict)
+    def load_scheduler(scheduler: Any, state_dict: dict[str, Any]) -> None:
+        if scheduler in _LOADING:  # a subclass's load calling its base's: the outer one adjusts
+            load(scheduler, state_dict)
             return
-        built_base = list(getattr(self, "base_lrs", []) or [])
-        self._hp_loading = True
+        built_base = list(getattr(scheduler, "base_lrs", []) or [])
+        _LOADING.add(scheduler)
         try:
-            load(self, state_dict)
+            load(scheduler, state_dict)
         finally:
-            self._hp_loading = False
-        donor_base = list(getattr(self, "base_lrs", []) or [])
-        optimizer = getattr(self, "optimizer", None)
+            _LOADING.discard(scheduler)
+        donor_base = list(getattr(scheduler, "base_lrs", []) or [])
+        optimizer = getattr(scheduler, "optimizer", None)
         if optimizer is None or not built_base or len(built_base) != len(donor_base):
             return
         if len(built_base) != len(optimizer.param_groups):
             return
-        donor_lr = getattr(optimizer, "_hp_donor_lr", None)
+        donor_lr = _DONOR_LR.get(optimizer)
         for i, group in enumerate(optimizer.param_groups):
             current = donor_lr[i] if donor_lr and donor_lr[i] is not None else group.get("lr")
             if donor_base[i] and current is not None:
                 group["lr"] = current * built_base[i] / donor_base[i]
             group["initial_lr"] = built_base[i]
-        self.base_lrs = built_base
-        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        scheduler.base_lrs = built_base
+        set_last_lr(scheduler, [group["lr"] for group in optimizer.param_groups])
 
     return load_scheduler

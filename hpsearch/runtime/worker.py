@@ -28,13 +28,18 @@ from hpsearch.runtime.rank_watch import RankRecord
 __all__ = ["worker_loop", "plain_reports"]
 
 
-def worker_loop(train_loop: Callable[..., Any], run_folder: str | None = None) -> Callable[..., None]:
+def worker_loop(
+    train_loop: Callable[..., Any], run_folder: str | None = None, *, workarounds: bool = True
+) -> Callable[..., None]:
     """The user's loop as each Train worker runs it: reports made plain, the return value dropped.
 
     With ``run_folder`` (the trial's ``train/<trial_id>/``), rank 0 records the run's worker
     placement group there first (:func:`hpsearch.runtime.reuse.record_worker_group`), and every
     rank keeps its output and progress in the folder's ``logs/attempt-<N>/`` while its loop runs
     (:class:`hpsearch.runtime.rank_watch.RankRecord`; an error the loop raises ends its log).
+
+    ``workarounds``: the Ray work-arounds' switch as the search process read it; off, a run from a donor's
+    checkpoint leaves PyTorch's ``load_state_dict`` as it is (:func:`hpsearch.runtime.transplant.take_over`).
 
     The loop keeps its arity. Ray Train calls a loop that has a required parameter with the
     config, and a loop without one with nothing. The loop's return value would travel to the
@@ -49,7 +54,7 @@ def worker_loop(train_loop: Callable[..., Any], run_folder: str | None = None) -
         if run_folder is not None:
             reuse.record_worker_group(run_folder)
             record = RankRecord.start(run_folder)
-        transplant.take_over()  # a run from a donor's checkpoint (pbt/pb2): the loop sees it as its own
+        transplant.take_over(workarounds)  # a run from a donor's checkpoint (pbt/pb2): the loop sees it as its own
         plain_reports()
         try:
             train_loop(*args[:required])

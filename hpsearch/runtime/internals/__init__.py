@@ -3,7 +3,8 @@
 Ray has no public API for a few things a nested search needs: a trial driver's Tune session
 (its queues, its stop event, its ``report``), the switch that keeps an embedded Ray on the
 loopback, the hook Tune gives a function trainable's class, a Tune scheduler's exploit step,
-the study an Optuna searcher builds. Each such reliance lives in this package, and only here:
+the study an Optuna searcher builds; nor has PyTorch for a loaded optimizer that keeps its new
+hyperparameters. Each such reliance lives in this package, and only here:
 
 - Each one is an :class:`Internal` in :data:`INTERNALS`: what it relies on, the versions it
   was checked on, what stops working without it, the public alternative where the library has
@@ -39,6 +40,7 @@ The modules, one library area each (the registry first; every other imports it):
 - :mod:`~hpsearch.runtime.internals.optuna_search`: the study Ray's Optuna searcher builds, and its trials.
 - :mod:`~hpsearch.runtime.internals.hyperopt_search`: Ray's HyperOpt searcher's ``Trials`` and live trials.
 - :mod:`~hpsearch.runtime.internals.tensorboard`: Ray's TensorBoardX callback's writers.
+- :mod:`~hpsearch.runtime.internals.torch_optim`: PyTorch's ``load_state_dict`` of optimizers and LR schedulers.
 """
 
 from hpsearch.runtime.internals.hyperopt_search import HyperOptTrialsHook
@@ -69,6 +71,13 @@ from hpsearch.runtime.internals.registry import (
     problem,
 )
 from hpsearch.runtime.internals.tensorboard import TBXWriters
+from hpsearch.runtime.internals.torch_optim import (
+    Load,
+    load_state_dict_targets,
+    set_last_lr,
+    wrap_optimizer_load,
+    wrap_scheduler_loads,
+)
 from hpsearch.runtime.internals.train_controller import (
     NO_DATASET_SHARD,
     NoDatasetShards,
@@ -108,6 +117,7 @@ __all__ = [
     "ExploitHook",
     "HyperOptTrialsHook",
     "Internal",
+    "Load",
     "NoDatasetShards",
     "NodeInfo",
     "OptunaStudyHook",
@@ -125,6 +135,7 @@ __all__ = [
     "lean_torch_config",
     "lean_trainer_class",
     "library_versions",
+    "load_state_dict_targets",
     "loopback_flag",
     "offer_start_checkpoint",
     "preflight",
@@ -133,11 +144,14 @@ __all__ = [
     "ray_data_console_handlers",
     "read_search_state",
     "set_driver_error_printing",
+    "set_last_lr",
     "set_trial_retries_left",
     "torch_config_with_worker_setup",
     "tune_interrupt_installed",
     "veto_restarts",
     "watch_worker_reports",
+    "wrap_optimizer_load",
+    "wrap_scheduler_loads",
     "wrap_worker_reports",
     "write_search_state",
 ]

@@ -670,6 +670,46 @@ INTERNALS: tuple[Internal, ...] = (
         check=_at("ray_data", "_check_coordinator"),
         used_by=_elastic,
     ),
+    Internal(
+        key="torch-optimizer-load",
+        relies_on=(
+            "torch.optim.Optimizer.load_state_dict(state_dict), replaced on the class for the whole Train worker "
+            "process, and its param_groups"
+        ),
+        feature=(
+            "under pbt/pb2, an exploited trial's optimizers keep the mutated hyperparameters (lr, weight_decay, "
+            "momentum, betas...) when the loop loads the donor's state with PyTorch's load_state_dict (plain loops, "
+            "Lightning, Hugging Face)"
+        ),
+        without_it=(
+            "such an optimizer takes the donor's hyperparameters back, and the mutation is lost (ray-project/ray "
+            "issue 36660); hpsearch.train.restore still applies the new config's"
+        ),
+        public=(
+            "none: Optimizer.load_state_dict restores every hyperparameter of the saved groups, and Lightning and the "
+            "Hugging Face Trainer load it with no hook before their first step"
+        ),
+        on_missing="warn",
+        check=_at("torch_optim", "_check_optimizer_load"),
+        used_by=_uses_pbt,
+    ),
+    Internal(
+        key="torch-scheduler-load",
+        relies_on=(
+            "torch.optim.lr_scheduler.LRScheduler's and each scheduler class's own load_state_dict(state_dict), "
+            "replaced on the classes for the whole Train worker process; their base_lrs and optimizer, and _last_lr "
+            "(what get_last_lr returns), written"
+        ),
+        feature=(
+            "under pbt/pb2, an exploited trial's LR schedule goes on at the mutated base rate when the loop loads "
+            "the donor's scheduler state"
+        ),
+        without_it="the schedule goes on at the donor's base rate: a mutated lr is lost at the scheduler's next step",
+        public="none: a scheduler's load_state_dict restores the donor's base_lrs, and get_last_lr reads _last_lr",
+        on_missing="warn",
+        check=_at("torch_optim", "_check_scheduler_load"),
+        used_by=_uses_pbt,
+    ),
 )
 
 _BY_KEY = {internal.key: internal for internal in INTERNALS}
