@@ -5,8 +5,9 @@ naming the file and line, when a module other than the door:
 
 - imports a private module of Ray or of the other libraries whose internals hpsearch uses
   (``ray._private``, ``ray._common``, any ``ray.*._internal``, ``ray.experimental.internal_kv``,
-  and any module or name starting with ``_`` of Ray, Optuna, HyperOpt, MLflow or TensorBoardX);
-- reads or writes an underscore attribute of an object that is not hpsearch's own;
+  and any module or name starting with ``_`` of Ray, Optuna, HyperOpt, MLflow, TensorBoardX or torch);
+- reads or writes an underscore attribute of an object that is not hpsearch's own (a method's ``self`` is
+  its class's own; a nested function's own ``self``, such as a wrapper's put on a torch class, is not);
 - subclasses one of those libraries' classes and overrides, reads or writes one of its private
   names (checked on the classes themselves, against the installed library's source).
 """
@@ -28,7 +29,7 @@ import hpsearch
 PACKAGE = Path(hpsearch.__file__).resolve().parent
 DOOR = PACKAGE / "runtime" / "internals"
 #: The libraries whose internals go through the door.
-WATCHED = ("ray", "optuna", "hyperopt", "mlflow", "tensorboardX")
+WATCHED = ("ray", "optuna", "hyperopt", "mlflow", "tensorboardX", "torch")
 DOOR_MODULE = "hpsearch.runtime.internals"
 _PRIVATE_MODULE = re.compile(r"(^|\.)_[a-z]|^ray\.experimental\.internal_kv")
 
@@ -84,21 +85,55 @@ def _own_names(tree: ast.AST) -> set[str]:
 
 
 def _attribute_problems(path: Path, tree: ast.AST) -> list[str]:
-    """``x._name`` where ``x`` is neither ``self``/``cls`` (checked on the classes) nor a name of hpsearch's own."""
-    own = _own_names(tree) | {"self", "cls"}
-    found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Attribute):
-            continue
-        attr = node.attr
-        if not attr.startswith("_") or (attr.startswith("__") and attr.endswith("__")):
-            continue
-        if isinstance(node.value, ast.Name) and node.value.id in own:
-            continue
-        found.append(
-            f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: reads or writes .{attr} of {ast.unparse(node.value)}"
-        )
-    return found
+    """``x._name`` where ``x`` is neither a name of hpsearch's own nor the ``self``/``cls`` of a method of a class
+    defined here (such a class's library bases are checked on the classes themselves).
+
+    A method's first parameter is exempt in the method and in the functions it holds, unless one of them
+    takes a parameter of that name: a nested function's own ``self`` (a wrapper put on another library's
+    class) is that library's object. A static method has no ``self``.
+    """
+    own = _own_names(tree)
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, exempt: frozenset[str], in_class: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            outer = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+            outer += [] if isinstance(node, ast.Lambda) else node.decorator_list
+            for child in outer:  # evaluated where the function is defined
+                visit(child, exempt, False)
+            params = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+            params += [a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None]
+            inner = exempt - set(params)
+            if in_class and params and not _static(node):
+                inner |= {params[0]}
+            body = node.body if isinstance(node.body, list) else [node.body]
+            for child in body:
+                visit(child, inner, False)
+            return
+        if isinstance(node, ast.ClassDef):
+            for child in [*node.decorator_list, *node.bases, *node.keywords]:
+                visit(child, exempt, False)
+            for child in node.body:
+                visit(child, exempt, True)
+            return
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            value = node.value
+            if not (isinstance(value, ast.Name) and (value.id in own or value.id in exempt)):
+                found.append((node.lineno, f"reads or writes .{node.attr} of {ast.unparse(value)}"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, exempt, False)
+
+    visit(tree, frozenset(), False)
+    return [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}" for line, what in sorted(found, key=lambda f: f[0])]
+
+
+def _private(attr: str) -> bool:
+    return attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__"))
+
+
+def _static(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> bool:
+    decorators = [] if isinstance(function, ast.Lambda) else function.decorator_list
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in decorators)
 
 
 def test_only_the_door_imports_private_modules_of_ray_and_the_other_libraries() -> None:
@@ -205,3 +240,38 @@ def test_the_checks_catch_a_private_import_an_underscore_attribute_and_a_private
     cls = importlib.import_module("door_example").Lineage
     base = cls.__mro__[1]
     assert sorted(_self_names(cls) & _private_names_of(base)) == ["_exploit", "_trial_state"]
+
+
+def test_a_closures_own_self_is_another_librarys_object_and_is_checked() -> None:
+    """Only a method's ``self`` (and what closes over it) is exempt: a wrapper's ``self`` is torch's optimizer."""
+    source = (
+        "import functools\n"
+        "class Keeper:\n"
+        "    def method(self):\n"
+        "        self._mine = 1  # hpsearch's own class: allowed\n"
+        "        def later():\n"
+        "            return self._mine  # the method's self, closed over: allowed\n"
+        "        return later\n"
+        "    @classmethod\n"
+        "    def make(cls):\n"
+        "        return cls._made  # allowed\n"
+        "    @staticmethod\n"
+        "    def helper(self):\n"
+        "        return self._secret  # a static method has no self\n"
+        "    def wrap(self, load):\n"
+        "        @functools.wraps(load)\n"
+        "        def load_state_dict(self, state_dict):\n"
+        "            self._last_lr = []  # a torch scheduler's, as the class calls the wrapper\n"
+        "        return load_state_dict\n"
+        "def keep(load):\n"
+        "    def load_state_dict(self, state_dict):\n"
+        "        self._hp_donor_lr = None\n"
+        "    return lambda self: self._hidden\n"
+    )
+    path = PACKAGE / "runtime" / "example.py"
+    assert [p.split(": ", 1)[1] for p in _attribute_problems(path, ast.parse(source))] == [
+        "reads or writes ._secret of self",
+        "reads or writes ._last_lr of self",
+        "reads or writes ._hp_donor_lr of self",
+        "reads or writes ._hidden of self",
+    ]
