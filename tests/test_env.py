@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch.runtime import env
-from hpsearch.spec import Failure
+from hpsearch.spec import FailureSettings
 
 PACKAGE = Path(env.__file__).resolve().parents[1]
 
@@ -38,9 +38,9 @@ def test_tuner_and_fit_defaults_keep_a_users_value() -> None:
 
 def test_the_trial_driver_gets_the_specs_start_timeout_over_the_environment() -> None:
     environ = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "5", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1"}
-    env.apply_trial_defaults(Failure(worker_start_timeout_s=12.5), environ)
+    env.apply_trial_defaults(FailureSettings(worker_start_timeout_s=12.5), environ)
     assert environ == {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "12.5", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1"}
-    env.apply_trial_defaults(Failure(), environ := {})
+    env.apply_trial_defaults(FailureSettings(), environ := {})
     assert environ == {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1", "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "60.0"}
 
 

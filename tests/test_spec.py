@@ -12,7 +12,7 @@ from fake_experiment import write_experiment
 
 from hpsearch.analysis import load_results, summarize
 from hpsearch.errors import HpsearchError, SpecError
-from hpsearch.spec import SPEC_KEYS, load_spec, total_trials, varying_params
+from hpsearch.spec import SPEC_KEYS, FailureSettings, load_spec, total_trials, varying_params
 from hpsearch.spec.objectives import is_multi_objective, objectives_or_primary
 from hpsearch.spec.space import ChoiceParam, ConstParam, FloatParam, GridParam, IntParam
 
@@ -869,3 +869,17 @@ def test_the_spec_its_results_and_its_summary_agree_on_the_objectives(tmp_path: 
     assert results.objectives == spec.objectives and results.multi_objective == spec.multi_objective
     assert tuple(map(tuple, summary.objectives)) == spec.objectives
     assert summary.multi_objective == spec.multi_objective == isinstance(metric, list)
+
+
+def test_the_old_name_failure_still_resolves_with_a_deprecation_warning() -> None:
+    """The spec's retry settings are FailureSettings; Failure (a recorded failure's name elsewhere) still works."""
+    import hpsearch.spec as spec_package
+
+    with pytest.warns(DeprecationWarning, match=r"hpsearch\.spec\.Failure is deprecated: import hpsearch\.spec\.Fail"):
+        from hpsearch.spec import Failure
+    assert Failure is FailureSettings
+    with pytest.warns(DeprecationWarning, match="FailureSettings"):
+        assert spec_package.Failure is FailureSettings
+    assert {"Failure", "FailureSettings"} <= set(spec_package.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Failures'"):
+        spec_package.Failures  # noqa: B018  # the attribute access is what is tested

@@ -35,7 +35,7 @@ from hpsearch.errors import ClusterError
 from hpsearch.planning.autoscale import waiting_for_workers
 from hpsearch.planning.cluster_shape import NodeGroup, parse_node_groups
 from hpsearch.runtime.cluster import cluster_nodes, waiting_worker_groups
-from hpsearch.spec import Failure, Spec
+from hpsearch.spec import FailureSettings, Spec
 
 __all__ = ["Autoscaling", "autoscaling_for", "from_plan", "failure_for", "worker_shapes", "placement_status"]
 
@@ -81,7 +81,7 @@ def from_plan(plan: Mapping[str, Any] | None) -> Autoscaling | None:
     return Autoscaling(str(entry["cluster"]), tuple(parse_node_groups(str(entry["cluster"]))))
 
 
-def failure_for(spec: Spec, autoscaling: Autoscaling | None) -> Failure:
+def failure_for(spec: Spec, autoscaling: Autoscaling | None) -> FailureSettings:
     """The spec's ``failure`` settings as a trial gets them: on an autoscaling cluster, a worker group may
     wait ``failure.node_start_timeout_s`` for a node to start."""
     timeout = spec.failure.start_timeout_s(autoscaling=autoscaling is not None)

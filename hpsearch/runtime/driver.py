@@ -76,7 +76,7 @@ from hpsearch.runtime.internals import (
 from hpsearch.runtime.node_check import pin_worker_interface
 from hpsearch.runtime.rank_watch import Watchdog
 from hpsearch.runtime.worker import worker_loop
-from hpsearch.spec import Aggregate, Failure, Scaling
+from hpsearch.spec import Aggregate, FailureSettings, Scaling
 
 __all__ = ["Feed", "TrialData", "run_nested", "scaling_config_kwargs", "driver_room", "DriverRoom"]
 
@@ -103,7 +103,7 @@ def run_nested(
     train_loop: Callable[..., Any],
     config: dict[str, Any],
     scaling: Scaling,
-    failure: Failure,
+    failure: FailureSettings,
     checkpoint_config: dict[str, Any],
     aggregate: Aggregate,
     runs_dir: str | None,
@@ -225,7 +225,7 @@ def _torch_config(workers: int, record_controller: bool) -> Any:
 
 
 def _run_config(
-    run_name: str, storage_path: str, callback: Any, failure: Failure, checkpoint_config: dict[str, Any]
+    run_name: str, storage_path: str, callback: Any, failure: FailureSettings, checkpoint_config: dict[str, Any]
 ) -> Any:
     """The nested run's ``train.RunConfig``: its unique name, its folder, the report callback, its limits."""
     # ray.train's names resolve to Train V2's classes at run time; type checkers see V1's.
@@ -248,7 +248,7 @@ def _build_and_fit(
     channel: ReportChannel | None,
     generation: int,
     trial_folder: str,
-    failure: Failure,
+    failure: FailureSettings,
     search_token: str,
     *,
     wait_for_queues: bool,

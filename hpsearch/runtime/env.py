@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from hpsearch.runtime.internals import loopback_flag
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.spec import Failure
+    from hpsearch.spec import FailureSettings
 
 __all__ = [
     "EnvSetting",
@@ -313,7 +313,7 @@ def apply_fit_defaults(environ: MutableMapping[str, str] | None = None) -> None:
         setting.apply(environ=environ)
 
 
-def apply_trial_defaults(failure: Failure, environ: MutableMapping[str, str] | None = None) -> None:
+def apply_trial_defaults(failure: FailureSettings, environ: MutableMapping[str, str] | None = None) -> None:
     """In the trial driver, before its ``TorchTrainer`` is built.
 
     The health-check interval is a default (a value already set wins); the worker-group

@@ -48,7 +48,7 @@ from hpsearch.runtime.datasets import materialize_datasets, register_by_value, r
 from hpsearch.runtime.driver import Feed, TrialData, run_nested
 from hpsearch.runtime.internals import add_trainable_mixin
 from hpsearch.runtime.ray_workarounds import workarounds_enabled
-from hpsearch.spec import Aggregate, CheckpointSettings, Failure, Scaling
+from hpsearch.spec import Aggregate, CheckpointSettings, FailureSettings, Scaling
 from hpsearch.spec.datasets import DataSettings
 
 __all__ = ["make_trainable"]
@@ -60,7 +60,7 @@ def make_trainable(
     scaling: Scaling | Mapping[str, Any] | None = None,
     driver_cpus: float = 0.25,
     driver_node: str = "head",
-    failure: Failure | Mapping[str, Any] | None = None,
+    failure: FailureSettings | Mapping[str, Any] | None = None,
     checkpoint: CheckpointSettings | Mapping[str, Any] | None = None,
     aggregate: Aggregate | Mapping[str, Any] | None = None,
     storage_path: str | Path | None = None,
@@ -130,7 +130,7 @@ def make_trainable(
     # another host's workers: ship it by value, with the helper modules it imported from its folder.
     register_by_value(train_loop)
     scaling = _as(Scaling, scaling)
-    failure = _as(Failure, failure)
+    failure = _as(FailureSettings, failure)
     checkpoint = _as(CheckpointSettings, checkpoint)
     aggregate = _as(Aggregate, aggregate)
     runs_dir = None if storage_path is None else str(Path(storage_path).expanduser().resolve())

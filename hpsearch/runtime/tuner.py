@@ -57,7 +57,7 @@ from hpsearch.runtime.search_result import SearchResult
 from hpsearch.runtime.trainable import make_trainable
 from hpsearch.runtime.tune_space import to_tune
 from hpsearch.runtime.warm_start import with_space
-from hpsearch.spec import Failure, Spec, load_spec, total_trials, varying_params
+from hpsearch.spec import FailureSettings, Spec, load_spec, total_trials, varying_params
 
 if TYPE_CHECKING:  # pragma: no cover
     from ray.tune import Callback, ResultGrid, Tuner
@@ -206,7 +206,7 @@ def callbacks_for(
     return callbacks
 
 
-def _retry_hint(failure: Failure) -> str:
+def _retry_hint(failure: FailureSettings) -> str:
     """What Ray Train does for a trial whose workers' node left the cluster, with the spec's settings."""
     retries = failure.worker_retries
     if retries == 0:

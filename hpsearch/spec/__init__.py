@@ -12,7 +12,7 @@ compatibly. Nothing in this package imports Ray or torch (tests/test_layers.py c
 - :mod:`~hpsearch.spec.space`: the search space: parameters, ``when`` conditions, grids, the flat view.
 - :mod:`~hpsearch.spec.scaling`: the ``scaling`` section: workers and their resources, searched or elastic.
 - :mod:`~hpsearch.spec.resources`: the ``resources`` section: the trial driver's share, trials at once.
-- :mod:`~hpsearch.spec.failure`: the ``failure`` section: retries at each level, start and report timeouts.
+- :mod:`~hpsearch.spec.failure`: the ``failure`` section (``FailureSettings``; ``Failure`` is its deprecated name).
 - :mod:`~hpsearch.spec.checkpoint`: the ``checkpoint`` section: how many checkpoints each trial keeps.
 - :mod:`~hpsearch.spec.aggregate`: the ``aggregate`` section: how a metric is combined across workers.
 - :mod:`~hpsearch.spec.plugins`: the searcher and scheduler registries, each name's typed options.
@@ -30,6 +30,9 @@ compatibly. Nothing in this package imports Ray or torch (tests/test_layers.py c
 
 from __future__ import annotations
 
+import warnings
+from typing import TYPE_CHECKING, Any
+
 from hpsearch.spec._storage import check_storage
 from hpsearch.spec.aggregate import Aggregate
 from hpsearch.spec.aggregate import AggregateMethod as AggregateMethod  # importable here, as before the split
@@ -37,7 +40,7 @@ from hpsearch.spec.budget import Budget
 from hpsearch.spec.checkpoint import CheckpointSettings
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.datasets import DataSettings
-from hpsearch.spec.failure import Failure
+from hpsearch.spec.failure import FailureSettings
 from hpsearch.spec.load import SPEC_KEYS, load_spec
 from hpsearch.spec.model import Spec, total_trials, varying_params
 from hpsearch.spec.overrides import apply_overrides
@@ -54,7 +57,8 @@ __all__ = [
     "Scaling",
     "ElasticWorkers",
     "Resources",
-    "Failure",
+    "FailureSettings",
+    "Failure",  # deprecated: FailureSettings
     "CheckpointSettings",
     "Aggregate",
     "DataSettings",
@@ -70,3 +74,22 @@ __all__ = [
     "SPEC_KEYS",
     "SCALING_GROUP",
 ]
+
+if TYPE_CHECKING:  # type checkers see the old name as the new class; at run time __getattr__ warns
+    Failure = FailureSettings
+
+
+def __getattr__(name: str) -> Any:
+    """``Failure``, the old name of :class:`FailureSettings`, still resolves, with a ``DeprecationWarning``.
+
+    Renamed because :class:`hpsearch.experiment.failures.Failure` is a recorded failure, a different thing.
+    """
+    if name == "Failure":
+        warnings.warn(
+            "hpsearch.spec.Failure is deprecated: import hpsearch.spec.FailureSettings (the spec's retry settings; "
+            "a recorded failure is hpsearch.experiment.failures.Failure)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FailureSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

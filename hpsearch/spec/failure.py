@@ -6,10 +6,10 @@ from pydantic import Field, PositiveFloat
 
 from hpsearch.spec._validation import StrictModel
 
-__all__ = ["Failure"]
+__all__ = ["FailureSettings"]
 
 
-class Failure(StrictModel):
+class FailureSettings(StrictModel):
     """Retries, kept apart by level, each bounded so that a bug fails fast instead of looping."""
 
     worker_retries: int = Field(default=1, ge=0)

@@ -28,7 +28,7 @@ from hpsearch.spec.budget import Budget, parse_budget
 from hpsearch.spec.checkpoint import CheckpointSettings
 from hpsearch.spec.constraints import Constraint, parse_constraints
 from hpsearch.spec.datasets import DataSettings, parse_data, parse_datasets
-from hpsearch.spec.failure import Failure
+from hpsearch.spec.failure import FailureSettings
 from hpsearch.spec.model import Spec
 from hpsearch.spec.objectives import Objectives, multi_objective_problems, parse_objectives
 from hpsearch.spec.overrides import apply_overrides
@@ -46,7 +46,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 _SECTIONS: tuple[tuple[str, type[StrictModel]], ...] = (
     ("scaling", Scaling),
     ("resources", Resources),
-    ("failure", Failure),
+    ("failure", FailureSettings),
     ("checkpoint", CheckpointSettings),
     ("aggregate", Aggregate),
 )

@@ -18,7 +18,7 @@ from hpsearch.spec.budget import Budget
 from hpsearch.spec.checkpoint import CheckpointSettings
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.datasets import DataSettings
-from hpsearch.spec.failure import Failure
+from hpsearch.spec.failure import FailureSettings
 from hpsearch.spec.objectives import Objectives, is_multi_objective, objectives_or_primary
 from hpsearch.spec.plugins import POPULATION_SCHEDULERS, PluginChoice
 from hpsearch.spec.resources import Resources
@@ -48,7 +48,7 @@ class Spec:
     scheduler: PluginChoice
     scaling: Scaling
     resources: Resources
-    failure: Failure
+    failure: FailureSettings
     checkpoint: CheckpointSettings
     aggregate: Aggregate
     storage_path: Path
