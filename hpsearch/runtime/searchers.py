@@ -570,7 +570,7 @@ class HpsearchHyperOptSearch(WorstWhenInfeasible, HyperOptTrialsHook, HyperOptSe
 class ConditionalVariantGenerator(VariantHook, BasicVariantGenerator):
     """Tune's variant generator, with each trial's inactive parameters dropped before Tune records it.
 
-    Tune draws every parameter (and expands the one grid of :func:`hpsearch.spec.space.to_tune`
+    Tune draws every parameter (and expands the one grid of :func:`hpsearch.runtime.tune_space.to_tune`
     over the combinations that can exist); this puts the grid's values in their places and
     removes the parameters whose condition is false from the trial's config, its evaluated
     parameters and its tag, so neither the trial folder, ``params.json``, ``result.json`` nor
