@@ -17,4 +17,7 @@
 - :mod:`~hpsearch.runtime.outcomes`: the Tune callback that records how each trial ended.
 - :mod:`~hpsearch.runtime.progress`: the Tune callback that prints progress lines.
 - :mod:`~hpsearch.runtime.ray_workarounds`: work-arounds for Ray bugs, each with a switch.
+- :mod:`~hpsearch.runtime.internals`: the one door to other libraries' internals, each named and checked.
+- :mod:`~hpsearch.runtime.grow`: a search grown on resume (``--set num_samples=N``) through Tune's saved state.
+- :mod:`~hpsearch.runtime.resume_state`: a resumed PBT population given back each trial's scheduler state.
 """

@@ -213,18 +213,6 @@ def _drivers_on_head(spec: Spec) -> bool:
     return spec.resources.driver_node == "head" or _uses_pbt(spec)
 
 
-def _uses_tensorboard(spec: Spec) -> bool:
-    return spec.tracking.tensorboard
-
-
-def _several_workers(spec: Spec) -> bool:
-    return spec.scaling.workers > 1
-
-
-def _elastic(spec: Spec) -> bool:
-    return spec.scaling.elastic is not None
-
-
 def _uses_failed_infeasible(spec: Spec) -> bool:
     options = spec.searcher.options
     return isinstance(options, OptunaOptions) and options.failed_trials == "infeasible"
@@ -569,7 +557,7 @@ INTERNALS: tuple[Internal, ...] = (
         public="none: TBXLoggerCallback keeps its writers to itself",
         on_missing="refuse",
         check=_at("tensorboard", "_check_tbx"),
-        used_by=_uses_tensorboard,
+        used_by=lambda spec: spec.tracking.tensorboard,
     ),
     Internal(
         key="torch-backend-start",
@@ -593,7 +581,7 @@ INTERNALS: tuple[Internal, ...] = (
         ),
         on_missing="warn",
         check=_at("train_torch", "_check_torch_backend"),
-        used_by=_several_workers,
+        used_by=lambda spec: spec.scaling.workers > 1,
     ),
     Internal(
         key="train-default-callbacks",
@@ -668,7 +656,7 @@ INTERNALS: tuple[Internal, ...] = (
         ),
         on_missing="refuse",
         check=_at("ray_data", "_check_coordinator"),
-        used_by=_elastic,
+        used_by=lambda spec: spec.scaling.elastic is not None,
     ),
     Internal(
         key="torch-optimizer-load",
