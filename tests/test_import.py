@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pure_core import LIGHT_PACKAGES, NOT_AT_IMPORT, PURE_MODULES, PURE_PACKAGES
 
 HEAVY = ["torch", "optuna", "hyperopt", "matplotlib", "ray"]
 
@@ -60,23 +61,21 @@ def test_public_names_resolve_lazily() -> None:
     assert hpsearch.Spec is hpsearch.spec.Spec and hpsearch.Spec.__module__ == "hpsearch.spec.model"
 
 
-# ----------------------------------------------------------------------------- the pure core never loads Ray
+# ----------------------------------------------------------------------------- the pure core (tests/pure_core.py) never loads Ray
 
 PACKAGE = Path(__import__("hpsearch").__file__).parent
-#: The packages of the pure core: every module in them, found by walking their folders.
-PURE_PACKAGES = ["spec", "planning", "experiment", "analysis", "results"]
-#: Single pure modules at the top of the package.
-PURE_MODULES = ["hpsearch.errors", "hpsearch.formatting"]
-#: What the pure core must never import: the Ray edges (hpsearch.runtime) and torch are separate.
-NEVER = ["ray", "torch"]
+#: What importing a module of the pure core (or of the results side) must not load: tests/pure_core.py.
+NEVER = list(NOT_AT_IMPORT)
 
 
 def _pure_modules() -> list[str]:
+    """Every module of the pure core and of the light packages (tests/pure_core.py), found by walking their folders."""
     names = list(PURE_MODULES)
-    for package in PURE_PACKAGES:
-        names.append(f"hpsearch.{package}")
+    for package in (*PURE_PACKAGES, *LIGHT_PACKAGES):
+        names.append(package)
+        folder = PACKAGE.joinpath(*package.split(".")[1:])
         # walk_packages imports subpackages only (to look inside them); the pure packages have none that need Ray.
-        names += [info.name for info in pkgutil.walk_packages([str(PACKAGE / package)], prefix=f"hpsearch.{package}.")]
+        names += [info.name for info in pkgutil.walk_packages([str(folder)], prefix=f"{package}.")]
     return names
 
 
@@ -101,7 +100,7 @@ def test_the_pure_core_is_found_by_walking_its_folders() -> None:
 
 
 @pytest.mark.parametrize("module", _pure_modules())
-def test_a_pure_module_imports_neither_ray_nor_torch(module: str) -> None:
+def test_a_pure_or_results_module_loads_neither_ray_nor_torch_when_imported(module: str) -> None:
     """Imported alone, in a fresh interpreter, so no other module's imports count."""
     proc = subprocess.run(
         [sys.executable, "-c", PROBE.format(name=module, never=NEVER)], capture_output=True, text=True, timeout=60

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pure_core import LIGHT_PACKAGES, NEVER_ANYWHERE, PURE_MODULES, PURE_PACKAGES
 
 PACKAGE = Path(__file__).resolve().parent.parent / "hpsearch"
 
@@ -246,11 +247,6 @@ def test_an_import_inside_a_function_says_why_it_is_lazy(module: str) -> None:
     assert not silent, "\n".join(silent)
 
 
-#: Packages that import neither Ray nor torch anywhere, not even lazily inside a function: the spec is
-#: read and checked before Ray starts, and its translation to Tune lives in hpsearch.runtime.tune_space.
-NEVER_HEAVY = {"hpsearch.spec": ("ray", "torch")}
-
-
 def heavy_imports(path: Path, heavy: tuple[str, ...]) -> list[tuple[int, str]]:
     """Every absolute import of a ``heavy`` package in ``path``, at any depth: line and module."""
     found = []
@@ -262,9 +258,10 @@ def heavy_imports(path: Path, heavy: tuple[str, ...]) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-@pytest.mark.parametrize("package", sorted(NEVER_HEAVY))
-def test_the_spec_imports_no_ray_or_torch_even_inside_a_function(package: str) -> None:
-    heavy = NEVER_HEAVY[package]
+@pytest.mark.parametrize("package", sorted(NEVER_ANYWHERE))
+def test_a_pure_package_never_imports_ray_even_inside_a_function(package: str) -> None:
+    """No ``import ray`` in the pure core at any depth (nor torch in the spec and the leaves): tests/pure_core.py."""
+    heavy = NEVER_ANYWHERE[package]
     found = [
         f"{module} line {line} imports {what}"
         for module, path in MODULES.items()
@@ -272,6 +269,16 @@ def test_the_spec_imports_no_ray_or_torch_even_inside_a_function(package: str) -
         for line, what in heavy_imports(path, heavy)
     ]
     assert not found, f"{package} must not import {' or '.join(heavy)}:\n" + "\n".join(found)
+
+
+def test_the_layers_below_the_results_side_are_the_pure_core() -> None:
+    """LAYERS and tests/pure_core.py (which tests/test_import.py checks) name the same pure core."""
+    first = [name for name, _ in LAYERS].index("analysis")
+    below = {prefix for _, columns in LAYERS[first:] for column in columns for prefix in column}
+    assert below == {*PURE_PACKAGES, *PURE_MODULES, "hpsearch.experiment.layout"}
+    above = {prefix for _, columns in LAYERS[:first] for column in columns for prefix in column}
+    assert set(LIGHT_PACKAGES) <= above  # light at import, but not pure
+    assert set(NEVER_ANYWHERE) == {*PURE_PACKAGES, *PURE_MODULES}
 
 
 # ----------------------------------------------------------------------------- the checker itself
