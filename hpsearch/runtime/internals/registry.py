@@ -50,6 +50,8 @@ __all__ = [
 
 #: The Ray versions every contract below was checked on (the versions CI runs).
 CHECKED_ON = "Ray 2.58.0 and 2.60.0"
+#: The PyTorch version the torch contracts were checked on (the version CI runs).
+TORCH_CHECKED_ON = "torch 2.13.0"
 
 
 class ContractBroken(Exception):
@@ -680,6 +682,7 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="warn",
         check=_at("torch_optim", "_check_optimizer_load"),
         used_by=_uses_pbt,
+        checked_on=TORCH_CHECKED_ON,
     ),
     Internal(
         key="torch-scheduler-load",
@@ -697,6 +700,7 @@ INTERNALS: tuple[Internal, ...] = (
         on_missing="warn",
         check=_at("torch_optim", "_check_scheduler_load"),
         used_by=_uses_pbt,
+        checked_on=TORCH_CHECKED_ON,
     ),
 )
 
