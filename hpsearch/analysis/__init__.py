@@ -5,21 +5,21 @@ the functions below compute, from it, the plain data objects that :mod:`hpsearch
 draws (each plot function calls the one of the same name). Tests assert on these
 objects, not on pixels.
 
-- ``_load``: :func:`load_results`, the folder read into the trials and history tables.
-- ``_results``: :class:`Results` and its tables' fixed columns.
-- ``_workers``: ``Results.workers``, each trial's worker-group starts over time.
-- ``_view``: the protocol the modules that ``Results`` calls read it through (no import cycle).
-- ``_summary``: :class:`SearchSummary`, the summary file and the closing tables.
-- ``_tables``: :func:`best_trials`, the metrics at each trial's best epoch.
-- ``_curves``: plot data over time: learning curves, the optimisation history.
-- ``_params``: plot data over parameters: parameter vs metric, parallel coordinates.
-- ``_scheduler``: plot data for the scheduler's effect.
-- ``_optuna``: the trials as Optuna trials, and parameter importances.
-- ``_pareto``: several objectives: each trial's point, the front, its hypervolume.
-- ``_lineage``: population-based training's exploits.
-- ``_feasibility``: the spec's constraints and each report's violation.
-- ``_cost``: :func:`cost_table`, what each trial's result cost in resource-hours.
-- ``_missing_metric``: the one message when no trial reported the metric.
+- :mod:`~hpsearch.analysis._load`: :func:`load_results`, the folder read into the trials and history tables.
+- :mod:`~hpsearch.analysis._results`: :class:`Results` and its tables' fixed columns.
+- :mod:`~hpsearch.analysis._workers`: ``Results.workers``, each trial's worker-group starts over time.
+- :mod:`~hpsearch.analysis._view`: the protocol the modules that ``Results`` calls read it through (no import cycle).
+- :mod:`~hpsearch.analysis._summary`: :class:`SearchSummary`, the summary file and the closing tables.
+- :mod:`~hpsearch.analysis._tables`: :func:`best_trials`, the metrics at each trial's best epoch.
+- :mod:`~hpsearch.analysis._curves`: plot data over time: learning curves, the optimisation history.
+- :mod:`~hpsearch.analysis._params`: plot data over parameters: parameter vs metric, parallel coordinates.
+- :mod:`~hpsearch.analysis._scheduler`: plot data for the scheduler's effect.
+- :mod:`~hpsearch.analysis._optuna`: the trials as Optuna trials, and parameter importances.
+- :mod:`~hpsearch.analysis._pareto`: several objectives: each trial's point, the front, its hypervolume.
+- :mod:`~hpsearch.analysis._lineage`: population-based training's exploits.
+- :mod:`~hpsearch.analysis._feasibility`: the spec's constraints and each report's violation.
+- :mod:`~hpsearch.analysis._cost`: :func:`cost_table`, what each trial's result cost in resource-hours.
+- :mod:`~hpsearch.analysis._missing_metric`: the one message when no trial reported the metric.
 """
 
 from hpsearch.analysis._cost import cost_table

@@ -11,7 +11,8 @@
 - :mod:`~hpsearch.experiment.trial_status`: the one rule for a trial's status, from its records and Tune's files.
 - :mod:`~hpsearch.experiment.metrics`: a report's metrics flattened as Tune does, and its epoch.
 - :mod:`~hpsearch.experiment.ranking`: the rule for a trial's best value and the order of trials, used everywhere.
-- :mod:`~hpsearch.experiment.worker_ranks`: a Train worker rank's progress, and the hangs it shows (``ranks``: its old name).
+- :mod:`~hpsearch.experiment.worker_ranks`: a Train worker rank's progress, and the hangs it shows.
+- :mod:`~hpsearch.experiment.ranks`: deprecated: ``worker_ranks``' old name, which warns and re-exports it.
 - :mod:`~hpsearch.experiment.failures`: a worker group's failures compared attempt by attempt (no blind retries).
 - :mod:`~hpsearch.experiment.tracebacks`: the line of an error that says what went wrong.
 - :mod:`~hpsearch.experiment.check`: ``hpsearch check``'s one-trial spec and its verdicts, read from its folder.
