@@ -36,8 +36,8 @@ from hpsearch import messages
 from hpsearch.experiment.files import Outcome, append_outcome, read_rank_progress, record_trial_run, run_dir
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, TrialStatus
 from hpsearch.experiment.metrics import report_epoch as last_epoch  # the shared epoch rule, by the name callers use
-from hpsearch.experiment.worker_ranks import STALLED_PREFIX, UNEQUAL_PREFIX, rank_note
 from hpsearch.experiment.tracebacks import short_error
+from hpsearch.experiment.worker_ranks import STALLED_PREFIX, UNEQUAL_PREFIX, rank_note
 from hpsearch.runtime import retries
 from hpsearch.runtime.budget import resources_from_folder
 from hpsearch.runtime.rank_watch import RankHangError

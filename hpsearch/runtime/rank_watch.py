@@ -44,8 +44,8 @@ import ray
 from ray import train
 
 from hpsearch.experiment import files
-from hpsearch.experiment.worker_ranks import RAISED, RETURNED, ReportWatch
 from hpsearch.experiment.tracebacks import short_error
+from hpsearch.experiment.worker_ranks import RAISED, RETURNED, ReportWatch
 from hpsearch.runtime.internals import CONTROLLER_CLASS, watch_worker_reports
 from hpsearch.runtime.session import CONTROLLER_PROCESS, kill_if_still
 
