@@ -48,10 +48,10 @@ from hpsearch.experiment.tune_files import (
     unstarted_trials,
     without_housekeeping,
 )
-from hpsearch.spec import SCALING_GROUP, Scaling
+from hpsearch.spec import Scaling
 from hpsearch.spec._validation import validate_section
 from hpsearch.spec.constraints import Constraint
-from hpsearch.spec.space import ConstParam, Param, iter_params, parse_search_space
+from hpsearch.spec.space import Param, flat_space, parse_search_space, trial_space
 
 __all__ = ["load_results"]
 
@@ -339,9 +339,8 @@ def _space(spec: dict[str, Any] | None) -> tuple[dict[str, Param], list[str]]:
         return {}, []
 
     tree, _ = parse_search_space(spec["search_space"])  # the spec as run was valid; skip what is not
-    space = dict(iter_params(tree))
-    space.update(_searched_scaling(spec))  # searched like any parameter, under scaling.* in the config
-    return space, [name for name, p in space.items() if not isinstance(p, ConstParam)]
+    scaling = _scaling(spec)  # searched like any parameter, under scaling.* in the config
+    return flat_space(trial_space(tree, scaling.searched() if scaling is not None else {}))
 
 
 def _reports_before_a_restart(exp: Path, trial_id: str, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -429,12 +428,6 @@ def _running_again(trials: pd.DataFrame, outcomes: Mapping[str, dict[str, Any]],
 def _scaling(spec: Mapping[str, Any] | None) -> Any:
     """The spec's ``scaling`` section as a :class:`~hpsearch.spec.Scaling` (``None`` without a valid one)."""
     return validate_section(Scaling, (spec or {}).get("scaling"), "scaling")[0] if spec else None
-
-
-def _searched_scaling(spec: Mapping[str, Any]) -> dict[str, Param]:
-    """The searched scaling values as parameters, by their config names (``scaling.num_workers``)."""
-    scaling = _scaling(spec)
-    return dict(iter_params(scaling.searched(), SCALING_GROUP)) if scaling is not None else {}
 
 
 def _reserved(spec: Mapping[str, Any] | None, configs: Mapping[str, Any]) -> dict[str, tuple[int, dict[str, float]]]:

@@ -22,6 +22,7 @@ from hpsearch.analysis._workers import workers_table
 from hpsearch.experiment.layout import STATUSES
 from hpsearch.formatting import number
 from hpsearch.spec.constraints import Constraint
+from hpsearch.spec.objectives import is_multi_objective, objectives_or_primary
 from hpsearch.spec.space import Param
 
 __all__ = [
@@ -139,13 +140,12 @@ class Results:
     constraints: tuple[Constraint, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.objectives:
-            object.__setattr__(self, "objectives", ((self.metric, self.mode),))
+        object.__setattr__(self, "objectives", objectives_or_primary(self.metric, self.mode, self.objectives))
 
     @property
     def multi_objective(self) -> bool:
         """Whether the search has several objectives (the spec's ``metric``/``mode`` lists)."""
-        return len(self.objectives) > 1
+        return is_multi_objective(self.objectives)
 
     @property
     def pareto(self) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from hpsearch.experiment.tracebacks import error_excerpt
 from hpsearch.experiment.tune_files import error_text, read_params
 from hpsearch.formatting import cell, plural, text_table
 from hpsearch.planning.versus import versus_actual
+from hpsearch.spec.objectives import is_multi_objective
 
 __all__ = [
     "TrialOutcome",
@@ -94,7 +95,7 @@ class SearchSummary:
     @property
     def multi_objective(self) -> bool:
         """Whether the search has several objectives."""
-        return len(self.objectives) > 1
+        return is_multi_objective(self.objectives)
 
     @property
     def resource_hours(self) -> dict[str, float]:
