@@ -18,6 +18,7 @@ __all__ = [
     "SpecError",
     "PlanError",
     "ExperimentExistsError",
+    "ExperimentLockedError",
     "ExperimentNotFoundError",
     "ClusterError",
     "ResultsError",
@@ -62,6 +63,10 @@ class PlanError(HpsearchError, ValueError):
 
 class ExperimentExistsError(HpsearchError, FileExistsError):
     """The experiment folder already exists and the user did not say to overwrite it."""
+
+
+class ExperimentLockedError(HpsearchError, RuntimeError):
+    """Another search holds the experiment folder's lock (``run``, ``resume`` and ``check`` each take it)."""
 
 
 class ExperimentNotFoundError(HpsearchError, FileNotFoundError):

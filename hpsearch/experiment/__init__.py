@@ -16,6 +16,7 @@
 - :mod:`~hpsearch.experiment.failures`: a worker group's failures compared attempt by attempt (no blind retries).
 - :mod:`~hpsearch.experiment.tracebacks`: the line of an error that says what went wrong.
 - :mod:`~hpsearch.experiment.check`: ``hpsearch check``'s one-trial spec and its verdicts, read from its folder.
+- :mod:`~hpsearch.experiment.folder_lock`: one search per folder: the lock ``run``, ``resume`` and ``check`` take.
 """
 
 from hpsearch.experiment.files import experiment_spec, is_experiment

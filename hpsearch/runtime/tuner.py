@@ -12,11 +12,12 @@ are in :mod:`hpsearch.experiment.layout`. They are written and read with
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -26,10 +27,11 @@ from ray.tune.stopper import CombinedStopper, Stopper
 
 from hpsearch import messages
 from hpsearch.analysis import summarize_experiment
-from hpsearch.errors import ExperimentExistsError, PlanError, Problem, SpecError
+from hpsearch.errors import ExperimentNotFoundError, PlanError, Problem, SpecError
 from hpsearch.experiment import files
 from hpsearch.experiment.check import check_folder
 from hpsearch.experiment.files import experiment_spec, read_outcomes
+from hpsearch.experiment.folder_lock import FolderLock
 from hpsearch.experiment.layout import CHECK_FILE, EPOCH, TRAIN_RUNS_DIR
 from hpsearch.formatting import duration, plural
 from hpsearch.planning.autoscale import addable_nodes, plan_run
@@ -360,6 +362,8 @@ def run(
 
     Raises:
         SpecError, PlanError, ExperimentExistsError, ClusterError: before anything is written.
+        ExperimentLockedError: another search holds the experiment folder (a ``run``, ``resume`` or
+            ``check`` of it still running): nothing is written.
 
     Example:
         >>> result = run("search_spaces/digits_quick.yaml")
@@ -381,6 +385,28 @@ def _run(
 ) -> SearchResult:
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
+    with one_search(spec.experiment_dir, "hpsearch check" if stop is not None else "hpsearch run"):
+        return _run_locked(spec, address=address, overwrite=overwrite, verbose=verbose, cluster=cluster, stop=stop)
+
+
+@contextlib.contextmanager
+def one_search(experiment_dir: Path, command: str) -> Iterator[None]:
+    """Hold the experiment folder's lock while this search runs: another ``run``, ``resume`` or ``check``
+    of the folder is refused (:class:`~hpsearch.experiment.folder_lock.FolderLock`), and a lock a killed
+    search left is taken over with a line that says so."""
+    lock = FolderLock(experiment_dir, command=command)
+    taken_over = lock.acquire()
+    if taken_over is not None:
+        messages.say(taken_over)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _run_locked(
+    spec: Spec, *, address: str | None, overwrite: bool, verbose: bool, cluster: str | None, stop: Stopper | None
+) -> SearchResult:
     exp_dir = spec.experiment_dir
     # Check the folder, the storage, the trackers, Ray's internals and --cluster.
     # Then end whatever a killed run of this folder left running.
@@ -549,6 +575,8 @@ def resume(
     Raises:
         SpecError: An override of another key, a budget already spent, or a ``num_samples`` below the
             search's own (or of a pbt/pb2 population). Raised before Ray starts.
+        ExperimentLockedError: another search holds the folder. Raised before Ray starts.
+        ExperimentNotFoundError: the folder holds no Tune state to resume from.
 
     Example:
         >>> result = resume("hpsearch-results/digits-quick", overrides=["budget.max_wall_time=4h"])
@@ -564,6 +592,13 @@ def _resume(
 ) -> SearchResult:
     check_resume_overrides(overrides)
     spec = experiment_spec(experiment_dir, overrides=overrides)
+    with one_search(spec.experiment_dir, "hpsearch resume"):
+        return _resume_locked(spec, address=address, retry_errored=retry_errored, verbose=verbose, overrides=overrides)
+
+
+def _resume_locked(
+    spec: Spec, *, address: str | None, retry_errored: bool, verbose: bool, overrides: Sequence[str]
+) -> SearchResult:
     exp_dir = spec.experiment_dir
     more, old_repeats = _growth(spec, overrides)  # refused here, before Ray starts, when it cannot grow
     # Check the storage, the budget, the trackers and Ray's internals.
@@ -574,7 +609,7 @@ def _resume(
     session.record(exp_dir)
     nodes = ray_cluster.cluster_nodes()
     if not tune.Tuner.can_restore(str(exp_dir)):
-        raise ExperimentExistsError(
+        raise ExperimentNotFoundError(
             f"{exp_dir} holds no Tune experiment state to resume from (the search was stopped before it started); "
             f"start it again with `hpsearch run --overwrite`"
         )
