@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hpsearch.formatting import duration, plural, text_table
+from hpsearch.formatting import duration, hours, plural, text_table
 from hpsearch.planning.cluster_shape import cluster_text
 from hpsearch.planning.helper_cpu import HELPER_CPU
 from hpsearch.planning.planner import Plan
@@ -201,10 +201,6 @@ def _seconds(value: float) -> str:
     return f"{value:.3g} s"
 
 
-def _hours(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
 def _count(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -247,7 +243,7 @@ def render_estimate(est: Estimate, *, title: str | None = None) -> str:
         f"  wall time       {_spread(est.wall, duration)}" + _ended(est),
         "  resource-hours  "
         + (
-            ", ".join(f"{k} {_spread(s, _hours)}" for k, s in est.resource_hours().items())
+            ", ".join(f"{k} {_spread(s, hours)}" for k, s in est.resource_hours().items())
             or "none (a trial holds no resource)"
         ),
         f"  work            {_spread(est.epochs, _count)} "

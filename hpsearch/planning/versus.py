@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from hpsearch.formatting import duration
+from hpsearch.formatting import duration, hours
 from hpsearch.planning.estimate import Spread
 
 __all__ = ["versus_actual", "versus_lines", "versus_wall"]
@@ -97,10 +97,6 @@ def _error(entry: Mapping[str, Any]) -> str:
     return f"{abs(error) * 100:.0f}% {'over' if error > 0 else 'under'} {what}{where}"
 
 
-def _hours(value: float) -> str:
-    return f"{value:.3g}"
-
-
 def versus_wall(versus: Mapping[str, Any]) -> str:
     """The wall time estimated next to the one taken, in one phrase (the report's card)."""
     wall = versus["wall_time_s"]
@@ -122,6 +118,6 @@ def versus_lines(versus: Mapping[str, Any] | None) -> list[str]:
     lines = [f"Wall time estimated at the start{when}: {versus_wall(versus)}"]
     for resource, entry in versus.get("resource_hours", {}).items():
         lines.append(
-            f"  {resource}-hours estimated {_range(entry, _hours)}; used {_hours(entry['actual'])}: {_error(entry)}"
+            f"  {resource}-hours estimated {_range(entry, hours)}; used {hours(entry['actual'])}: {_error(entry)}"
         )
     return lines

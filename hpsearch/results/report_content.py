@@ -15,7 +15,7 @@ from hpsearch.analysis import Results, best_trials
 from hpsearch.analysis._results import RESOURCE_HOURS_PREFIX
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import ERRORED, STOPPED, TUNE_ERROR_FILE
-from hpsearch.formatting import cell, duration, number, plural
+from hpsearch.formatting import cell, duration, number, plural, resource_hours
 from hpsearch.planning.planner import fmt_resources
 from hpsearch.planning.versus import versus_actual, versus_wall
 
@@ -87,8 +87,7 @@ def facts(results: Results) -> list[tuple[str, str]]:
     if results.ended_by:
         facts.append(("Ended by its budget", results.ended_reason or results.ended_by))
     if results.resource_hours:
-        held = ", ".join(f"{number(h)} {r}-hours" for r, h in results.resource_hours.items())
-        facts.append(("Resource-hours", held))
+        facts.append(("Resource-hours", resource_hours(results.resource_hours)))
     if searcher:
         extra = f" ({searcher['sampler']})" if searcher.get("sampler") else ""
         facts.append(("Searcher", f"{searcher.get('type', 'random')}{extra}"))

@@ -34,6 +34,7 @@ from hpsearch.experiment.files import experiment_spec, read_outcomes
 from hpsearch.experiment.folder_lock import FolderLock
 from hpsearch.experiment.layout import CHECK_FILE, EPOCH, TRAIN_RUNS_DIR
 from hpsearch.formatting import duration, plural
+from hpsearch.formatting import hours as fmt_hours
 from hpsearch.planning.autoscale import addable_nodes, plan_run
 from hpsearch.planning.estimate import estimate, timing_from, workload_for
 from hpsearch.planning.for_spec import plan_for
@@ -456,10 +457,10 @@ def _estimate_at_start(spec: Spec, plan: Plan) -> None:
         messages.say("no estimate at the start: `hpsearch plan SPEC --estimate` says what it lacks")
         return
     files.write_estimate(spec.experiment_dir, {"made_at": time.time(), **est.as_dict()})
-    hours = ", ".join(f"{k} {s.text(lambda v: f'{v:.3g}')}" for k, s in est.resource_hours().items())
+    held = ", ".join(f"{k} {s.text(fmt_hours)}" for k, s in est.resource_hours().items())
     messages.say(
         f"estimate: {est.wall.text(duration)} of wall time"
-        + (f", resource-hours {hours}" if hours else "")
+        + (f", resource-hours {held}" if held else "")
         + f" (from the check in {folder}; `hpsearch plan --estimate` shows the model)"
     )
 

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from hpsearch.errors import Problem
+from hpsearch.formatting import hours as fmt_hours
 from hpsearch.spec._validation import StrictModel, validate_section
 
 __all__ = [
@@ -136,7 +137,7 @@ class Budget(StrictModel):
             if used >= hours:
                 return Reached(
                     "max_resource_hours",
-                    f"the resource budget of {hours:g} {resource}-hours was reached ({used:.4g} {resource}-hours used)",
+                    f"the resource budget of {hours:g} {resource}-hours was reached ({fmt_hours(used)} {resource}-hours used)",
                     f"budget.max_resource_hours.{resource}",
                     f"{max(hours * 2, used * 1.5):.4g}",
                 )
