@@ -81,10 +81,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a search; print the best trials, the experiment folder and the wall time."""
+    spec = _load(args)  # first: a bad spec is refused in a moment, before Ray and torch load
     # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
     from hpsearch.runtime.tuner import run
 
-    spec = _load(args)
     result = run(spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose, cluster=args.cluster)
     return _report_search(spec, result.summary)
 
@@ -109,10 +109,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     per-report and teardown times that `hpsearch plan SPEC --estimate` reads. Exit 0 when every check
     passes, 1 when one fails.
     """
+    spec = _load(args)  # first: a bad spec is refused in a moment, before Ray and torch load
     # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
     from hpsearch.runtime.check import check, failed_lines
 
-    spec = _load(args)
     setup, report = check(
         spec,
         reports=args.reports,
