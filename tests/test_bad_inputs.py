@@ -131,6 +131,12 @@ def billion_laughs(levels: int = 9, width: int = 10) -> str:
 
 
 LONG_STORAGE = "/".join(["d" * 200] * 20)  # each part fits NAME_MAX; the whole passes PATH_MAX
+BIG = "9" * 5000  # past Python's 4,300-digit conversion limit
+#: What a spec's integers must be (hpsearch.spec._yaml.INT_MIN/INT_MAX).
+INT64 = "must be an integer of at most 64 bits (-9223372036854775808 to 9223372036854775807)"
+#: A spec of 20,000+ values as written: refused at the limit, before the rest is read.
+MANY_VALUES = TEXT + "notes: [" + "1, " * 25_000 + "1]\n"
+PADDED = TEXT + "# padding\n" * 120_000  # 1.2 MB: more than a spec may be
 
 CORPUS = [
     # --- YAML itself
@@ -720,6 +726,67 @@ CORPUS = [
         "<spec>: not valid YAML: line 2, column 1: found character '\\t' that cannot start any token",
     ),
     ("yaml-number-key", TEXT + "1: one\n", "<spec>: a spec's keys must be strings, got 1"),
+    (
+        "yaml-too-many-values",
+        MANY_VALUES,
+        # the document, the 4 keys of TEXT and their values, notes and its list: 11 values before the list's first
+        f"<spec>: not valid YAML: line 5, column {len('notes: [') + 3 * (20_000 - 11) + 1}: it holds more than "
+        "20,000 values; a spec holds a few hundred (wrong file?)",
+    ),
+    (
+        "spec-too-large",
+        PADDED,
+        f"<spec>: the file is {len(PADDED):,} bytes, over the limit of 1 MiB (1,048,576 bytes); a spec is a small "
+        "YAML file (wrong file?)",
+    ),
+    (
+        "spec-a-device",
+        Run(spec_arg="/dev/zero", write_spec=False),
+        "<spec>: is a character device, not a spec file; hpsearch reads a spec only from a regular file (save it "
+        "to one)",
+    ),
+    # --- integers past 64 bits, and past what Python converts: one problem at their path, not a traceback
+    (
+        "int-5000-digits-num-samples",
+        TEXT + f"num_samples: {BIG}\n",
+        f"num_samples: {INT64}, got {'9' * 20}... (5,000 digits)",
+    ),
+    (
+        "int-5000-digits-space-bound",
+        TEXT + f"search_space:\n  n: {{type: int, low: 1, high: {BIG}}}\n",
+        f"search_space.n.high: {INT64}, got {'9' * 20}... (5,000 digits)",
+    ),
+    (
+        "int-5000-digits-choice-value",
+        TEXT + f"search_space:\n  n: {{type: choice, values: [1, -{BIG}]}}\n",
+        f"search_space.n.values[1]: {INT64}, got -{'9' * 19}... (5,000 digits)",
+    ),
+    (
+        "int-5000-digits-num-workers",
+        TEXT + f"scaling: {{num_workers: {BIG}}}\n",
+        f"scaling.num_workers: {INT64}, got {'9' * 20}... (5,000 digits)",
+    ),
+    (
+        "int-hex-4000-digits-seed",
+        TEXT + f"searcher: {{type: optuna, seed: 0x{'f' * 4000}}}\n",
+        f"searcher.seed: {INT64}, got 0x{'f' * 18}... (4,000 digits)",
+    ),
+    (
+        "int-sexagesimal-300000-parts",  # 1:59:59:... is base 60 in YAML 1.1: converting it takes quadratic time
+        TEXT + "num_samples: 1" + ":59" * 300_000 + "\n",
+        f"num_samples: {INT64}, got 1:59:59:59:59:59:59:... (600,001 digits)",
+    ),
+    ("int-past-64-bits", put("searcher.seed", 2**64), f"searcher.seed: {INT64}, got 18446744073709551616"),
+    (
+        "set-int-5000-digits",
+        with_set(f"num_samples={BIG}"),
+        f"--set num_samples={'9' * 45}...: {INT64}, got {'9' * 20}... (5,000 digits)",
+    ),
+    (
+        "set-int-5000-digits-in-a-mapping",
+        with_set(f"scaling={{num_workers: {BIG}}}"),
+        f"--set scaling={{num_workers: {'9' * 35}...: scaling.num_workers: {INT64}, got {'9' * 20}... (5,000 digits)",
+    ),
     # --- other realistic mistakes
     ("mode-uppercase", put("mode", "MIN"), "mode: must be 'min' or 'max', got 'MIN'; did you mean 'min'?"),
     (
@@ -965,6 +1032,72 @@ def test_gpus_asked_of_a_cluster_without_gpus(tmp_path, monkeypatch, capsys):
     assert main(["plan", str(path), "--cluster", "2x{CPU: 8}"]) == 2
     assert capsys.readouterr().err == "Error: a worker needs GPU: 1 but the largest node has GPU: 0\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+#: Spec files each command must refuse at once: (id, what to lay out in the folder, the message).
+NOT_SPECS = [
+    (
+        "fifo",
+        "fifo",
+        "<spec>: is a named pipe (FIFO), not a spec file; hpsearch reads a spec only from a regular file (save it "
+        "to one)",
+    ),
+    (
+        "15-mib",
+        "15-mib",
+        "<spec>: the file is 15,728,640 bytes, over the limit of 1 MiB (1,048,576 bytes); a spec is a small YAML "
+        "file (wrong file?)",
+    ),
+    ("not-utf8", b"name: caf\xe9\n", "<spec>: not UTF-8 text (byte 0xe9 at byte 9); save the spec as UTF-8"),
+    (
+        "alias-bomb",
+        billion_laughs(),
+        "<spec>: not valid YAML: the document expands to more than 100,000 values once its aliases (*name) are "
+        "expanded; a spec may use anchors and aliases, but at most 100,000 values in all",
+    ),
+    ("many-values", MANY_VALUES, next(e for i, _, e in CORPUS if i == "yaml-too-many-values")),
+    ("5000-digits", TEXT + f"num_samples: {BIG}\n", f"num_samples: {INT64}, got {'9' * 20}... (5,000 digits)"),
+]
+
+
+@pytest.mark.parametrize("command", ["run", "validate", "check", "plan"])
+@pytest.mark.parametrize(("what", "expected"), [pytest.param(w, e, id=i) for i, w, e in NOT_SPECS])
+def test_each_command_refuses_a_file_that_is_no_spec_at_once_in_one_block(
+    command, what, expected, tmp_path, monkeypatch, capsys
+):
+    """Issue 36: one `Error:` block, exit 2, no traceback, nothing written, Ray not started, in well under 2 s
+    and a few MB (a FIFO nobody writes to is not waited on; a 15 MiB file is not read; a bomb is not expanded)."""
+    import time
+    import tracemalloc
+
+    from hpsearch.runtime import cluster
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "spec.yaml"
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "15-mib":
+        with open(path, "wb") as f:
+            f.truncate(15 * 2**20)
+    else:
+        path.write_bytes(what if isinstance(what, bytes) else what.encode())
+    monkeypatch.setattr(cluster, "connect", lambda *a, **k: pytest.fail("Ray was started"))
+    before = _tree(tmp_path)
+    start = time.perf_counter()
+    code = main([command, str(path)])
+    seconds = time.perf_counter() - start
+    assert code == 2
+    assert capsys.readouterr().err == f"Error: invalid spec in {path} (1 problem):\n  - {expected}\n"
+    assert _tree(tmp_path) == before
+    assert seconds < 2.0
+    if command == "validate":  # again, measured (tracing slows Python down some 3 times): each reads the spec alike
+        tracemalloc.start()
+        try:
+            assert main([command, str(path)]) == 2
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 40 * 2**20  # bytes allocated while refusing it
 
 
 # ----------------------------------------------------------------------------- bad flags, refused before Ray starts

@@ -631,17 +631,93 @@ def test_a_folder_given_as_the_spec_lists_the_yaml_files_in_it(spec_dir: Path) -
     assert problems_of(info.value) == ["<spec>: is a folder, not a spec file (YAML files in it: a.yaml, b.yml)"]
 
 
-def test_a_spec_file_too_large_to_be_a_spec_is_not_read_whole(spec_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_spec_file_too_large_to_be_a_spec_is_refused_unread(spec_dir: Path) -> None:
+    import time
+
+    path = spec_dir / "big.yaml"
+    with open(path, "wb") as f:  # 15 MiB (sparse): refused by its size, before it is opened, let alone parsed
+        f.truncate(15 * 2**20)
+    start = time.perf_counter()
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert time.perf_counter() - start < 1.0
+    assert problems_of(info.value) == [
+        "<spec>: the file is 15,728,640 bytes, over the limit of 1 MiB (1,048,576 bytes); a spec is a small YAML "
+        "file (wrong file?)"
+    ]
+
+
+def test_a_spec_file_of_exactly_the_size_limit_is_read(spec_dir: Path) -> None:
+    from hpsearch.spec._yaml import MAX_SPEC_BYTES
+
+    text = yaml.safe_dump({**BASE, "name": "at-the-limit"})
+    path = spec_dir / "spec.yaml"
+    path.write_text(text + "#" * (MAX_SPEC_BYTES - len(text) - 1) + "\n", encoding="utf-8")
+    assert path.stat().st_size == MAX_SPEC_BYTES
+    assert load_spec(path).name == "at-the-limit"
+
+
+def test_a_spec_that_grows_past_the_limit_while_read_is_counted(
+    spec_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose size says little (one in /proc says 0) is counted as it is read."""
+    import os as real_os
+
     from hpsearch.spec import _yaml
 
-    monkeypatch.setattr(_yaml, "MAX_SPEC_BYTES", 2**20)
     path = spec_dir / "big.yaml"
     path.write_text("name: x\n" + "# padding\n" * 2**17, encoding="utf-8")  # 1.25 MiB
+
+    class SaysEmpty:
+        def __init__(self, info: real_os.stat_result) -> None:
+            self.st_mode, self.st_size = info.st_mode, 0
+
+    monkeypatch.setattr(_yaml.os, "fstat", lambda fd: SaysEmpty(real_os.stat(fd)))
     with pytest.raises(SpecError) as info:
         load_spec(path)
     assert problems_of(info.value) == [
-        "<spec>: the file is larger than 1 MiB; a spec is a small YAML file (wrong file?)"
+        "<spec>: the file is more than 1,048,576 bytes, over the limit of 1 MiB (1,048,576 bytes); a spec is a "
+        "small YAML file (wrong file?)"
     ]
+
+
+def test_a_named_pipe_is_refused_without_waiting_for_a_writer(spec_dir: Path) -> None:
+    import os
+    import threading
+
+    fifo = spec_dir / "spec.yaml"
+    os.mkfifo(fifo)  # nobody writes to it: a blocking open or read would wait forever
+    refused: list[SpecError] = []
+
+    def load() -> None:
+        with pytest.raises(SpecError) as info:
+            load_spec(fifo)
+        refused.append(info.value)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    if reader.is_alive():  # it blocked: let it go (a writer that closes at once gives it end-of-file), then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading the spec waited on the named pipe")
+    assert [problems_of(err) for err in refused] == [
+        [
+            "<spec>: is a named pipe (FIFO), not a spec file; hpsearch reads a spec only from a regular file "
+            "(save it to one)"
+        ]
+    ]
+
+
+def test_a_device_is_refused_and_a_symlink_to_a_spec_is_read(spec_dir: Path) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec("/dev/zero")  # endless: read whole, it would fill the memory
+    assert problems_of(info.value) == [
+        "<spec>: is a character device, not a spec file; hpsearch reads a spec only from a regular file (save it "
+        "to one)"
+    ]
+    link = spec_dir / "link.yaml"
+    link.symlink_to(write_spec(spec_dir, BASE))
+    assert load_spec(link).name == "unit"
 
 
 def test_a_module_that_exits_when_imported_is_reported_not_obeyed(
@@ -734,6 +810,74 @@ def test_deeply_nested_yaml_is_refused_not_a_recursion_error(spec_dir: Path) -> 
     ]
 
 
+def test_a_spec_of_more_values_than_any_spec_holds_is_refused_once_it_has_read_them(spec_dir: Path) -> None:
+    import time
+
+    from hpsearch.spec._yaml import MAX_WRITTEN_VALUES
+
+    path = spec_dir / "wide.yaml"
+    path.write_text("name: x\nnotes: [" + "1, " * 300_000 + "1]\n", encoding="utf-8")  # 900 kB: 300,003 values
+    start = time.perf_counter()
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert time.perf_counter() - start < 2.0  # it stops at the limit: reading all of it takes 10 times longer
+    column = len("notes: [") + 3 * (MAX_WRITTEN_VALUES - 5) + 1  # the document, name, x, notes, the list: 5
+    assert problems_of(info.value) == [
+        f"<spec>: not valid YAML: line 2, column {column}: it holds more than 20,000 values; a spec holds a few "
+        "hundred (wrong file?)"
+    ]
+
+
+BIG = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"num_samples: {BIG}", f"num_samples: {{}}, got {'9' * 20}... (5,000 digits)"),
+        (
+            f"search_space:\n  n: {{type: int, low: 1, high: -{BIG}}}",
+            f"search_space.n.high: {{}}, got -{'9' * 19}... (5,000 digits)",
+        ),
+        (
+            f"search_space:\n  c: {{type: choice, values: [1, {BIG}, {BIG}]}}",
+            f"search_space.c.values[1]: {{}}, got {'9' * 20}... (5,000 digits) (and 1 more such integers)",
+        ),
+        (f"scaling: {{num_workers: {BIG}}}", f"scaling.num_workers: {{}}, got {'9' * 20}... (5,000 digits)"),
+        (
+            f"searcher: {{type: optuna, seed: 0x{'f' * 4000}}}",
+            f"searcher.seed: {{}}, got 0x{'f' * 18}... (4,000 digits)",
+        ),
+        ("num_samples: 1" + ":59" * 300_000, "num_samples: {}, got 1:59:59:59:59:59:59:... (600,001 digits)"),
+        ("num_samples: 9223372036854775808", "num_samples: {}, got 9223372036854775808"),
+    ],
+    ids=["5000-digits", "negative-bound", "in-a-list", "num-workers", "hex", "sexagesimal", "just-past-64-bits"],
+)
+def test_an_integer_past_64_bits_is_one_problem_with_its_path(spec_dir: Path, text: str, expected: str) -> None:
+    import time
+
+    path = spec_dir / "spec.yaml"
+    spec = {k: v for k, v in BASE.items() if k != "search_space"}
+    path.write_text(yaml.safe_dump(spec) + text + "\n", encoding="utf-8")
+    start = time.perf_counter()
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert time.perf_counter() - start < 2.0
+    allowed = "must be an integer of at most 64 bits (-9223372036854775808 to 9223372036854775807)"
+    assert problems_of(info.value) == [expected.format(allowed)]
+
+
+def test_an_integer_past_64_bits_in_a_dict_is_one_problem_even_past_what_python_writes_out() -> None:
+    allowed = "must be an integer of at most 64 bits (-9223372036854775808 to 9223372036854775807)"
+    with pytest.raises(SpecError) as info:
+        load_spec({**BASE, "num_samples": 10**5000}, check_trainable=False)
+    assert problems_of(info.value) == [f"num_samples: {allowed}, got an integer of about 5,001 digits"]
+    with pytest.raises(SpecError) as info:
+        load_spec({**BASE, "num_samples": 2**63}, check_trainable=False)
+    assert problems_of(info.value) == [f"num_samples: {allowed}, got 9223372036854775808"]
+    assert load_spec({**BASE, "searcher": {"type": "optuna", "seed": 2**63 - 1}}, check_trainable=False)
+
+
 # --------------------------------------------------------------------------- --set overrides
 
 
@@ -788,8 +932,28 @@ def test_override_values_that_break_the_spec_are_reported_like_the_file(spec_dir
             "document expands to more than 100,000 values once its aliases (*name) are expanded; a spec may use "
             "anchors and aliases, but at most 100,000 values in all",
         ),
+        (
+            f"num_samples={BIG}",
+            f"--set num_samples={'9' * 45}...: must be an integer of at most 64 bits (-9223372036854775808 to "
+            f"9223372036854775807), got {'9' * 20}... (5,000 digits)",
+        ),
+        (
+            f"scaling={{num_workers: 2, resources_per_worker: {{CPU: {BIG}}}}}",
+            f"--set scaling={{num_workers: 2, resources_per_worker: {{CPU: 9999...: "
+            "scaling.resources_per_worker.CPU: must be an integer of at most 64 bits (-9223372036854775808 to "
+            f"9223372036854775807), got {'9' * 20}... (5,000 digits)",
+        ),
     ],
-    ids=["no-equals-sign", "no-key", "empty-path-part", "through-a-scalar", "not-yaml", "alias-bomb"],
+    ids=[
+        "no-equals-sign",
+        "no-key",
+        "empty-path-part",
+        "through-a-scalar",
+        "not-yaml",
+        "alias-bomb",
+        "5000-digits",
+        "5000-digits-inside",
+    ],
 )
 def test_bad_override(spec_dir: Path, override: str, expected: str) -> None:
     path = write_spec(spec_dir, BASE)

@@ -22,7 +22,7 @@ from hpsearch.spec import space as _space
 from hpsearch.spec._imports import load_callable, resolve_reference
 from hpsearch.spec._storage import path_problems
 from hpsearch.spec._validation import StrictModel, join_path, show, validate_section
-from hpsearch.spec._yaml import read_yaml
+from hpsearch.spec._yaml import long_int_problem, read_yaml
 from hpsearch.spec.aggregate import Aggregate
 from hpsearch.spec.budget import Budget, parse_budget
 from hpsearch.spec.checkpoint import CheckpointSettings
@@ -121,6 +121,9 @@ def load_spec(
     bad_keys = [key for key in raw if not isinstance(key, str)]
     if bad_keys:
         raise SpecError([Problem("", f"a spec's keys must be strings, got {show(bad_keys[0])}")], source=where)
+    too_long = long_int_problem(raw)  # before anything else reads a number: Python cannot even print some
+    if too_long:
+        raise SpecError([Problem(*too_long)], source=where)
     raw = apply_overrides(raw, overrides, source=where)
     spec = _parse(raw, base_dir=base_dir, origin=origin, check_trainable=check_trainable)
     return spec

@@ -8,7 +8,7 @@ from typing import Any
 
 from hpsearch.errors import Problem, SpecError
 from hpsearch.spec._validation import join_path, show
-from hpsearch.spec._yaml import YamlError, parse_scalar
+from hpsearch.spec._yaml import YamlError, long_int_problem, parse_scalar
 
 __all__ = ["apply_overrides"]
 
@@ -36,9 +36,14 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str], *, source:
             )
             continue
         try:
-            value = parse_scalar(text)
+            value = parse_scalar(text, as_spec=True)
         except YamlError as err:
             problems.append(Problem(flag, str(err)))
+            continue
+        too_long = long_int_problem(value)
+        if too_long:
+            inner, message = too_long
+            problems.append(Problem(flag, f"{join_path(key.strip(), inner)}: {message}" if inner else message))
             continue
         node: Any = out
         for i, part in enumerate(parts[:-1]):
