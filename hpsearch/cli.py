@@ -81,6 +81,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a search; print the best trials, the experiment folder and the wall time."""
+    if args.cluster:  # a bad --cluster is refused in a moment, before Ray and torch load (preflight reads it again)
+        parse_node_groups(args.cluster)
     spec = _load(args)  # first: a bad spec is refused in a moment, before Ray and torch load
     # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
     from hpsearch.runtime.tuner import run
@@ -222,10 +224,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.emit or any(vars(args)[dest] is not None and vars(args)[dest] is not False for dest in _RAYJOB_OPTIONS):
         return _emit_rayjob(args)
 
+    groups = parse_node_groups(args.cluster) if args.cluster else None  # a bad one is refused before the spec loads
     spec = _load(args)
     timing = _estimate_inputs(spec, args) if args.estimate else None  # before Ray: a missing input fails at once
-    if args.cluster:
-        groups = parse_node_groups(args.cluster)
+    if groups:
         if any(g.autoscaling for g in groups):  # min..max counts: the plan at both sizes, and per extra node
             return _plan_autoscaling(spec, groups, args.format, timing=timing, epochs=args.epochs)
         nodes = nodes_at(groups)
@@ -329,8 +331,8 @@ def _emit_rayjob(args: argparse.Namespace) -> int:
             "--emit rayjob needs --image IMAGE: a container image with hpsearch, your train loop's packages "
             "and the same Ray as here installed (README: Running on Kubernetes)"
         )
+    groups = parse_node_groups(args.cluster)  # before the spec loads: a bad one is refused at once
     spec = _load(args)
-    groups = parse_node_groups(args.cluster)
     try:
         ray_version: str | None = version("ray")
     except PackageNotFoundError:  # pragma: no cover - ray is a dependency

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1132,4 +1133,91 @@ def test_a_bad_flag_exits_2_in_one_line_before_ray_starts(argv, expected, tmp_pa
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == f"hpsearch {argv[0]}: error: {expected}" and "Traceback" not in err
+    assert _tree(tmp_path) == before
+
+
+_AMOUNT = "must be a finite number >= 0 and <= 1,000,000,000"
+
+
+def _cluster(command: str, cluster: str, expected: str, case: str, *more: str) -> Any:
+    """A row of BAD_CLUSTERS: ``hpsearch plan`` (or ``run``, given the --address it needs) with ``--cluster``."""
+    argv = ["plan", "{spec}"] if command == "plan" else ["run", "{spec}", "--address", "127.0.0.1:1"]
+    return pytest.param([*argv, "--cluster", cluster, *more], expected, id=f"{command}-{case}")
+
+
+#: ``--cluster`` values past a bound (hpsearch.planning.cluster_shape's MAX_*), refused through main's `Error:` line.
+BAD_CLUSTERS = [
+    _cluster(
+        "plan", "1000000000x{CPU: 4}", "--cluster term 1: count must be at most 10,000 nodes, got '1000000000'", "1e9"
+    ),
+    _cluster(
+        "plan",
+        "9" * 20 + "x{CPU: 4}",
+        f"--cluster term 1: count must be at most 10,000 nodes, got '{'9' * 20}'",
+        "20-digit-count",
+    ),
+    _cluster(
+        "plan",
+        "1x{CPU: 4} + 0..6000x{CPU: 4} + 0..6000x{CPU: 4}",
+        "--cluster: must have at most 10,000 nodes in all, got 12,001 at the maximum size (1 + 0..6000 + 0..6000)",
+        "total-nodes",
+    ),
+    _cluster("plan", "1x{CPU: .nan}", f"--cluster term 1.CPU: {_AMOUNT}, got nan", "nan"),
+    _cluster("plan", "1x{GPU: .inf}", f"--cluster term 1.GPU: {_AMOUNT}, got inf", "inf"),
+    _cluster("plan", "2x{CPU: -4}", f"--cluster term 1.CPU: {_AMOUNT}, got -4", "negative"),
+    _cluster(
+        "plan",
+        "1x{CPU: " + "9" * 5000 + "}",
+        f"--cluster: must be at most 4,096 characters, got 5,009: '1x{{CPU: {'9' * 48}...",
+        "5000-digit-amount",
+    ),
+    _cluster(
+        "plan",
+        "1x{CPU: " + "1" * 40 + "}",
+        f"--cluster term 1: a number must have at most 32 digits, got one of 40: '{'1' * 40}'",
+        "40-digit-amount",
+    ),
+    _cluster(
+        "plan",
+        "{tmp}/cluster.fifo",
+        "--cluster {tmp}/cluster.fifo: must be a regular YAML file, got a FIFO (named pipe)",
+        "fifo",
+    ),
+    _cluster(
+        "plan", "{tmp}/big.yaml", "--cluster {tmp}/big.yaml: must be a file of at most 64 KiB, got a larger one", "big"
+    ),
+    _cluster(
+        "plan",
+        "1x{CPU: 8} + 0..100000x{CPU: 8, GPU: 8}",
+        "--cluster term 2: count must be at most 10,000 nodes, got '0..100000'",
+        "emit-rayjob-100000-nodes",
+        *["--emit", "rayjob", "--image", "example/hpsearch:1"],
+    ),
+    _cluster(
+        "run",
+        "1x{CPU: 4} + 0..100000x{CPU: 4}",
+        "--cluster term 2: count must be at most 10,000 nodes, got '0..100000'",
+        "100000-nodes",
+    ),
+    _cluster("run", "1x{CPU: 4} + 0..4x{CPU: .nan}", f"--cluster term 2.CPU: {_AMOUNT}, got nan", "nan"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_CLUSTERS)
+def test_a_bad_cluster_exits_2_in_one_error_line_at_once_before_ray_starts(
+    argv, expected, tmp_path, monkeypatch, capsys
+):
+    from hpsearch.runtime import cluster
+
+    monkeypatch.chdir(tmp_path)
+    path, _ = _write(tmp_path, Run(spec=None))
+    os.mkfifo(tmp_path / "cluster.fifo")  # nobody writes to it: reading it would wait forever
+    (tmp_path / "big.yaml").write_text("# padding\n" * 7000)
+    monkeypatch.setattr(cluster, "connect", lambda *a, **k: pytest.fail("Ray was started"))
+    before = _tree(tmp_path)
+    start = time.perf_counter()
+    code = main([a.replace("{spec}", str(path)).replace("{tmp}", str(tmp_path)) for a in argv])
+    assert time.perf_counter() - start < 2.0
+    assert code == 2
+    assert capsys.readouterr().err == f"Error: {expected.replace('{tmp}', str(tmp_path))}\n"  # one line, no traceback
     assert _tree(tmp_path) == before
