@@ -118,6 +118,41 @@ def test_a_later_load_counts_the_helpers_an_earlier_load_imported(folder: Path) 
     assert {"loop_helpers", "loop_tools", "loop_tools.scale"} <= set(by_value_modules(loop).modules)
 
 
+def test_a_loop_loads_while_another_thread_imports(folder: Path) -> None:
+    """Another thread importing as a loop loads (a notebook's, Ray's, a watcher's) never fails the load:
+    the modules the load brought in are found from a copy of ``sys.modules``, not while it grows."""
+    import threading
+    import types
+
+    from hpsearch.spec._imports import _recording
+
+    stop = threading.Event()
+
+    added = [f"_hpsearch_test_import_{n}" for n in range(2000)]
+
+    def importing() -> None:  # as imports do: sys.modules grows (and, here, shrinks again)
+        while not stop.is_set():
+            for name in added:
+                sys.modules[name] = types.ModuleType(name)
+            for name in added:
+                sys.modules.pop(name, None)
+
+    churn = threading.Thread(target=importing, daemon=True)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns often, as on a loaded machine
+    churn.start()
+    try:
+        for _ in range(100):
+            with _recording():
+                pass
+    finally:
+        stop.set()
+        churn.join()
+        sys.setswitchinterval(interval)
+        for name in added:
+            sys.modules.pop(name, None)
+
+
 @pytest.mark.parametrize(
     "ref",
     ["json:dumps", "yaml:safe_load", "hpsearch.spec._imports:resolve_reference"],

@@ -339,12 +339,14 @@ def _exited_on_import(what: str, err: SystemExit) -> str:
 def _recording() -> Iterator[set[str]]:
     """Note in :data:`_BROUGHT_IN` every module imported inside the block (also when the import fails); the
     set it gives holds their names once the block has ended."""
-    before = set(sys.modules)
+    # sys.modules.copy(), not iterating sys.modules: another thread may import while this one does (a
+    # notebook's, Ray's, a test's watcher), and iterating a dict that grows raises RuntimeError.
+    before = set(sys.modules.copy())
     brought_in: set[str] = set()
     try:
         yield brought_in
     finally:
-        brought_in.update(n for n in sys.modules if n not in before)
+        brought_in.update(n for n in sys.modules.copy() if n not in before)
         for name in brought_in:
             where = _location(sys.modules[name])
             if where is not None:
