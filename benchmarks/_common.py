@@ -282,7 +282,7 @@ def run_search(spec: Any, stall_s: float | None = STALL_S) -> dict[str, Any]:
     import ray
 
     import hpsearch
-    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.nodes.connect import connect
 
     spec = hpsearch.load_spec(spec)
     began = time.time()

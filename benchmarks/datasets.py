@@ -141,8 +141,8 @@ def run_way(way: str, rows: int, features: int, epochs: int, storage: str) -> di
     import os
 
     from hpsearch.experiment.layout import HISTORY_FILE, TRAIN_RUNS_DIR
-    from hpsearch.runtime.cluster import connect
-    from hpsearch.runtime.tuner import run
+    from hpsearch.runtime.nodes.connect import connect
+    from hpsearch.runtime.search.tuner import run
     from hpsearch.spec import load_spec
 
     Path(storage).mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,7 @@ def run_way(way: str, trials: int, epochs: int, budget_s: float, storage: str) -
 
     import hpsearch
     from hpsearch.experiment.layout import PLAN_FILE
-    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.nodes.connect import connect
 
     connect()
     spec = hpsearch.load_spec(

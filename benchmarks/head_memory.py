@@ -395,7 +395,7 @@ def measure(
 ) -> dict:
     """The search of ``trials`` at once, snapshotted in its steady state; returns the snapshots (bytes)."""
     import hpsearch
-    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.nodes.connect import connect
 
     markers = Path(storage) / "markers"
     markers.mkdir(parents=True)

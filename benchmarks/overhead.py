@@ -158,8 +158,8 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
             stamp(events, "trial_end")
 
     if variant in HPSEARCH_VARIANTS:
-        from hpsearch.runtime.cluster import connect
         from hpsearch.runtime.env import apply_fit_defaults
+        from hpsearch.runtime.nodes.connect import connect
 
         apply_fit_defaults()  # Tune's state saved every second, as `hpsearch run` sets it before Tuner.fit
         connect()  # hpsearch's embedded Ray: dashboard on loopback
@@ -213,7 +213,7 @@ def run_variant(variant: str, trials: int, epochs: int, storage: str) -> dict:
     tuner = tune.Tuner(
         trainable,
         param_space=config,
-        # hpsearch reuses a finished trial's actor (runtime/reuse.py), as `hpsearch run` does; Ray's
+        # hpsearch reuses a finished trial's actor (runtime/trial/reuse.py), as `hpsearch run` does; Ray's
         # documented pattern keeps Tune's default (off), which its nested runs need under early stopping
         tune_config=tune.TuneConfig(num_samples=trials, max_concurrent_trials=1, reuse_actors=variant == "hpsearch"),
         run_config=tune.RunConfig(name=variant, storage_path=storage, verbose=0, callbacks=[Stamps()]),

@@ -62,7 +62,7 @@ def run_search(trials: int, reports: int, storage: str) -> dict:
 
     import hpsearch
     from hpsearch.experiment.layout import PLAN_FILE
-    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.nodes.connect import connect
 
     connect()
     spec = hpsearch.load_spec(

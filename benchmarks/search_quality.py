@@ -23,7 +23,7 @@ Definitions:
                    hpsearch's report times are those of ``train/<trial_id>/hpsearch_history.jsonl``
                    in the experiment folder (Tune's own timestamp has whole-second steps).
   wall time        from the start of the search (hpsearch: Ray's start-up included, by
-                   ``hpsearch.runtime.cluster.connect`` as ``hpsearch.run`` does it; plain Optuna: loading
+                   ``hpsearch.runtime.nodes.connect.connect`` as ``hpsearch.run`` does it; plain Optuna: loading
                    the data) to the report.
   to target        the first report with val_acc >= --target (0.97); medians over seeds count
                    a seed that never reached it as infinite.
@@ -173,7 +173,7 @@ def run_hpsearch(job: dict[str, Any]) -> dict[str, Any]:
 
     import hpsearch
     from hpsearch.experiment.layout import HISTORY_FILE, TRAIN_RUNS_DIR
-    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.nodes.connect import connect
 
     overrides = spec_overrides(job["method"], job["seed"], job["budget"], job["epochs"], job["heavy"])
     spec = hpsearch.load_spec(BASE_SPEC, overrides=[*overrides, f"storage_path={job['storage']}"])

@@ -108,11 +108,11 @@ SEARCHERS = {
 
 def hpsearch_searcher(spec: Any) -> tuple[Any, dict, Any, Any]:
     """The searcher ``hpsearch run`` builds for ``spec``, one trial at a time; Tune's param space, metric and mode."""
-    from hpsearch.runtime.plugins import SearcherContext, build_searcher  # lazy: Ray's Tune; --help needs none
-    from hpsearch.runtime.tune_space import to_tune  # lazy: Ray's Tune, as above
-    from hpsearch.runtime.warm_start import with_space  # lazy: Ray's Tune, as above
+    from hpsearch.runtime.search.plugins import SearcherContext, build_searcher  # lazy: Ray's Tune; --help needs none
+    from hpsearch.runtime.search.tune_space import to_tune  # lazy: Ray's Tune, as above
+    from hpsearch.runtime.search.warm_start import with_space  # lazy: Ray's Tune, as above
 
-    if spec.multi_objective:  # as runtime/tuner.py's _searcher_context
+    if spec.multi_objective:  # as runtime/search/tuner.py's _searcher_context
         ctx = SearcherContext(
             [m for m, _ in spec.objectives], [d for _, d in spec.objectives], 1, constraints=spec.constraints
         )
@@ -120,7 +120,7 @@ def hpsearch_searcher(spec: Any) -> tuple[Any, dict, Any, Any]:
         ctx = SearcherContext(spec.metric, spec.mode, 1, constraints=spec.constraints)
     searcher = build_searcher(spec.searcher, with_space(spec, ctx))
     param_space = to_tune(spec.trial_space(), searcher=spec.searcher.type)
-    # Tune gets no single metric with several objectives (runtime/tuner.py), and passes on what it got
+    # Tune gets no single metric with several objectives (runtime/search/tuner.py), and passes on what it got
     metric, mode = (None, None) if spec.multi_objective else (spec.metric, spec.mode)
     return searcher, param_space, metric, mode
 
@@ -444,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--ways: unknown {', '.join(unknown)}; known: {', '.join(WAYS)}")
     import optuna  # noqa: F401  # lazy: imported before any way is timed, so no way's seconds hold it
 
-    import hpsearch.runtime.plugins  # noqa: F401  # lazy: Ray's Tune with it, imported before any way is timed
+    import hpsearch.runtime.search.plugins  # noqa: F401  # lazy: Ray's Tune with it, imported before any way is timed
 
     command, machine = print_header()
     print(f"tables: {len(tables)}, seeds: {seeds}, trials: {trials}, multi-objective record: {not args.no_mo}")

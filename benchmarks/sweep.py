@@ -187,7 +187,7 @@ def run_way(way: str, trials: int, epochs: int, cpus: int | None, stall_s: float
     timing.mkdir(parents=True)
     config = {**MODEL, "epochs": epochs, "checkpoint_every": epochs, "timing_dir": str(timing)}
     if way == "hpsearch":
-        from hpsearch.runtime.cluster import connect
+        from hpsearch.runtime.nodes.connect import connect
 
         connect(num_cpus=cpus)
     else:

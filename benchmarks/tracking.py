@@ -70,7 +70,7 @@ def timed_trackers() -> dict[str, float]:
     """Wrap every tracker hook to add its seconds to the returned dict (per tracker class)."""
     import functools
 
-    from hpsearch.runtime import tracking
+    from hpsearch.runtime.search import tracking
 
     spent: dict[str, float] = {}
     for cls in (tracking.MlflowTracker, tracking.WandbTracker, tracking.TensorboardTracker, tracking.OptunaTracker):
@@ -94,7 +94,7 @@ def run_way(way: str, storage: str, trials: int, epochs: int) -> dict:
     import ray
 
     from hpsearch import load_results
-    from hpsearch.runtime.tuner import run
+    from hpsearch.runtime.search.tuner import run
 
     spent = timed_trackers() if way == "on" else {}
     spec = spec_for(way, Path(storage), trials, epochs)

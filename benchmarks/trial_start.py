@@ -190,7 +190,7 @@ def two_reports(config: dict[str, Any]) -> None:
 def measure(trials: int, workers: int, reports: int, every_s: float, idle_s: float, storage: str) -> dict[str, Any]:
     """The search, sampled; returns per kind the CPU seconds used during it and the idle rates before it."""
     import hpsearch
-    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.nodes.connect import connect
 
     connect()
     spec = hpsearch.load_spec(

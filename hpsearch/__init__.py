@@ -6,6 +6,22 @@ line; :func:`load_spec` / :func:`build_tuner` / :func:`run` from Python; and
 
 ``import hpsearch`` is fast: Ray, torch, Optuna and matplotlib load only when used
 (``__version__`` comes from the installed package's metadata, read by :mod:`hpsearch._version`).
+
+The package, one line a part (each package's ``__init__`` is its own index):
+
+- :mod:`~hpsearch.spec`: the search spec, YAML in and a typed ``Spec`` out; pure (no Ray, no torch).
+- :mod:`~hpsearch.planning`: the resource planner, the estimate and the KubeRay manifest; pure.
+- :mod:`~hpsearch.experiment`: the experiment folder's names, readers, writers and lock; pure.
+- :mod:`~hpsearch.analysis`: a folder read into pandas tables and plot data; pure.
+- :mod:`~hpsearch.results`: plots, the report, the Optuna export, a trial's model loaded back.
+- :mod:`~hpsearch.runtime`: everything that talks to Ray, grouped by the process it runs in.
+- :mod:`~hpsearch.examples`: the shipped example loops (digits, Ray Data, Lightning, Transformers).
+- :mod:`~hpsearch.train`: checkpoint helpers for train loops: report-and-save, restore.
+- :mod:`~hpsearch.cli`: the ``hpsearch`` command; :mod:`~hpsearch.__main__` makes it ``python -m hpsearch``.
+- :mod:`~hpsearch.errors`: every exception hpsearch raises on purpose.
+- :mod:`~hpsearch.messages`: what hpsearch tells the user while it works: one channel, one prefix.
+- :mod:`~hpsearch.formatting`: numbers, durations, resource-hours and text tables, one way everywhere.
+- :mod:`~hpsearch._version`: the installed version, read from the package's metadata.
 """
 
 from __future__ import annotations
@@ -60,11 +76,11 @@ __all__ = [
 _LAZY = {
     "load_spec": "hpsearch.spec",
     "Spec": "hpsearch.spec",
-    "build_tuner": "hpsearch.runtime.tuner",
-    "run": "hpsearch.runtime.tuner",
-    "resume": "hpsearch.runtime.tuner",
-    "SearchResult": "hpsearch.runtime.search_result",
-    "make_trainable": "hpsearch.runtime.trainable",
+    "build_tuner": "hpsearch.runtime.search.tuner",
+    "run": "hpsearch.runtime.search.tuner",
+    "resume": "hpsearch.runtime.search.tuner",
+    "SearchResult": "hpsearch.runtime.search.search_result",
+    "make_trainable": "hpsearch.runtime.trial.trainable",
     "load_results": "hpsearch.analysis",
     "load_model": "hpsearch.results.checkpoints",
     "to_optuna_study": "hpsearch.results.optuna_export",
@@ -78,9 +94,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.results import plots
     from hpsearch.results.checkpoints import load_model
     from hpsearch.results.optuna_export import to_optuna_study
-    from hpsearch.runtime.search_result import SearchResult
-    from hpsearch.runtime.trainable import make_trainable
-    from hpsearch.runtime.tuner import build_tuner, resume, run
+    from hpsearch.runtime.search.search_result import SearchResult
+    from hpsearch.runtime.search.tuner import build_tuner, resume, run
+    from hpsearch.runtime.trial.trainable import make_trainable
     from hpsearch.spec import Spec, load_spec
 
 

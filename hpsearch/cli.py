@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         parse_node_groups(args.cluster)
     spec = _load(args)  # first: a bad spec is refused in a moment, before Ray and torch load
     # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
-    from hpsearch.runtime.tuner import run
+    from hpsearch.runtime.search.tuner import run
 
     result = run(spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose, cluster=args.cluster)
     return _report_search(spec, result.summary)
@@ -113,7 +113,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """
     spec = _load(args)  # first: a bad spec is refused in a moment, before Ray and torch load
     # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
-    from hpsearch.runtime.check import check, failed_lines
+    from hpsearch.runtime.search.check import check, failed_lines
 
     setup, report = check(
         spec,
@@ -141,7 +141,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted search from its experiment folder: finished trials are kept."""
     # lazy: Ray and torch take seconds to import; validate, plan, report and export never need them
-    from hpsearch.runtime.tuner import resume
+    from hpsearch.runtime.search.tuner import resume
 
     result = resume(
         args.experiment,
@@ -236,7 +236,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         import ray  # lazy: Ray takes seconds to import; only plan without --cluster needs it
 
         # lazy: Ray takes seconds to import; only plan without --cluster needs it
-        from hpsearch.runtime.cluster import cluster_nodes, connect
+        from hpsearch.runtime.nodes.connect import cluster_nodes, connect
 
         started = connect(args.address)
         try:

@@ -230,7 +230,7 @@ def restore(
         ValueError: The checkpoint holds a whole model and ``model`` is sharded by FSDP.
     """
     # In a run from a donor's checkpoint, get_checkpoint() returns it where the installed Ray allows, and the
-    # optimizer's and scheduler's loads then keep the new hyperparameters themselves (runtime/transplant.py);
+    # optimizer's and scheduler's loads then keep the new hyperparameters themselves (runtime/train/transplant.py);
     # otherwise the run's start file names it, and the hyperparameters are re-applied here.
     found, transplant = ray.train.get_checkpoint(), False
     if found is None:
@@ -307,7 +307,7 @@ def apply_hyperparameters(
 
 def _start_checkpoint() -> ray.train.Checkpoint | None:
     """The donor checkpoint this run starts from under population-based training (written into the
-    run's folder by the trial driver, :mod:`hpsearch.runtime.pbt_driver`), or ``None``."""
+    run's folder by the trial driver, :mod:`hpsearch.runtime.trial.pbt_driver`), or ``None``."""
     try:
         storage = ray.train.get_context().get_storage()
         fs, folder = storage.storage_filesystem, storage.experiment_fs_path

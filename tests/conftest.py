@@ -71,7 +71,7 @@ def _ray_session():
     """An embedded local Ray (dashboard on loopback, as ``hpsearch run`` starts it), shut down at the end."""
     import ray
 
-    from hpsearch.runtime.cluster import connect
+    from hpsearch.runtime.nodes.connect import connect
 
     started = connect()
     yield ray

@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hpsearch.cli import main
-from hpsearch.runtime import cluster, env, session
+from hpsearch.runtime import env
+from hpsearch.runtime.nodes import connect as cluster
+from hpsearch.runtime.nodes import session
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ LIGHT_PACKAGES: tuple[str, ...] = ("hpsearch.results",)
 
 #: Per pure package, the third-party packages it never imports, not even lazily inside a function. Ray is the
 #: runtime's alone; the spec is read and checked before anything heavy loads (its translation to Tune is
-#: hpsearch.runtime.tune_space), so it takes neither Ray nor torch.
+#: hpsearch.runtime.search.tune_space), so it takes neither Ray nor torch.
 NEVER_ANYWHERE: dict[str, tuple[str, ...]] = {
     "hpsearch.spec": ("ray", "torch"),
     "hpsearch.planning": ("ray",),

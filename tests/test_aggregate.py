@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hpsearch.runtime.aggregate import METHODS, aggregate_metrics, plain_metrics, plain_value
+from hpsearch.runtime.train.aggregate import METHODS, aggregate_metrics, plain_metrics, plain_value
 from hpsearch.spec import Aggregate
 
 RANKS = [{"loss": 1.0}, {"loss": 4.0}, {"loss": 2.5}]

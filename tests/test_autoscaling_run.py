@@ -15,10 +15,10 @@ from hpsearch.errors import ClusterError, PlanError, SpecError
 from hpsearch.planning.autoscale import addable_nodes, group_counts, plan_run, waiting_for_workers
 from hpsearch.planning.cluster_shape import parse_node_groups
 from hpsearch.planning.planner import GB, Node
-from hpsearch.runtime.autoscaling import autoscaling_for, failure_for, from_plan, worker_shapes
-from hpsearch.runtime.cluster import count_waiting
-from hpsearch.runtime.outcomes import OutcomeRecorder
-from hpsearch.runtime.progress import ProgressPrinter
+from hpsearch.runtime.nodes.connect import count_waiting
+from hpsearch.runtime.search.autoscaling import autoscaling_for, failure_for, from_plan, worker_shapes
+from hpsearch.runtime.search.outcomes import OutcomeRecorder
+from hpsearch.runtime.search.progress import ProgressPrinter
 from hpsearch.spec import Spec, load_spec
 from tests.fake_tune import FakeTrial
 

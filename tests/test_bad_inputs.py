@@ -1071,7 +1071,7 @@ def test_each_command_refuses_a_file_that_is_no_spec_at_once_in_one_block(
     import time
     import tracemalloc
 
-    from hpsearch.runtime import cluster
+    from hpsearch.runtime.nodes import connect as cluster
 
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "spec.yaml"
@@ -1122,7 +1122,7 @@ BAD_FLAGS = [
 
 @pytest.mark.parametrize(("argv", "expected"), BAD_FLAGS, ids=[" ".join(a[2:]) for a, _ in BAD_FLAGS])
 def test_a_bad_flag_exits_2_in_one_line_before_ray_starts(argv, expected, tmp_path, monkeypatch, capsys):
-    from hpsearch.runtime import cluster
+    from hpsearch.runtime.nodes import connect as cluster
 
     monkeypatch.chdir(tmp_path)
     path, _ = _write(tmp_path, Run(spec=None))
@@ -1207,7 +1207,7 @@ BAD_CLUSTERS = [
 def test_a_bad_cluster_exits_2_in_one_error_line_at_once_before_ray_starts(
     argv, expected, tmp_path, monkeypatch, capsys
 ):
-    from hpsearch.runtime import cluster
+    from hpsearch.runtime.nodes import connect as cluster
 
     monkeypatch.chdir(tmp_path)
     path, _ = _write(tmp_path, Run(spec=None))

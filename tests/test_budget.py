@@ -29,8 +29,8 @@ from hpsearch.experiment.files import Outcome
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, SUMMARY_FILE
 from hpsearch.formatting import hours
 from hpsearch.results.report import render_markdown
-from hpsearch.runtime import budget as rb
-from hpsearch.runtime.outcomes import OutcomeRecorder
+from hpsearch.runtime.search import budget as rb
+from hpsearch.runtime.search.outcomes import OutcomeRecorder
 from hpsearch.spec.budget import Budget, BudgetUse, Target, format_duration, parse_budget
 
 
@@ -157,7 +157,7 @@ def test_the_recorder_records_each_run_of_a_driver_with_the_trials_resources(
 ) -> None:
     exp = write_experiment(tmp_path / "exp", [], summary=False)  # the spec as run: 0.1-CPU driver + 2 x 0.45 CPU
     clock = Clock()
-    monkeypatch.setattr("hpsearch.runtime.outcomes.time.time", clock)
+    monkeypatch.setattr("hpsearch.runtime.search.outcomes.time.time", clock)
     recorder = OutcomeRecorder(exp)
     trial = TuneTrial("t1", error="ValueError: bad")
     recorder.on_trial_start(0, [], trial)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpsearch.planning.planner import Node
-from hpsearch.runtime import cluster
+from hpsearch.runtime.nodes import connect as cluster
 
 
 def test_cluster_nodes_reads_alive_nodes_and_marks_the_head(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,7 +48,7 @@ def test_connection_error_explains_token_authentication(monkeypatch: pytest.Monk
 
 
 def test_a_ray_job_command_uses_the_jobs_cluster_not_an_embedded_one():
-    from hpsearch.runtime.cluster import JOB_MARKER, job_cluster_address
+    from hpsearch.runtime.nodes.connect import JOB_MARKER, job_cluster_address
 
     assert job_cluster_address({JOB_MARKER: '{"runtime_env": {}}', "RAY_ADDRESS": "127.0.0.1:6379"}) == "auto"
     assert job_cluster_address({"RAY_ADDRESS": "127.0.0.1:6379"}) is None

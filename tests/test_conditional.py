@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hpsearch.runtime.plugins import SearcherContext, build_searcher
-from hpsearch.runtime.tune_space import JOINT_GRID_KEY, to_tune
+from hpsearch.runtime.search.plugins import SearcherContext, build_searcher
+from hpsearch.runtime.search.tune_space import JOINT_GRID_KEY, to_tune
 from hpsearch.spec import load_spec, total_trials
 from hpsearch.spec.plugins import SEARCHERS
 from hpsearch.spec.space import (
@@ -307,7 +307,7 @@ def test_without_conditions_every_searcher_is_what_ray_builds(kind: str) -> None
     if kind == "optuna":  # Ray's, able to resume a killed search (tests/test_warm_start.py); it suggests as Ray's does
         from ray.tune.search.optuna import OptunaSearch
 
-        from hpsearch.runtime.searchers import ResumableOptunaSearch
+        from hpsearch.runtime.search.searchers import ResumableOptunaSearch
 
         assert inner is ResumableOptunaSearch and inner.suggest is OptunaSearch.suggest
     else:
@@ -331,7 +331,7 @@ def test_a_conditional_warm_started_search_records_only_active_parameters(ray_cl
     from fake_experiment import FakeTrial, spec_dict, write_experiment
 
     from hpsearch import load_results
-    from hpsearch.runtime.tuner import run
+    from hpsearch.runtime.search.tuner import run
 
     spec = yaml.safe_load((ROOT / "search_spaces" / "digits_conditional.yaml").read_text())
     space = spec["search_space"]

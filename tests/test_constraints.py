@@ -21,10 +21,10 @@ from hpsearch.cli import main
 from hpsearch.errors import MetricNotReportedError
 from hpsearch.experiment.ranking import best_checkpoint, rank_trials
 from hpsearch.experiment.ranking import pareto_front as front_of_reports
-from hpsearch.runtime.budget import BudgetTracker
-from hpsearch.runtime.plugins import SearcherContext, build_searcher
-from hpsearch.runtime.searchers import FAILED_CONSTRAINT
-from hpsearch.runtime.tuner import _required_metrics
+from hpsearch.runtime.search.budget import BudgetTracker
+from hpsearch.runtime.search.plugins import SearcherContext, build_searcher
+from hpsearch.runtime.search.searchers import FAILED_CONSTRAINT
+from hpsearch.runtime.search.tuner import _required_metrics
 from hpsearch.spec import load_spec
 from hpsearch.spec.constraints import Constraint, violation
 

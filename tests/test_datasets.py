@@ -313,7 +313,7 @@ def test_the_data_config_splits_the_named_datasets_and_caps_each_executor():
 
 
 def test_make_trainable_refuses_a_split_of_no_dataset():
-    from hpsearch.runtime.trainable import make_trainable
+    from hpsearch.runtime.trial.trainable import make_trainable
 
     with pytest.raises(ValueError, match=r"^data.split names no dataset: test \(datasets: train\)$"):
         make_trainable(_one, datasets={"train": _one}, data={"materialize": "per_trial", "split": ["test"]})
@@ -339,7 +339,7 @@ def _log_lines(path: Path) -> list[dict]:
 @pytest.mark.timeout(300)
 def test_once_builds_the_datasets_once_and_every_trial_reads_its_shards(ray_cluster, tmp_path, monkeypatch):
     from hpsearch.experiment.files import read_outcomes
-    from hpsearch.runtime.tuner import run
+    from hpsearch.runtime.search.tuner import run
 
     log = tmp_path / "factory.log"
     monkeypatch.setenv("HPSEARCH_TEST_DATA_LOG", str(log))
@@ -362,7 +362,7 @@ def test_once_builds_the_datasets_once_and_every_trial_reads_its_shards(ray_clus
 def test_per_trial_data_tasks_in_two_trials_at_once_on_two_cpus_finish(ray_cluster, tmp_path):
     """Ray Data's map tasks run inside both trials (1 CPU each), on the 1 CPU kept free: no starvation hang."""
     from hpsearch.experiment.files import read_outcomes
-    from hpsearch.runtime.tuner import run
+    from hpsearch.runtime.search.tuner import run
 
     log = tmp_path / "factory.log"
     spec = load_spec(

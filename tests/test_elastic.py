@@ -241,7 +241,7 @@ def test_an_autoscaling_plan_says_it_at_both_sizes() -> None:
 def test_the_driver_gives_ray_an_elastic_scaling_config_that_ray_accepts() -> None:
     from ray.train.v2.api.config import ScalingConfig  # lazy: Ray loads only in this test
 
-    from hpsearch.runtime.driver import scaling_config_kwargs
+    from hpsearch.runtime.trial.driver import scaling_config_kwargs
 
     kwargs = scaling_config_kwargs(spec_of({**ELASTIC, "resize_interval_s": 3}).scaling)
     assert kwargs["num_workers"] == (2, 8) and kwargs["elastic_resize_monitor_interval_s"] == 3.0
@@ -256,7 +256,7 @@ def test_the_driver_gives_ray_an_elastic_scaling_config_that_ray_accepts() -> No
 
 
 def test_the_drivers_tell_rays_coordinator_every_planned_driver_and_the_data_reserve() -> None:
-    from hpsearch.runtime.driver import driver_room
+    from hpsearch.runtime.trial.driver import driver_room
 
     bundle = {"CPU": 0.25, HEAD_RESOURCE: HEAD_SLIVER}
     assert driver_room({"max_concurrent_trials": 3}, [bundle]) == [bundle] * 3

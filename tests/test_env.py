@@ -90,9 +90,9 @@ def test_no_module_but_env_sets_an_environment_variable(tmp_path) -> None:
 
 
 def test_cluster_does_not_import_the_trainable() -> None:
-    tree = ast.parse((PACKAGE / "runtime" / "cluster.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PACKAGE / "runtime" / "nodes" / "connect.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "hpsearch.runtime.trainable" not in imported
+    assert "hpsearch.runtime.trial.trainable" not in imported
 
 
 def test_a_workers_torch_master_is_the_trials_whatever_was_set() -> None:

@@ -13,7 +13,7 @@ import hpsearch
 from benchmarks import failed_trials as ft
 from benchmarks.searchers_on_tables import hpsearch_searcher
 from hpsearch.errors import SpecError
-from hpsearch.runtime.searchers import FAILED_ATTR, FAILED_CONSTRAINT
+from hpsearch.runtime.search.searchers import FAILED_ATTR, FAILED_CONSTRAINT
 
 
 def _searcher(way: str, trials: int = 10, **searcher: object):

@@ -13,8 +13,8 @@ import yaml
 import hpsearch
 from hpsearch.cli import main
 from hpsearch.experiment.files import read_outcomes
-from hpsearch.runtime.plugins import SearcherContext, build_searcher
-from hpsearch.runtime.searchers import FAILED_ATTR, FAILED_CONSTRAINT
+from hpsearch.runtime.search.plugins import SearcherContext, build_searcher
+from hpsearch.runtime.search.searchers import FAILED_ATTR, FAILED_CONSTRAINT
 
 pytestmark = pytest.mark.ray
 

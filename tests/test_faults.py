@@ -166,7 +166,7 @@ def test_ctrl_c_then_a_killed_resume_then_resume_again_runs_every_trial_once_and
 
     import psutil
 
-    from hpsearch.runtime import session
+    from hpsearch.runtime.nodes import session
 
     # Two trials, one at a time (each nested trial costs ~12 s of this machine): the Ctrl-C lands in the first,
     # the kill once the resume has run it to its end, and the last resume runs the other.

@@ -133,7 +133,7 @@ def _folder(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize("argv", [["run", "{spec}"], ["run", "{spec}", "--overwrite"], ["resume", "{exp}"]])
 def test_a_command_on_a_folder_another_search_holds_exits_2_naming_it(tmp_path, monkeypatch, capsys, argv) -> None:
     from hpsearch.cli import main
-    from hpsearch.runtime import cluster
+    from hpsearch.runtime.nodes import connect as cluster
 
     spec_path, exp = _folder(tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -17,8 +17,8 @@ from ray.tune.search.search_generator import SearchGenerator
 
 import hpsearch
 from hpsearch.errors import SpecError
-from hpsearch.runtime.grow import grow_search
-from hpsearch.runtime.preflight import check_growth
+from hpsearch.runtime.search.grow import grow_search
+from hpsearch.runtime.search.preflight import check_growth
 from hpsearch.spec import total_trials
 
 

@@ -140,11 +140,14 @@ def test_the_lazy_table_points_at_the_runtime_and_every_listed_name_resolves() -
     import hpsearch
 
     assert (
-        hpsearch._LAZY["build_tuner"] == hpsearch._LAZY["run"] == hpsearch._LAZY["resume"] == "hpsearch.runtime.tuner"
+        hpsearch._LAZY["build_tuner"]
+        == hpsearch._LAZY["run"]
+        == hpsearch._LAZY["resume"]
+        == "hpsearch.runtime.search.tuner"
     )
-    assert hpsearch._LAZY["make_trainable"] == "hpsearch.runtime.trainable"
+    assert hpsearch._LAZY["make_trainable"] == "hpsearch.runtime.trial.trainable"
     assert {"analysis", "plots"} <= set(hpsearch.__all__)
     for name in hpsearch.__all__:
         assert getattr(hpsearch, name) is not None, name
-    assert hpsearch.build_tuner.__module__ == "hpsearch.runtime.tuner"
-    assert hpsearch.make_trainable.__module__ == "hpsearch.runtime.trainable"
+    assert hpsearch.build_tuner.__module__ == "hpsearch.runtime.search.tuner"
+    assert hpsearch.make_trainable.__module__ == "hpsearch.runtime.trial.trainable"

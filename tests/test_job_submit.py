@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from hpsearch import load_results
-from hpsearch.runtime.cluster import _free_port as free_port
+from hpsearch.runtime.nodes.connect import _free_port as free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 

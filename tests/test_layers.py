@@ -291,18 +291,18 @@ def test_the_checker_sees_imports_at_every_depth_and_resolves_relative_ones(tmp_
         "from hpsearch import analysis\n"
         "def f():\n"
         "    if True:\n"
-        "        from ..runtime import tuner  # lazy: a reason\n"
+        "        from ..runtime.search import tuner  # lazy: a reason\n"
         "    import hpsearch.spec.space\n"
     )
     modules = {**MODULES, "hpsearch.spec.mod": source}
     found = [(i.line, i.imported, i.in_function) for i in imports_of("hpsearch.spec.mod", source, modules)]
     assert found == [
         (1, "hpsearch.analysis", False),
-        (4, "hpsearch.runtime.tuner", True),
+        (4, "hpsearch.runtime.search.tuner", True),
         (5, "hpsearch.spec.space", True),
     ]
     assert [(line, comment) for line, _, comment in lazy_imports(source)] == [(4, "# lazy: a reason"), (5, "")]
-    assert place("hpsearch.spec.mod")[0] > place("hpsearch.runtime.tuner")[0]  # so line 4 points up
+    assert place("hpsearch.spec.mod")[0] > place("hpsearch.runtime.search.tuner")[0]  # so line 4 points up
 
 
 def test_the_heavy_import_finder_sees_lazy_and_dotted_imports(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ During a search on the embedded Ray (the session-wide one, started by ``connect(
 is read with psutil; the only one beyond the loopback must be PyTorch's rendezvous store of
 the trial's process group. Then clients without Ray's token knock on the GCS and the
 dashboard, and must be turned away. And the check ``connect()`` makes right after an
-embedded Ray starts (hpsearch.runtime.listening): its judgement on fake sockets, and a run
+embedded Ray starts (hpsearch.runtime.nodes.listening): its judgement on fake sockets, and a run
 with the loopback switch forced off (tests/loopback_off.py), which it must stop.
 """
 
@@ -27,8 +27,10 @@ import yaml
 
 from hpsearch.cli import main
 from hpsearch.errors import ClusterError
-from hpsearch.runtime import cluster, env, listening
-from hpsearch.runtime.listening import Listener
+from hpsearch.runtime import env
+from hpsearch.runtime.nodes import connect as cluster
+from hpsearch.runtime.nodes import listening
+from hpsearch.runtime.nodes.listening import Listener
 
 LOOPS = Path(__file__).resolve().parent / "listening_loops.py"
 LOOPBACK_OFF = Path(__file__).resolve().parent / "loopback_off.py"
@@ -216,7 +218,7 @@ def test_loopback_only_is_set_around_ray_init_and_then_restored():
     assert environ == {}
 
 
-# The check after an embedded Ray starts (hpsearch.runtime.listening).
+# The check after an embedded Ray starts (hpsearch.runtime.nodes.listening).
 
 
 @pytest.mark.parametrize(
@@ -237,7 +239,7 @@ def test_loopback_only_is_set_around_ray_init_and_then_restored():
     ],
 )
 def test_only_loopback_addresses_count_as_loopback(address, loopback):
-    from hpsearch.runtime import node_facts
+    from hpsearch.runtime.nodes import node_facts
 
     assert listening.is_loopback(address) is loopback
     # one rule: the node check's gloo test (a host name that resolves to the loopback) uses it too
@@ -331,7 +333,7 @@ def test_the_driver_sockets_held_before_ray_started_are_not_counted(monkeypatch)
         mine = (os.getpid(), "0.0.0.0", port)
         before = listening.driver_listeners()
         assert mine in {(s.pid, s.address, s.port) for s in before}
-        monkeypatch.setattr("hpsearch.runtime.session.current_session", lambda: _NO_PROCESSES)
+        monkeypatch.setattr("hpsearch.runtime.nodes.session.current_session", lambda: _NO_PROCESSES)
         assert listening.session_listeners(before) == []
         found = listening.session_listeners()  # as if opened during ray.init: then it is the session's
         assert [(s.pid, s.address, s.port) for s in found] == [mine]

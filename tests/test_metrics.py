@@ -97,8 +97,8 @@ def test_the_progress_line_shows_a_nested_metric(tmp_path: Path) -> None:
     from fake_tune import FakeTrial as TuneTrial
     from fake_tune import TuneEvents
 
-    from hpsearch.runtime.outcomes import OutcomeRecorder
-    from hpsearch.runtime.progress import ProgressPrinter
+    from hpsearch.runtime.search.outcomes import OutcomeRecorder
+    from hpsearch.runtime.search.progress import ProgressPrinter
 
     out = io.StringIO()
     recorder = OutcomeRecorder(tmp_path, budget=None)

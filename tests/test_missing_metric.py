@@ -24,7 +24,7 @@ def error_txt(error: BaseException) -> str:
     return (
         "Failure # 1 (occurred at 2026-01-01_00-00-00)\n"
         "ray::ImplicitFunc.train() (pid=1, ip=127.0.0.1)\n"
-        '  File "hpsearch/runtime/trainable.py", line 254, in _run_nested\n'
+        '  File "hpsearch/runtime/trial/trainable.py", line 254, in _run_nested\n'
         "    raise missing from None\n"
         f"{type(error).__module__}.{type(error).__name__}: {error}\n"
     )
@@ -130,13 +130,13 @@ def test_no_message_for_an_interrupted_search() -> None:
     ],
 )
 def test_has_metric_as_tune_looks_for_it(result: dict, metric: str, found: bool) -> None:
-    from hpsearch.runtime.controller import has_metric
+    from hpsearch.runtime.train.controller import has_metric
 
     assert has_metric(result, metric) is found
 
 
 def test_the_worker_loop_keeps_the_arity_and_drops_the_return_value() -> None:
-    from hpsearch.runtime.worker import worker_loop
+    from hpsearch.runtime.train.worker import worker_loop
 
     calls: list[tuple] = []
 
@@ -164,7 +164,7 @@ def test_reports_on_a_worker_are_made_plain_before_ray_sees_them() -> None:
     np = pytest.importorskip("numpy")
     from ray.train.v2._internal.execution import train_fn_utils
 
-    from hpsearch.runtime.worker import plain_reports
+    from hpsearch.runtime.train.worker import plain_reports
 
     seen: list[tuple] = []
 
@@ -185,6 +185,6 @@ def test_reports_on_a_worker_are_made_plain_before_ray_sees_them() -> None:
 
 
 def test_outside_a_train_worker_nothing_is_wrapped() -> None:
-    from hpsearch.runtime.worker import plain_reports
+    from hpsearch.runtime.train.worker import plain_reports
 
     plain_reports()  # no TrainFnUtils in this process: returns without touching anything

@@ -27,7 +27,7 @@ from hpsearch.cli import main
 from hpsearch.errors import ResultsError, SpecError
 from hpsearch.experiment.ranking import dominates, hypervolume
 from hpsearch.experiment.ranking import pareto_front as front_of_reports
-from hpsearch.runtime.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
+from hpsearch.runtime.search.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
 from hpsearch.spec import load_spec
 
 matplotlib.use("Agg")
@@ -192,7 +192,7 @@ def test_the_shipped_spec_is_valid_and_multi_objective() -> None:
 
 
 def test_every_report_must_hold_every_objective_and_the_schedulers_metric() -> None:
-    from hpsearch.runtime.tuner import _required_metrics
+    from hpsearch.runtime.search.tuner import _required_metrics
 
     spec = load_spec(_spec(scheduler={"type": "asha", "metric": "val_acc", "mode": "max"}), check_trainable=False)
     assert _required_metrics(spec) == {"n_params": "metric", "val_acc": "metric"}  # besides the primary metric

@@ -1,6 +1,6 @@
 """The node check's facts and verdicts, and the interface pin, without a cluster.
 
-:func:`hpsearch.runtime.node_facts.probe_node` runs here as it runs on a node; the host's name
+:func:`hpsearch.runtime.nodes.node_facts.probe_node` runs here as it runs on a node; the host's name
 resolution and network interfaces are faked where a test needs a host whose name resolves to
 a loopback address. The multi-host tests (``tests/test_multihost.py``) run the same check on
 real hosts.
@@ -19,8 +19,8 @@ import pytest
 from ray import cloudpickle
 
 from hpsearch.planning.planner import Node
-from hpsearch.runtime import node_check, node_facts
-from hpsearch.runtime.node_facts import GLOO_IFNAME, NCCL_IFNAME, NodeFacts, assess, socket_pin
+from hpsearch.runtime.nodes import node_check, node_facts
+from hpsearch.runtime.nodes.node_facts import GLOO_IFNAME, NCCL_IFNAME, NodeFacts, assess, socket_pin
 from hpsearch.spec import Scaling
 
 Address = namedtuple("Address", "family address netmask broadcast ptp")

@@ -13,8 +13,8 @@ from fake_tune import FakeTrial, TuneEvents
 
 from hpsearch.experiment import files
 from hpsearch.experiment.files import read_outcome_records
-from hpsearch.runtime.node_watch import NodeState, NodeWatch
-from hpsearch.runtime.outcomes import OutcomeRecorder
+from hpsearch.runtime.nodes.node_watch import NodeState, NodeWatch
+from hpsearch.runtime.search.outcomes import OutcomeRecorder
 
 HEAD = NodeState("n1", "10.213.0.11", "h1", alive=True)
 H2 = NodeState("n2", "10.213.0.12", "h2", alive=True)

@@ -1,7 +1,7 @@
 """One rule for a parameter's Optuna distribution: the searcher's study and the exported/live study agree.
 
 :func:`hpsearch.analysis._optuna.param_distribution` owns the rule; the searcher
-(:func:`hpsearch.runtime.searchers.optuna_distribution`) and the export and live tracker
+(:func:`hpsearch.runtime.search.searchers.optuna_distribution`) and the export and live tracker
 (:func:`hpsearch.analysis._optuna.space_distributions`) both call it. The one difference kept: a
 choice the storage cannot hold (a list, a dict) is its text in the exported study, and itself in
 the searcher's, whose suggestion is the value the trainable gets.
@@ -15,7 +15,7 @@ import optuna.distributions as d
 import pytest
 
 from hpsearch.analysis._optuna import param_distribution, space_distributions
-from hpsearch.runtime.searchers import OptunaSpace, label, optuna_distribution
+from hpsearch.runtime.search.searchers import OptunaSpace, label, optuna_distribution
 from hpsearch.spec.space import iter_params, parse_search_space
 
 #: name -> (the spec's parameter, the distribution both studies must hold)

@@ -422,10 +422,10 @@ def _spec(tmp_path: Path):
 
 
 def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reaper_when_on(tmp_path) -> None:
-    from hpsearch.runtime.node_watch import NodeWatch
-    from hpsearch.runtime.outcomes import OutcomeRecorder
-    from hpsearch.runtime.progress import ProgressPrinter
-    from hpsearch.runtime.tuner import callbacks_for
+    from hpsearch.runtime.nodes.node_watch import NodeWatch
+    from hpsearch.runtime.search.outcomes import OutcomeRecorder
+    from hpsearch.runtime.search.progress import ProgressPrinter
+    from hpsearch.runtime.search.tuner import callbacks_for
 
     spec = _spec(tmp_path)
     on = callbacks_for(spec, concurrency=2, workarounds=True)
@@ -442,7 +442,7 @@ def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reap
 
 
 def test_a_search_over_the_trials_scale_sweeps_every_worker_group_shape_a_trial_can_make(tmp_path) -> None:
-    from hpsearch.runtime.tuner import callbacks_for
+    from hpsearch.runtime.search.tuner import callbacks_for
     from hpsearch.spec import load_spec
 
     spec = load_spec(
@@ -469,7 +469,7 @@ def test_a_search_over_the_trials_scale_sweeps_every_worker_group_shape_a_trial_
 def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_path, monkeypatch, switch) -> None:
     """build_tuner with the cluster given as data plans and builds without starting Ray."""
     from hpsearch.planning.planner import Node
-    from hpsearch.runtime import tuner
+    from hpsearch.runtime.search import tuner
 
     monkeypatch.setenv("HPSEARCH_RAY_WORKAROUNDS", switch)
     monkeypatch.delenv("RAY_AIR_NEW_OUTPUT", raising=False)  # build_tuner sets it; restored after the test
@@ -492,7 +492,7 @@ def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_
         raise AssertionError("build_tuner with nodes given must not start or connect to Ray")
 
     monkeypatch.setattr(ray, "init", no_ray)  # another test's session Ray may be up: it must not be started here
-    monkeypatch.setattr("hpsearch.runtime.cluster.connect", no_ray)
+    monkeypatch.setattr("hpsearch.runtime.nodes.connect.connect", no_ray)
     was_up = ray.is_initialized()
     tuner.build_tuner(_spec(tmp_path), nodes=[Node({"CPU": 2.0, "memory": 8e9}, "head", is_head=True)])
     assert ray.is_initialized() is was_up

@@ -15,8 +15,8 @@ from fake_tune import FakeTrial, TuneEvents
 
 from hpsearch.experiment.files import append_history, read_outcome_records, read_outcomes, run_dir
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE
-from hpsearch.runtime.outcomes import OutcomeRecorder, last_epoch
-from hpsearch.runtime.progress import ProgressPrinter
+from hpsearch.runtime.search.outcomes import OutcomeRecorder, last_epoch
+from hpsearch.runtime.search.progress import ProgressPrinter
 
 TRACEBACK = """Traceback (most recent call last):
   File "my_train.py", line 3, in train_loop

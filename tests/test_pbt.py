@@ -180,8 +180,8 @@ def test_the_shipped_spec_is_valid_and_round_trips() -> None:
 def test_the_schedulers_are_built_with_their_options(tmp_path: Path) -> None:
     from ray.tune.search.sample import Float
 
-    from hpsearch.runtime.pbt import HpsearchPB2, HpsearchPBT
-    from hpsearch.runtime.plugins import SchedulerContext, build_scheduler
+    from hpsearch.runtime.search.pbt import HpsearchPB2, HpsearchPBT
+    from hpsearch.runtime.search.plugins import SchedulerContext, build_scheduler
 
     spec = load_spec(SHIPPED)
     pbt = build_scheduler(spec.scheduler, SchedulerContext("val_loss", "min", experiment_dir=tmp_path))
@@ -201,7 +201,7 @@ def test_the_schedulers_are_built_with_their_options(tmp_path: Path) -> None:
 
 
 def test_driver_slots_let_the_plans_trials_run_and_no_more() -> None:
-    from hpsearch.runtime.pbt import MAX_GATED, driver_slot
+    from hpsearch.runtime.search.pbt import MAX_GATED, driver_slot
 
     for k in range(1, 40):
         slot, gated = driver_slot(k), min(k, MAX_GATED)
@@ -222,7 +222,7 @@ class _Checkpoint:
 
 
 def test_a_driver_continues_its_own_run_or_starts_a_new_one_from_the_donors_checkpoint(tmp_path: Path) -> None:
-    from hpsearch.runtime.pbt_driver import resolve_start
+    from hpsearch.runtime.trial.pbt_driver import resolve_start
 
     runs = tmp_path / "train"
     donor_ckpt = runs / "t1" / "checkpoint_a"
@@ -256,7 +256,7 @@ def test_a_paused_run_that_went_on_past_its_pause_continues_from_the_checkpoint_
     # epochs, the loop would have nothing left to train and the trial would end at epoch 2 with no report.
     import os
 
-    from hpsearch.runtime.pbt_driver import resolve_start
+    from hpsearch.runtime.trial.pbt_driver import resolve_start
 
     runs = tmp_path / "train"
     at_pause, later = runs / "t2" / "checkpoint_2026-12-03_07-26-40.1", runs / "t2" / "checkpoint_2026-12-03_07-26-41.2"
@@ -289,7 +289,7 @@ def test_a_paused_run_that_went_on_past_its_pause_continues_from_the_checkpoint_
 
 
 def test_reports_under_pbt_need_a_checkpoint_and_a_continued_run_its_donors_epoch() -> None:
-    from hpsearch.runtime.controller import CheckpointRules, checkpoint_problem
+    from hpsearch.runtime.train.controller import CheckpointRules, checkpoint_problem
 
     checks = CheckpointRules(True)
     assert checkpoint_problem(checks, {"epoch": 1}, object(), first=True) is None
@@ -431,7 +431,7 @@ def test_a_paused_trial_holds_nothing_until_it_runs_again(tmp_path: Path) -> Non
     resource-hours and budgets count only the time a trial held its resources."""
     from fake_tune import FakeTrial as TuneTrial
 
-    from hpsearch.runtime.outcomes import OutcomeRecorder
+    from hpsearch.runtime.search.outcomes import OutcomeRecorder
 
     exp = write_experiment(tmp_path / "exp", [], spec=spec_dict(scheduler=PBT, searcher={"type": "random"}))
     recorder = OutcomeRecorder(exp)
@@ -484,7 +484,7 @@ def test_a_resumed_synch_population_waits_for_its_slowest_trial_before_the_donor
     from ray.tune.schedulers import PopulationBasedTraining
 
     from hpsearch.runtime.internals import Exploit
-    from hpsearch.runtime.pbt import HpsearchPBT
+    from hpsearch.runtime.search.pbt import HpsearchPBT
 
     exploits: list[Exploit] = []
 
@@ -551,7 +551,7 @@ def test_a_synch_population_goes_on_when_a_trial_ends_before_the_perturbation_po
     from ray.tune.schedulers import PopulationBasedTraining
 
     from hpsearch.runtime.internals import Exploit
-    from hpsearch.runtime.pbt import HpsearchPBT
+    from hpsearch.runtime.search.pbt import HpsearchPBT
 
     exploits: list[Exploit] = []
 
@@ -595,7 +595,7 @@ def test_an_async_population_never_waits_for_a_trial_that_ended() -> None:
     """Without synch, Ray's PBT runs any paused trial: a trial that ended holds nothing up (nothing to add)."""
     from types import SimpleNamespace
 
-    from hpsearch.runtime.pbt import HpsearchPBT
+    from hpsearch.runtime.search.pbt import HpsearchPBT
 
     pbt = HpsearchPBT(
         time_attr="training_iteration", metric="loss", mode="min", perturbation_interval=2, synch=False,

@@ -827,7 +827,7 @@ def test_planning_does_not_change_its_inputs(nodes: list[Node], trial: TrialDema
 
 # ----------------------------------------------------------------------------- from the shipped spec
 
-# hpsearch.spec / hpsearch.runtime.tuner are imported in the tests, so a problem there fails these tests only.
+# hpsearch.spec / hpsearch.runtime.search.tuner are imported in the tests, so a problem there fails these tests only.
 QUICK_SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "digits_quick.yaml"
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hpsearch.errors import SpecError
-from hpsearch.runtime.plugins import (
+from hpsearch.runtime.search.plugins import (
     SCHEDULER_BUILDERS,
     SEARCHER_BUILDERS,
     SchedulerContext,

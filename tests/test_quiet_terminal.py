@@ -21,7 +21,7 @@ import yaml
 
 from hpsearch.experiment.files import read_ray_logs
 from hpsearch.experiment.layout import OUTCOMES_FILE, SUMMARY_FILE
-from hpsearch.runtime import ray_logs
+from hpsearch.runtime.nodes import ray_logs
 
 LOOPS = Path(__file__).resolve().parent / "loops.py"
 RAYS_OWN = ("Traceback", "(raylet)", "WARNING", "ERROR tune", "View detailed results", "tensorboard", "Token auth")

@@ -162,7 +162,7 @@ def test_the_torch_config_runs_the_worker_setup_on_every_worker_before_rays_proc
     from ray.train.torch import TorchConfig
     from ray.train.torch.config import _TorchBackend
 
-    from hpsearch.runtime.node_check import pin_worker_interface
+    from hpsearch.runtime.nodes.node_check import pin_worker_interface
 
     config = internals.torch_config_with_worker_setup(pin_worker_interface)
     assert isinstance(config, TorchConfig)
@@ -188,7 +188,7 @@ def test_the_torch_config_reaches_a_process_that_never_built_it() -> None:
 
     from ray import cloudpickle
 
-    from hpsearch.runtime.node_check import pin_worker_interface
+    from hpsearch.runtime.nodes.node_check import pin_worker_interface
 
     blob = cloudpickle.dumps(internals.torch_config_with_worker_setup(pin_worker_interface))
     check = (
@@ -200,7 +200,7 @@ def test_the_torch_config_reaches_a_process_that_never_built_it() -> None:
     )
     done = subprocess.run([sys.executable, "-c", check], input=blob, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert done.stdout.decode().split() == ["hpsearch.runtime.node_check", "pin_worker_interface", "None", "1800"]
+    assert done.stdout.decode().split() == ["hpsearch.runtime.nodes.node_check", "pin_worker_interface", "None", "1800"]
 
 
 # ----------------------------------------------------------------------------- at start: warn or refuse
@@ -312,7 +312,7 @@ def test_build_tuner_checks_the_internals_too(tmp_path: Path, broken_contracts) 
     import ray
 
     from hpsearch.planning.planner import Node
-    from hpsearch.runtime.tuner import build_tuner
+    from hpsearch.runtime.search.tuner import build_tuner
 
     mutations = {"lr": {"type": "float", "low": 1.0e-3, "high": 1.0e-1, "log": True}}
     _, spec = _spec(tmp_path, scheduler={"type": "pbt", "perturbation_interval": 1, "hyperparam_mutations": mutations})
@@ -473,7 +473,7 @@ def test_reports_reach_the_driver_through_its_channel_in_order_and_fits_error_is
     """No queue actor: the controller sends each report to the driver's socket and waits until it is taken."""
     import threading
 
-    from hpsearch.runtime.controller import ReportChannel, fit_serving, send_report
+    from hpsearch.runtime.train.controller import ReportChannel, fit_serving, send_report
 
     channel = ReportChannel()
     delivered: list[dict] = []
@@ -499,7 +499,7 @@ def test_reports_reach_the_driver_through_its_channel_in_order_and_fits_error_is
 
 
 def test_the_channel_callback_sends_what_rays_callback_queues(tmp_path: Path) -> None:
-    from hpsearch.runtime.controller import ReportChannel, aggregating_callback, fit_serving
+    from hpsearch.runtime.train.controller import ReportChannel, aggregating_callback, fit_serving
     from hpsearch.spec import Aggregate
 
     channel = ReportChannel()
@@ -526,7 +526,8 @@ def test_the_channel_callback_sends_what_rays_callback_queues(tmp_path: Path) ->
 def test_the_channel_callback_sets_itself_up_as_the_controller_unpickles_it(monkeypatch, tmp_path) -> None:
     from ray import cloudpickle
 
-    from hpsearch.runtime import controller, retries
+    from hpsearch.runtime import retries
+    from hpsearch.runtime.train import controller
     from hpsearch.spec import Aggregate
 
     installed: list[tuple[str, str]] = []
@@ -569,7 +570,7 @@ def test_the_lean_torch_config_sets_up_the_process_groups_as_rays_backend_does(m
     from ray.train.torch import TorchTrainer
 
     from hpsearch.runtime.env import set_torch_master
-    from hpsearch.runtime.node_check import pin_worker_interface
+    from hpsearch.runtime.nodes.node_check import pin_worker_interface
 
     config = internals.lean_torch_config(set_torch_master, pin_worker_interface)
     monkeypatch.setattr("ray.get", lambda refs, timeout=None: refs)
@@ -618,7 +619,7 @@ def test_a_controller_unpickles_the_lean_run_without_importing_torch() -> None:
     from ray.train.torch import TorchTrainer
 
     from hpsearch.runtime.env import set_torch_master
-    from hpsearch.runtime.node_check import pin_worker_interface
+    from hpsearch.runtime.nodes.node_check import pin_worker_interface
 
     trainer = internals.lean_trainer_class(TorchTrainer, cleaner=False)(
         lambda: None,

@@ -64,7 +64,7 @@ from hpsearch.planning.rayjob import (
 )
 from hpsearch.planning.rayjob import rayjob_manifest as _unvalidated_manifest
 from hpsearch.planning.rayjob.yaml_text import _Doc, _dump_documents, _scalar
-from hpsearch.runtime.autoscaling import autoscaling_for
+from hpsearch.runtime.search.autoscaling import autoscaling_for
 from hpsearch.spec import Spec, load_spec, total_trials
 
 KUBERAY = Path(__file__).parent / "data" / "kuberay"

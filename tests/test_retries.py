@@ -18,7 +18,7 @@ from hpsearch.experiment import files
 from hpsearch.experiment.failures import Failure, mask, not_retried_line, same
 from hpsearch.runtime import retries
 from hpsearch.runtime.internals import train_controller
-from hpsearch.runtime.outcomes import _own_line
+from hpsearch.runtime.search.outcomes import _own_line
 
 
 def _failure(kind: str, message: str, epoch: int) -> Failure:

@@ -1,6 +1,6 @@
-"""A trial driver's actor reused for the next trial (runtime/reuse.py).
+"""A trial driver's actor reused for the next trial (runtime/trial/reuse.py).
 
-The pure part drives :func:`hpsearch.runtime.reuse.end_nested_run` with a stand-in for Tune's
+The pure part drives :func:`hpsearch.runtime.trial.reuse.end_nested_run` with a stand-in for Tune's
 function-trainable session (a thread blocked the ways a stopped trial's driver thread is),
 and checks the state a trial could leave behind. The Ray part runs an Optuna + ASHA search with
 reuse on, where trials are stopped mid-run and the next trials run in their actors (one search for
@@ -25,8 +25,8 @@ import yaml
 
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import HISTORY_FILE, TRAIN_RUNS_DIR
-from hpsearch.runtime import reuse
 from hpsearch.runtime.internals import DriverSession
+from hpsearch.runtime.trial import reuse
 
 LOOPS = Path(__file__).resolve().parent / "loops.py"
 
@@ -153,7 +153,7 @@ def test_functions_outside_user_modules_are_not_watched(monkeypatch):
         return config
 
     assert reuse.current(local) is local  # not a module attribute
-    assert not {"json", "hpsearch.runtime.reuse"} & set(reuse._STATE.modules)
+    assert not {"json", "hpsearch.runtime.trial.reuse"} & set(reuse._STATE.modules)
 
 
 # ----------------------------------------------------------------------------- on Ray
@@ -219,7 +219,7 @@ def test_optuna_asha_with_reused_actors_stops_trials_early_runs_the_next_and_lea
     reused = [trials for trials in by_actor.values() if len(trials) > 1]
     if workarounds_enabled():
         assert reused, f"no actor ran two trials: {by_actor.keys()}"
-    else:  # HPSEARCH_RAY_WORKAROUNDS=0 turns reuse off (runtime/tuner.py): every trial in its own actor
+    else:  # HPSEARCH_RAY_WORKAROUNDS=0 turns reuse off (runtime/search/tuner.py): every trial in its own actor
         assert reused == [], f"an actor ran two trials with reuse off: {reused}"
     after_stop = 0
     for trials in by_actor.values():

@@ -185,7 +185,7 @@ def test_constant_scaling_adds_nothing_to_the_trial_space() -> None:
 
 def test_a_scaling_grid_multiplies_the_trials_and_reaches_tune_as_a_grid() -> None:
     pytest.importorskip("ray.tune")
-    from hpsearch.runtime.tune_space import to_tune
+    from hpsearch.runtime.search.tune_space import to_tune
 
     spec = spec_of({"num_workers": grid(1, 2), "resources_per_worker": {"CPU": 0.45}}, num_samples=3)
     assert total_trials(spec) == 6
@@ -325,7 +325,7 @@ def trial_held(workers: int) -> dict[str, float]:
 
 
 def test_the_recorder_records_each_trials_own_resources(tmp_path: Path) -> None:
-    from hpsearch.runtime.outcomes import OutcomeRecorder
+    from hpsearch.runtime.search.outcomes import OutcomeRecorder
 
     exp = write_experiment(tmp_path / "exp", [], spec=fake_spec("exp"), summary=False)
     recorder = OutcomeRecorder(exp)

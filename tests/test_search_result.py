@@ -62,7 +62,7 @@ class FakeGrid:
 
 
 def _result(exp: Path) -> Any:
-    from hpsearch.runtime.search_result import SearchResult
+    from hpsearch.runtime.search.search_result import SearchResult
 
     summary = SearchSummary(name="fake", metric="val_loss", mode="min", wall_time_s=1.0)
     return SearchResult(FakeGrid(["r0", "r1", "r2"]), summary, exp)
@@ -103,7 +103,7 @@ def test_a_search_result_copies_and_pickles_without_recursing(tmp_path: Path) ->
 def test_hpsearch_search_result_is_public_and_loads_no_ray() -> None:
     code = (
         "import sys, hpsearch\n"
-        "from hpsearch.runtime.search_result import SearchResult\n"
+        "from hpsearch.runtime.search.search_result import SearchResult\n"
         "assert hpsearch.SearchResult is SearchResult and 'SearchResult' in hpsearch.__all__\n"
         "assert 'ray' not in sys.modules, 'ray loaded'\n"
     )
@@ -115,7 +115,7 @@ def test_hpsearch_search_result_is_public_and_loads_no_ray() -> None:
 def test_the_with_summary_twins_warn_and_still_return_the_grid_and_the_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    from hpsearch.runtime import tuner
+    from hpsearch.runtime.search import tuner
 
     result = _result(tmp_path)
     seen: dict[str, Any] = {}
@@ -138,7 +138,7 @@ def test_the_with_summary_twins_warn_and_still_return_the_grid_and_the_summary(
 
 def _record_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every step of the pre-flight, recorded in the order it runs, none of them doing anything."""
-    from hpsearch.runtime import preflight
+    from hpsearch.runtime.search import preflight
 
     steps: list[str] = []
 
@@ -161,7 +161,7 @@ def _record_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_run_checks_in_order_and_ends_leftovers_only_of_a_folder_it_overwrites(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpsearch.runtime.preflight import preflight
+    from hpsearch.runtime.search.preflight import preflight
 
     steps = _record_steps(monkeypatch)
     spec = load_spec({**SPEC, "storage_path": str(tmp_path)})
@@ -180,7 +180,7 @@ def test_run_checks_in_order_and_ends_leftovers_only_of_a_folder_it_overwrites(
 def test_resume_checks_the_budget_after_the_storage_and_always_ends_leftovers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpsearch.runtime.preflight import preflight
+    from hpsearch.runtime.search.preflight import preflight
 
     steps = _record_steps(monkeypatch)
     spec = load_spec({**SPEC, "storage_path": str(tmp_path)})
@@ -191,7 +191,7 @@ def test_resume_checks_the_budget_after_the_storage_and_always_ends_leftovers(
 def test_run_refuses_a_folder_that_is_not_an_experiment_even_with_overwrite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpsearch.runtime.preflight import preflight
+    from hpsearch.runtime.search.preflight import preflight
 
     steps = _record_steps(monkeypatch)
     spec = load_spec({**SPEC, "storage_path": str(tmp_path)})

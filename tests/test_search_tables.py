@@ -28,7 +28,7 @@ from benchmarks import searchers_on_tables as sot
 from benchmarks import table_spaces as ts
 from hpsearch import load_spec
 from hpsearch.analysis._optuna import param_distribution
-from hpsearch.runtime.tune_space import to_tune
+from hpsearch.runtime.search.tune_space import to_tune
 from hpsearch.spec.space import ConstParam, iter_params
 
 needs_tables = pytest.mark.skipif(

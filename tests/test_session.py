@@ -2,7 +2,7 @@
 
 Each test starts its own ``sleep``-like Python processes, titled as Ray titles its agents
 (``ray::DashboardAgent``), names them in a recorded session the way
-:mod:`hpsearch.runtime.session` records a real one, and checks which of them ``end_leftovers``
+:mod:`hpsearch.runtime.nodes.session` records a real one, and checks which of them ``end_leftovers``
 ends. Every process started here is ended by its PID at the end of its test. Damaged and
 hostile records are refused in one line; one test (marked ``ray``) checks that a live Ray
 session's processes survive every such record.
@@ -24,8 +24,8 @@ import pytest
 
 from hpsearch import messages
 from hpsearch.experiment.layout import RAY_SESSION_FILE
-from hpsearch.runtime import session
-from hpsearch.runtime.session import RaySession, SessionProcess
+from hpsearch.runtime.nodes import session
+from hpsearch.runtime.nodes.session import RaySession, SessionProcess
 
 #: A Python another user may run (this project's virtual environment may sit in root's home).
 OTHERS_PYTHON = "/usr/bin/python3"
@@ -322,7 +322,8 @@ def test_a_live_ray_sessions_processes_survive_every_record_that_names_them(tmp_
 @pytest.mark.parametrize("command", ["run --overwrite", "resume"])
 def test_run_overwrite_and_resume_end_the_leftovers_before_their_ray_starts(tmp_path, started, monkeypatch, command):
     from hpsearch.experiment import files
-    from hpsearch.runtime import cluster, tuner
+    from hpsearch.runtime.nodes import connect as cluster
+    from hpsearch.runtime.search import tuner
     from hpsearch.spec import load_spec
 
     spec_path = tmp_path / "spec.yaml"
@@ -369,7 +370,7 @@ def test_run_overwrite_and_resume_end_the_leftovers_before_their_ray_starts(tmp_
 
 def test_a_recorded_pid_is_killed_only_while_it_is_still_that_process(tmp_path) -> None:
     """A Train controller's record (PID, start time, name) versus a PID the system gave to another process."""
-    from hpsearch.runtime.session import kill_if_still
+    from hpsearch.runtime.nodes.session import kill_if_still
 
     earlier = subprocess.Popen(["sleep", "60"])
     recorded = psutil.Process(earlier.pid).create_time()

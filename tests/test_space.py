@@ -16,7 +16,7 @@ from fake_experiment import write_experiment
 from ray.tune.search import sample as tune_sample
 
 from hpsearch.analysis import load_results
-from hpsearch.runtime.tune_space import to_tune
+from hpsearch.runtime.search.tune_space import to_tune
 from hpsearch.spec import load_spec, varying_params
 from hpsearch.spec.space import (
     ChoiceParam,

@@ -34,7 +34,7 @@ from hpsearch.experiment.worker_ranks import (
     stall_line,
     unequal_reports,
 )
-from hpsearch.runtime.outcomes import OutcomeRecorder
+from hpsearch.runtime.search.outcomes import OutcomeRecorder
 
 LOOPS = Path(__file__).resolve().parent / "data" / "rank_loops.py"
 #: The stalled trial's report timeout in the search below.

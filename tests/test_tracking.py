@@ -34,8 +34,8 @@ from hpsearch.experiment.layout import (
     STOPPED,
     SUMMARY_FILE,
 )
-from hpsearch.runtime.outcomes import OutcomeRecorder
-from hpsearch.runtime.tracking import TrialFacts, best_checkpoint, check_tracking, tracking_callbacks
+from hpsearch.runtime.search.outcomes import OutcomeRecorder
+from hpsearch.runtime.search.tracking import TrialFacts, best_checkpoint, check_tracking, tracking_callbacks
 from hpsearch.spec import load_spec
 from hpsearch.spec.tracking import mlflow_tracking_uri
 
@@ -453,7 +453,7 @@ def test_an_mlflow_file_store_is_refused_before_the_search_unless_mlflow_allows_
 
 def test_the_cli_refuses_an_mlflow_file_store_with_exit_2_before_ray_starts(tmp_path, monkeypatch, capsys) -> None:
     from hpsearch import cli
-    from hpsearch.runtime import cluster as ray_cluster
+    from hpsearch.runtime.nodes import connect as ray_cluster
 
     def no_ray(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("Ray started")
@@ -497,8 +497,8 @@ def test_a_tracker_failing_mid_search_warns_once_and_the_search_goes_on(tmp_path
 
 
 def test_trackers_come_after_the_recorder_and_none_when_tracking_is_off(tmp_path) -> None:
-    from hpsearch.runtime.tracking import MlflowTracker, OptunaTracker, TensorboardTracker, WandbTracker
-    from hpsearch.runtime.tuner import callbacks_for
+    from hpsearch.runtime.search.tracking import MlflowTracker, OptunaTracker, TensorboardTracker, WandbTracker
+    from hpsearch.runtime.search.tuner import callbacks_for
 
     spec = _spec(
         tmp_path,
@@ -652,7 +652,7 @@ def test_an_optuna_storage_another_process_is_creating_is_opened_on_a_second_try
     alembic_version...", both seen in CI); the schema is there then."""
     import optuna
 
-    from hpsearch.runtime.tracking import open_optuna_storage
+    from hpsearch.runtime.search.tracking import open_optuna_storage
 
     calls: list[str] = []
     races = [
@@ -668,7 +668,7 @@ def test_an_optuna_storage_another_process_is_creating_is_opened_on_a_second_try
         return "the storage"
 
     monkeypatch.setattr(optuna.storages, "get_storage", racing)
-    monkeypatch.setattr("hpsearch.runtime.tracking.time.sleep", lambda s: None)
+    monkeypatch.setattr("hpsearch.runtime.search.tracking.time.sleep", lambda s: None)
     assert open_optuna_storage("sqlite:///x.db") == "the storage" and len(calls) == 4
 
     def broken(url: str) -> object:

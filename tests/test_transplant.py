@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hpsearch.runtime import internals, transplant
+from hpsearch.runtime import internals
+from hpsearch.runtime.train import transplant
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def test_without_a_donor_nothing_changes() -> None:
 def test_with_the_work_arounds_off_a_run_from_a_donor_leaves_pytorch_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     """HPSEARCH_RAY_WORKAROUNDS=0: the donor's checkpoint is still offered (or the run would start from scratch),
     and PyTorch's own load_state_dict stays, as under Ray alone."""
-    from hpsearch.runtime import worker
+    from hpsearch.runtime.train import worker
 
     offered: list[object] = []
     monkeypatch.setattr(transplant.ray.train, "get_checkpoint", lambda: None)  # the run has none of its own

@@ -11,7 +11,7 @@ from hpsearch.planning.cluster_shape import nodes_at, parse_node_groups
 from hpsearch.planning.estimate import trial_resources as estimate_resources
 from hpsearch.planning.for_spec import demand_for, plan_for
 from hpsearch.planning.resources import GB
-from hpsearch.runtime.budget import trial_resources as budget_resources
+from hpsearch.runtime.search.budget import trial_resources as budget_resources
 from hpsearch.spec import Spec, load_spec
 
 QUICK = Path(__file__).resolve().parents[1] / "search_spaces" / "digits_quick.yaml"

@@ -18,8 +18,8 @@ from fake_experiment import FakeTrial, spec_dict, write_experiment
 
 from hpsearch import messages
 from hpsearch.errors import SpecError
-from hpsearch.runtime.plugins import SearcherContext, build_searcher
-from hpsearch.runtime.tune_space import to_tune
+from hpsearch.runtime.search.plugins import SearcherContext, build_searcher
+from hpsearch.runtime.search.tune_space import to_tune
 from hpsearch.spec import load_spec
 from hpsearch.spec.space import parse_search_space
 
@@ -180,7 +180,7 @@ def test_the_shipped_spec_is_refused_until_digits_quick_ran() -> None:
 
 
 def test_ended_trials_that_fit_seed_with_their_last_value(earlier: Path) -> None:
-    from hpsearch.runtime.warm_start import earlier_trials
+    from hpsearch.runtime.search.warm_start import earlier_trials
 
     tree, _ = parse_search_space(SPACE)
     found = earlier_trials(earlier, tree, (("val_loss", "min"),))
@@ -202,7 +202,7 @@ def test_ended_trials_that_fit_seed_with_their_last_value(earlier: Path) -> None
 
 
 def test_an_earlier_trial_that_breaks_the_constraints_seeds_with_the_worst_value(earlier: Path) -> None:
-    from hpsearch.runtime.warm_start import earlier_trials
+    from hpsearch.runtime.search.warm_start import earlier_trials
     from hpsearch.spec.constraints import Constraint
 
     tree, _ = parse_search_space(SPACE)
@@ -213,7 +213,7 @@ def test_an_earlier_trial_that_breaks_the_constraints_seeds_with_the_worst_value
 
 
 def context(tmp_path: Path, earlier: Path, searcher: dict[str, Any], **changes: Any) -> SearcherContext:
-    from hpsearch.runtime.warm_start import with_space
+    from hpsearch.runtime.search.warm_start import with_space
 
     raw = spec(tmp_path, {"points": [{"lr": 0.02, "layers": 3}], "from": str(earlier)}, searcher=searcher, **changes)
     loaded = load_spec(raw, check_trainable=False)
@@ -290,7 +290,7 @@ def test_a_killed_optuna_search_resumes_with_trials_its_saved_state_never_sugges
 
 def test_optuna_conditional_and_multi_objective_seeds(tmp_path: Path, earlier: Path) -> None:
     """Seeds of a define-by-run space get their distributions from the tree; several objectives: values."""
-    from hpsearch.runtime.searchers import HpsearchOptunaSearch, OptunaSpace
+    from hpsearch.runtime.search.searchers import HpsearchOptunaSearch, OptunaSpace
 
     tree, _ = parse_search_space({**SPACE, "momentum": {"type": "float", "low": 0, "high": 1, "when": {"layers": 2}}})
     search = HpsearchOptunaSearch(

@@ -1,7 +1,7 @@
 """Population-based training's lineage: which trial copied which, at what epoch, with what config.
 
 Each exploit is a line of the trial's ``hpsearch_lineage.jsonl`` (written by the scheduler,
-:mod:`hpsearch.runtime.pbt`). :func:`lineage_table` turns them into one row per exploit, with
+:mod:`hpsearch.runtime.search.pbt`). :func:`lineage_table` turns them into one row per exploit, with
 the time the exploit cost (from the pause to the trial's next report), and :func:`pbt_lineage`
 into the data :func:`hpsearch.plots.pbt_lineage` draws.
 """

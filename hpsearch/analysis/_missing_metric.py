@@ -2,7 +2,7 @@
 
 Each such trial errored with :class:`~hpsearch.errors.MetricNotReportedError` at its
 first report without the metric (raised in the nested run's controller, see
-:mod:`hpsearch.runtime.trainable`). When every trial did, the search is one mistake, in
+:mod:`hpsearch.runtime.trial.trainable`). When every trial did, the search is one mistake, in
 the loop or in the spec's ``metric``, and ``hpsearch run`` says so once, as an
 ``Error:``, instead of a table of identical errors. The same holds for a loop that cannot
 run under population-based training (:class:`~hpsearch.errors.CheckpointNotReportedError`:

@@ -154,7 +154,7 @@ def space_distributions(space: Mapping[str, Param], params: Sequence[str]) -> di
 def param_distribution(param: Param, *, text_choices: bool = True) -> Any:
     """One spec parameter's Optuna distribution, or ``None`` for a constant (nothing is searched).
 
-    The one rule for every Optuna study hpsearch makes: the searcher's (:mod:`hpsearch.runtime.searchers`),
+    The one rule for every Optuna study hpsearch makes: the searcher's (:mod:`hpsearch.runtime.search.searchers`),
     the export's and the live tracker's. Floats and ints keep their bounds, ``log`` and ``step``; a
     ``choice`` (or ``grid``) is categorical over its values, in the spec's order.
 

@@ -3,7 +3,7 @@
 Before a team spends GPU-hours on a search, the check answers "does my loop work on this cluster?":
 it runs one trial at the spec's own scale (2 workers at least, so that DDP is exercised) in a folder
 of its own, ``<experiment_dir>.check`` (:func:`check_folder`). The runtime
-(:mod:`hpsearch.runtime.check`) runs it twice there:
+(:mod:`hpsearch.runtime.search.check`) runs it twice there:
 
 1. ``run``: the trial, cut after ``reports`` reports as Ctrl-C would cut it (resumable);
 2. ``resume``: the same trial again, whose nested run restores from its latest checkpoint, ended by

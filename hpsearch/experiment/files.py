@@ -382,7 +382,7 @@ def write_worker_group(
 ) -> None:
     """Record a nested run's worker placement group and the nodes its workers run on.
 
-    :mod:`hpsearch.runtime.reuse` reads the group; :mod:`hpsearch.runtime.node_watch` reads the
+    :mod:`hpsearch.runtime.trial.reuse` reads the group; :mod:`hpsearch.runtime.nodes.node_watch` reads the
     nodes, to name the trials a node that leaves the cluster held workers for. With ``workers``
     (the group's size), this start is also added to the trial's ``starts``, kept across its runs
     (:func:`read_worker_starts`): how many workers the trial had, on which nodes, since when

@@ -123,7 +123,7 @@ USAGE_FILE: Final = "hpsearch_usage.jsonl"
 RAY_LOGS_FILE: Final = "hpsearch_ray_logs.jsonl"
 #: The embedded Ray session the search last ran in (its name, folder and processes, each PID with
 #: its start time): what the next ``run --overwrite`` or ``resume`` ends if a killed run left any of
-#: them behind (see :mod:`hpsearch.runtime.session`). Not written for a search on ``--address``.
+#: them behind (see :mod:`hpsearch.runtime.nodes.session`). Not written for a search on ``--address``.
 RAY_SESSION_FILE: Final = "hpsearch_ray_session.json"
 #: The report's default file name, without its suffix (``.html`` or ``.md``).
 REPORT_NAME: Final = "hpsearch_report"

@@ -118,7 +118,7 @@ class TrialDemand:
 
     def total(self, *, memory_estimates: bool = True) -> dict[str, float]:
         """One trial's resources: the driver plus every worker. The one count of it: the plan, the budget's
-        resource-hours (:func:`hpsearch.runtime.budget.trial_resources`) and the estimate all read it here.
+        resource-hours (:func:`hpsearch.runtime.search.budget.trial_resources`) and the estimate all read it here.
 
         ``memory_estimates``: with the planner's memory estimates (``driver_memory``, ``worker_memory``), as
         the plan counts a trial; without them (False), what Ray's bundles ask for, as resource-hours count it.

@@ -17,7 +17,7 @@ are hpsearch's Pareto front, less its early-stopped trials unless ``stopped_as_c
 (``PRUNED`` trials have no values in Optuna; their ``point`` user attribute holds them).
 
 The conversion itself is :mod:`hpsearch.analysis._optuna`; this module adds the storage.
-The spec's ``tracking.optuna`` tracker (:mod:`hpsearch.runtime.tracking`) writes the same
+The spec's ``tracking.optuna`` tracker (:mod:`hpsearch.runtime.search.tracking`) writes the same
 study while the search runs, with the same conversion; exporting the search to that storage
 afterwards replaces the live study (recognised by its ``hpsearch_experiment_dir`` and
 ``hpsearch_written_live`` user attributes) with the exported one, without ``overwrite``: the same trials, states, values

@@ -1,23 +1,24 @@
-"""Everything in hpsearch that talks to a live Ray cluster.
+"""Everything in hpsearch that talks to a live Ray cluster, grouped by the process its code runs in.
 
-- :mod:`~hpsearch.runtime.env`: every Ray environment default hpsearch sets, with why.
-- :mod:`~hpsearch.runtime.cluster`: connects to Ray (an embedded local Ray or ``--address``) and reads the nodes.
-- :mod:`~hpsearch.runtime.trainable`: the trainable Tune is given, built in the search process.
-  It makes one nested ``TorchTrainer`` run per trial.
-- :mod:`~hpsearch.runtime.driver`: the trial driver, in Tune's trial actor. It builds and fits the nested run.
-- :mod:`~hpsearch.runtime.controller`: what runs in each nested run's Train controller. It sends the reports to Tune.
-- :mod:`~hpsearch.runtime.worker`: what runs in each Train worker around the user's loop.
-- :mod:`~hpsearch.runtime.reuse`: reuses a finished trial's actor for the next trial, after ending its nested run.
-- :mod:`~hpsearch.runtime.autoscaling`: ``run --cluster`` on a cluster whose autoscaler adds nodes.
-- :mod:`~hpsearch.runtime.aggregate`: combines every rank's report into the single report Tune sees.
-- :mod:`~hpsearch.runtime.tuner`: builds a ``ray.tune.Tuner`` from a spec and a plan, and runs and resumes a search.
-- :mod:`~hpsearch.runtime.tune_space`: the parsed search space as Tune's domains (``to_tune``).
-- :mod:`~hpsearch.runtime.preflight`: what ``run`` and ``resume`` check before anything is written or Ray starts.
-- :mod:`~hpsearch.runtime.search_result`: ``SearchResult``, what ``run`` and ``resume`` return.
-- :mod:`~hpsearch.runtime.outcomes`: the Tune callback that records how each trial ended.
-- :mod:`~hpsearch.runtime.progress`: the Tune callback that prints progress lines.
-- :mod:`~hpsearch.runtime.ray_workarounds`: work-arounds for Ray bugs, each with a switch.
+A nested search runs in four kinds of process: the search process (Tune), a trial driver per
+running trial (Tune's trial actor), and each nested run's Train controller and workers. The path
+of a module says which: ``search/``, ``trial/``, ``train/``; ``nodes/`` is the cluster seen from
+the search process. The modules at this level are each used by several of them, and say which
+function runs where.
+
+- :mod:`~hpsearch.runtime.search`: the search process: the tuner, its checks, plug-ins, callbacks and result.
+- :mod:`~hpsearch.runtime.trial`: the trial driver: the trainable and the nested run it builds and fits.
+- :mod:`~hpsearch.runtime.train`: inside a nested run: the Train controller's callback and the workers' side.
+- :mod:`~hpsearch.runtime.nodes`: the cluster: connecting, the node check, the session's processes, Ray's logs.
 - :mod:`~hpsearch.runtime.internals`: the one door to other libraries' internals, each named and checked.
-- :mod:`~hpsearch.runtime.grow`: a search grown on resume (``--set num_samples=N``) through Tune's saved state.
-- :mod:`~hpsearch.runtime.resume_state`: a resumed PBT population given back each trial's scheduler state.
+- :mod:`~hpsearch.runtime.env`: every Ray environment default hpsearch sets, in the process that needs it, with why.
+- :mod:`~hpsearch.runtime.ray_workarounds`: work-arounds for Ray bugs (search process, controller, driver), one switch.
+- :mod:`~hpsearch.runtime.retries`: no blind retries: the controller's veto, the driver's refusal, Tune's count.
+- :mod:`~hpsearch.runtime.rank_watch`: each rank's log and progress (workers) and the driver's watch over them.
+- :mod:`~hpsearch.runtime.datasets`: Ray Data datasets, built once in the search process or by each trial driver.
+- :mod:`~hpsearch.runtime.moved`: the modules' names before this grouping, still importable (old folders' pickles).
 """
+
+from hpsearch.runtime import moved
+
+moved.install()

@@ -43,8 +43,8 @@ from ray import cloudpickle
 from hpsearch import messages
 from hpsearch.errors import Problem, SpecError
 from hpsearch.experiment.tracebacks import short_error
-from hpsearch.runtime import ray_logs
 from hpsearch.runtime.internals import data_object_store_fraction, ray_data_console_handlers
+from hpsearch.runtime.nodes import ray_logs
 from hpsearch.spec._imports import by_value_modules, load_callable
 from hpsearch.spec._validation import join_path
 from hpsearch.spec.datasets import factory_arity

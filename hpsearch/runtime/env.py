@@ -152,7 +152,7 @@ LEGACY_TUNE_OUTPUT = EnvSetting(
     value="0",
     why=(
         "At 0 this variable makes Tune use its legacy reporter instead of its new output engine. hpsearch "
-        "prints its own progress lines (hpsearch.runtime.progress) and runs Tune with verbose=0. The new "
+        "prints its own progress lines (hpsearch.runtime.search.progress) and runs Tune with verbose=0. The new "
         "output engine, Ray's default, still prints at verbose=0. The legacy reporter prints nothing."
     ),
     measured=(
@@ -326,7 +326,7 @@ def apply_trial_defaults(failure: FailureSettings, environ: MutableMapping[str, 
 def restore_environ(saved: Mapping[str, str], environ: MutableMapping[str, str] | None = None) -> None:
     """Put the environment back exactly as ``saved``: what was added goes, what was changed returns.
 
-    A reused trial actor (:mod:`hpsearch.runtime.reuse`) does this before its next trial, so a
+    A reused trial actor (:mod:`hpsearch.runtime.trial.reuse`) does this before its next trial, so a
     variable one trial set (its own code, a dataset factory) never reaches the next.
     """
     target = os.environ if environ is None else environ

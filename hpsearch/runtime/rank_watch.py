@@ -2,7 +2,7 @@
 
 Three processes of a nested run take part, each through this module:
 
-- **Each Train worker** (:class:`RankRecord`, started by :mod:`hpsearch.runtime.worker` around the
+- **Each Train worker** (:class:`RankRecord`, started by :mod:`hpsearch.runtime.train.worker` around the
   user's loop). The rank finds its attempt, ``train/<trial_id>/logs/attempt-<N>/``: every rank of one
   start of the worker group calls :func:`hpsearch.experiment.files.claim_attempt` with the group's
   placement group id, the first creates the folder whole and the others find it by that id. It then
@@ -22,7 +22,7 @@ Three processes of a nested run take part, each through this module:
   that reported unequally (one returned while another waits at a later report's barrier, which in
   Ray Train V2 waits forever) end the trial at once; with ``failure.report_timeout_s``, so does a
   trial that sent no report for that long. The watchdog ends the nested run the way a reused trial
-  actor does (:mod:`hpsearch.runtime.reuse`): SIGKILL to the run's controller, whose workers Ray then
+  actor does (:mod:`hpsearch.runtime.trial.reuse`): SIGKILL to the run's controller, whose workers Ray then
   ends with it, and ``fit()`` raises; the driver removes the workers' placement group (Ray Train's
   cleaner went with the controller) and raises :class:`RankHangError`, one line naming the ranks, and
   Tune records the trial as errored while the search goes on.
@@ -47,7 +47,7 @@ from hpsearch.experiment import files
 from hpsearch.experiment.tracebacks import short_error
 from hpsearch.experiment.worker_ranks import RAISED, RETURNED, ReportWatch
 from hpsearch.runtime.internals import CONTROLLER_CLASS, watch_worker_reports
-from hpsearch.runtime.session import CONTROLLER_PROCESS, kill_if_still
+from hpsearch.runtime.nodes.session import CONTROLLER_PROCESS, kill_if_still
 
 __all__ = ["Tee", "RankRecord", "keep_controller_output", "Watchdog", "RankHangError"]
 

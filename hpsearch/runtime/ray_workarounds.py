@@ -15,7 +15,7 @@ The same switch turns off the cuts of a nested run's helper processes
 (``benchmarks/trial_start.py`` measures them): with it off, every trial driver starts Ray's own
 nested run, with its Ray Data ``DatasetManager``, its placement-group cleaner and its queue actor.
 It also leaves PyTorch's ``load_state_dict`` as it is in a run that starts from a PBT donor's
-checkpoint (:mod:`hpsearch.runtime.transplant`): the optimizer takes the donor's hyperparameters
+checkpoint (:mod:`hpsearch.runtime.train.transplant`): the optimizer takes the donor's hyperparameters
 back, as with Ray alone (ray-project/ray issue 36660); the donor's checkpoint is still offered.
 
 Bug 1: a Ray Train controller that never exits. When Tune stops a trial (ASHA, a failure,
@@ -41,7 +41,7 @@ be placed.
 State API ``ray.util.state``, tasks with node affinity, ``remove_placement_group``):
 
 - Bug 1: each nested run records its controller (actor id, node, pid) when it first reports
-  (:func:`record_controller`, called from :mod:`hpsearch.runtime.trainable`). ``grace_s``
+  (:func:`record_controller`, called from :mod:`hpsearch.runtime.trial.trainable`). ``grace_s``
   after a trial ended, a controller still alive is ended with SIGKILL by a zero-CPU task on
   its node, and Ray Train's cleaner frees its placement group.
 - Bug 2: every ``sweep_every_s`` (and when the search ends) it removes this job's placement
@@ -94,9 +94,9 @@ from ray.util.state import get_actor, list_actors, list_placement_groups
 
 from hpsearch import messages
 from hpsearch.experiment import files
-from hpsearch.runtime.cluster import is_worker_group
 from hpsearch.runtime.internals import DriverSession
-from hpsearch.runtime.session import CONTROLLER_PROCESS, this_process
+from hpsearch.runtime.nodes.connect import is_worker_group
+from hpsearch.runtime.nodes.session import CONTROLLER_PROCESS, this_process
 
 __all__ = [
     "SWITCH",
@@ -183,7 +183,7 @@ def _kill_on_node(node_id: str, pid: int, create_time: float | None) -> None:
     @ray.remote(num_cpus=0, max_retries=0)
     def kill(target: int, started: float | None) -> bool:
         # lazy: the task runs on the controller node; it imports this there, not pickled with the task
-        from hpsearch.runtime.session import kill_if_still
+        from hpsearch.runtime.nodes.session import kill_if_still
 
         return kill_if_still(target, started, named=CONTROLLER_PROCESS)
 

@@ -1,6 +1,6 @@
 """The ``aggregate`` section: how each metric is combined across a trial's workers before Tune sees it.
 
-The combining itself happens in the Ray layer (:mod:`hpsearch.runtime.aggregate`); this is its setting.
+The combining itself happens in the Ray layer (:mod:`hpsearch.runtime.train.aggregate`); this is its setting.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from its driver's start to its end. A limit is reached when the search's use *re
   (its driver and worker bundles) times the time its driver ran.
 
 :meth:`Budget.reached` decides, from a :class:`BudgetUse` measured elsewhere
-(:mod:`hpsearch.runtime.budget`). Pure.
+(:mod:`hpsearch.runtime.search.budget`). Pure.
 """
 
 from __future__ import annotations

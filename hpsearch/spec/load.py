@@ -364,7 +364,7 @@ def _elastic_problems(scaling: Scaling | None, resources: Resources | None) -> l
 
     Ray sizes an elastic worker group from each node's total resources less what the requests it knows
     of hold; hpsearch adds its trial drivers' share of the head node to those requests
-    (:mod:`hpsearch.runtime.driver`), which it can only do where it knows the drivers run.
+    (:mod:`hpsearch.runtime.trial.driver`), which it can only do where it knows the drivers run.
     """
     if scaling is None or scaling.elastic is None or resources is None or resources.driver_node == "head":
         return []

@@ -3,7 +3,7 @@
 One registry per kind. Each entry is a typed option model, validated with the spec, so a
 misspelled option fails before Ray starts (Ray's own factories would silently drop it), and
 validation needs no Ray. What each name builds from its options is in
-:mod:`hpsearch.runtime.plugins`, keyed by these names. Adding a plug-in is one :class:`Plugin`
+:mod:`hpsearch.runtime.search.plugins`, keyed by these names. Adding a plug-in is one :class:`Plugin`
 in :data:`SEARCHERS` or :data:`SCHEDULERS` here and its builder there.
 """
 

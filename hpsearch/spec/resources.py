@@ -20,5 +20,5 @@ class Resources(StrictModel):
     driver_memory_gb: float = Field(default=1.0, ge=0)
     worker_memory_gb: float = Field(default=0.7, ge=0)
     #: Run the next trial in a finished trial's driver actor (Tune's ``reuse_actors``), which saves
-    #: starting a process per trial; the previous nested run is ended first (runtime/reuse.py).
+    #: starting a process per trial; the previous nested run is ended first (runtime/trial/reuse.py).
     reuse_actors: bool = True

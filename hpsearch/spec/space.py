@@ -2,7 +2,7 @@
 
 hpsearch ``int`` bounds are inclusive at both ends (a sample can equal ``high``); with a
 ``step``, values are the multiples of the step between the bounds. The translation to Ray
-Tune's domains, which knows where Tune's bounds differ, is :mod:`hpsearch.runtime.tune_space`.
+Tune's domains, which knows where Tune's bounds differ, is :mod:`hpsearch.runtime.search.tune_space`.
 
 A mapping with a ``type`` key is a distribution; any other mapping is a nested group
 (it becomes a nested dict in the trial's config); any other value is a constant.
@@ -13,7 +13,7 @@ keys must all hold) makes a parameter exist only when the named parameter, a ``c
 the values. A parameter whose condition is false is absent from the trial's config; a
 parameter whose controller is absent is absent too (chains). This module validates the
 conditions and evaluates them (:func:`active_config`); each searcher's translation of a
-conditional space is in :mod:`hpsearch.runtime.searchers`.
+conditional space is in :mod:`hpsearch.runtime.search.searchers`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ on its step), among its choices, equal to a constant, and set only where its con
 (with its controllers set too). An active parameter a point leaves out is drawn by the
 searcher. Points count toward ``num_samples``. ``from`` is resolved against the spec file's
 folder (the current folder for a spec given as a dict) and must be an hpsearch experiment
-folder; its trials are read at run time (:mod:`hpsearch.runtime.warm_start`), where
+folder; its trials are read at run time (:mod:`hpsearch.runtime.search.warm_start`), where
 :func:`misfit` decides which of them fit this search space.
 """
 

@@ -24,7 +24,7 @@
 
   When any group has a range, the entrypoint passes the groups, as Ray is started with them
   (:func:`ray_groups`), back as ``--cluster`` (:func:`cluster_argument`, one shell word). This is
-  the same rule ``hpsearch run --cluster`` applies itself (:func:`hpsearch.runtime.autoscaling.autoscaling_for`). ``hpsearch run`` then
+  the same rule ``hpsearch run --cluster`` applies itself (:func:`hpsearch.runtime.search.autoscaling.autoscaling_for`). ``hpsearch run`` then
   plans for the nodes up now plus every node the autoscaler may add. Trials that do not fit yet
   start their drivers, and their worker groups wait as pending placement groups. Ray's
   autoscaler (``enableInTreeAutoscaling``) adds nodes for that demand, up to ``maxReplicas``.

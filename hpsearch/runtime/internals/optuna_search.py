@@ -3,7 +3,7 @@
 Internals ``optuna-study-setup`` (:meth:`OptunaStudyHook.after_study_setup`,
 :meth:`OptunaStudyHook.knows_trial`), ``optuna-constraints`` (:meth:`OptunaStudyHook.set_constraints`)
 and ``optuna-failed-trials`` (:meth:`OptunaStudyHook.tell_study`). What hpsearch tells the study
-(an errored trial as infeasible) is :mod:`hpsearch.runtime.searchers`'.
+(an errored trial as infeasible) is :mod:`hpsearch.runtime.search.searchers`'.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class OptunaStudyHook:
         """Whether the study holds an Optuna trial for this Tune trial.
 
         One that Tune restored but the searcher's saved state never suggested does not (see
-        :class:`hpsearch.runtime.searchers.ResumableOptunaSearch`). Without the internal, every
+        :class:`hpsearch.runtime.search.searchers.ResumableOptunaSearch`). Without the internal, every
         trial counts as known, which is Ray's own behaviour.
         """
         if not available("optuna-study-setup"):

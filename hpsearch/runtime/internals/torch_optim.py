@@ -4,7 +4,7 @@ Internals ``torch-optimizer-load`` (:func:`wrap_optimizer_load`) and ``torch-sch
 (:func:`wrap_scheduler_loads`, :func:`set_last_lr`): ``torch.optim.Optimizer.load_state_dict`` and
 each LR scheduler class's own ``load_state_dict`` are replaced on the classes, for the whole Train
 worker process, and a scheduler's last rates are written. What the replacements do (the mutated
-hyperparameters kept) is :mod:`hpsearch.runtime.transplant`'s.
+hyperparameters kept) is :mod:`hpsearch.runtime.train.transplant`'s.
 
 The checks read torch's source files: the search process checks every contract at its start and
 never imports torch (seconds).

@@ -3,8 +3,8 @@
 Internal ``pbt-exploit``. :class:`ExploitHook` overrides the two private steps of Ray's
 scheduler and calls hooks with public names; it reads and writes the scheduler's private state
 through named accessors. What hpsearch does with them (the lineage, a population that keeps
-moving, a resumed one that carries on) is :mod:`hpsearch.runtime.pbt`'s and
-:mod:`hpsearch.runtime.resume_state`'s.
+moving, a resumed one that carries on) is :mod:`hpsearch.runtime.search.pbt`'s and
+:mod:`hpsearch.runtime.search.resume_state`'s.
 """
 
 from __future__ import annotations

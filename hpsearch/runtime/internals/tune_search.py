@@ -2,7 +2,7 @@
 
 Internals ``variant-generator`` (:class:`VariantHook`) and ``tune-search-state``
 (:func:`read_search_state`, :class:`SavedSearch`, :func:`write_search_state`). How a search grows
-on resume is :mod:`hpsearch.runtime.grow`'s.
+on resume is :mod:`hpsearch.runtime.search.grow`'s.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 This module is the search process's side: the schedulers Tune is given and the drivers' slots
 on the head node. Tune pickles the scheduler into its experiment state and calls it in the
 search process only; it prints through :mod:`hpsearch.messages`, so it holds no stream. The trial driver's side, steps 1 and 2
-below, is :mod:`hpsearch.runtime.pbt_driver`, which the drivers import without Ray's schedulers.
+below, is :mod:`hpsearch.runtime.trial.pbt_driver`, which the drivers import without Ray's schedulers.
 
 Ray's PBT exploits by handing the weaker trial the donor's latest *Tune* checkpoint. A nested
 trial has none of its own (Ray's ``TuneReportCallback`` forwards only the checkpoint's path), and
@@ -11,11 +11,11 @@ a nested run re-created under its old name resumes from its own checkpoint, not 
 hpsearch closes both gaps, without copying weights:
 
 1. **Pointers.** Under ``pbt``/``pb2``, every report forwarded to Tune carries a Tune checkpoint
-   (:func:`~hpsearch.runtime.pbt_driver.install_pointer_reports`). That checkpoint is one small
+   (:func:`~hpsearch.runtime.trial.pbt_driver.install_pointer_reports`). That checkpoint is one small
    file, :data:`~hpsearch.experiment.layout.POINTER_FILE`. It names the nested run and the
    checkpoint the report stands for, and the epoch. Tune copies that file into the trial's
    folder. The weights stay where the nested run wrote them.
-2. **Start.** When a trial driver starts, :func:`~hpsearch.runtime.pbt_driver.resolve_start`
+2. **Start.** When a trial driver starts, :func:`~hpsearch.runtime.trial.pbt_driver.resolve_start`
    reads the Tune checkpoint it was restored from. If that is the trial's own pointer, after a
    pause, a retry or ``resume``, the nested run it was in carries on. If it is a donor's
    pointer, after an exploit, a new nested run starts in ``train/<trial_id>/pbt-<donor>-e<epoch>/``.
@@ -29,7 +29,7 @@ hpsearch closes both gaps, without copying weights:
    donor, its epoch, and the old and new configs. They also print a line.
 4. **A population that keeps moving.** Under ``synch``, when a trial ends before the perturbation
    point, the others are ranked without it and go on (Ray's would wait for it for ever); after a
-   resume, each trial carries on where it was (:mod:`hpsearch.runtime.resume_state`).
+   resume, each trial carries on where it was (:mod:`hpsearch.runtime.search.resume_state`).
 
 Concurrency. The whole population is created at once. Its trials take turns through the head
 node's trial-driver slots (:func:`driver_slot`). So Tune pauses and resumes trials within the
@@ -51,8 +51,9 @@ from hpsearch import messages
 from hpsearch.analysis._lineage import describe_changes
 from hpsearch.experiment import files
 from hpsearch.formatting import number
-from hpsearch.runtime import internals, resume_state
+from hpsearch.runtime import internals
 from hpsearch.runtime.internals import Exploit, ExploitHook
+from hpsearch.runtime.search import resume_state
 
 __all__ = [
     "driver_slot",
@@ -87,7 +88,7 @@ def driver_slot(concurrency: int) -> float:
 
 class _Population(ExploitHook):
     """A population that keeps moving: under ``synch`` it goes on when a trial ends before the perturbation
-    point, and after a resume each trial carries on where it was (:mod:`hpsearch.runtime.resume_state`)."""
+    point, and after a resume each trial carries on where it was (:mod:`hpsearch.runtime.search.resume_state`)."""
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
         """Ray's step, then, for a trial restored by a resume, the scheduler state it had."""

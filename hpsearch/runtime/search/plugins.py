@@ -19,8 +19,8 @@ from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.hyperopt import HyperOptSearch
 
-from hpsearch.runtime.pbt import HpsearchPB2, HpsearchPBT
-from hpsearch.runtime.searchers import (
+from hpsearch.runtime.search.pbt import HpsearchPB2, HpsearchPBT
+from hpsearch.runtime.search.searchers import (
     ConditionalVariantGenerator,
     ConstrainedHyperOptSearch,
     HpsearchHyperOptSearch,
@@ -28,7 +28,7 @@ from hpsearch.runtime.searchers import (
     OptunaSpace,
     ResumableOptunaSearch,
 )
-from hpsearch.runtime.tune_space import to_tune
+from hpsearch.runtime.search.tune_space import to_tune
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.plugins import (
     SCHEDULERS,
@@ -272,7 +272,7 @@ def _check_builders(registry: Registry, builders: dict[str, Any]) -> None:
     """Fail at import when a registry name has no builder, or a builder no registry name."""
     if set(builders) != set(registry.names()):
         raise RuntimeError(
-            f"hpsearch.runtime.plugins builds {registry.kind}s {sorted(builders)}, but the spec's registry "
+            f"hpsearch.runtime.search.plugins builds {registry.kind}s {sorted(builders)}, but the spec's registry "
             f"names {registry.names()}: add or remove the builder of each name in hpsearch.spec.plugins"
         )
 

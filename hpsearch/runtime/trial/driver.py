@@ -2,7 +2,7 @@
 
 This module runs in the Tune trial's actor: a function trainable's thread, ``ray::ImplicitFunc``.
 There is one per running trial. It is on the head node by default, where
-:func:`hpsearch.runtime.trainable.make_trainable` places it. Tune pickles the trainable built
+:func:`hpsearch.runtime.trial.trainable.make_trainable` places it. Tune pickles the trainable built
 in the search process into it. So what :func:`run_nested` is given must pickle:
 :class:`TrialData`, :class:`Feed` and the spec's sections. This module is imported there by
 reference, because hpsearch is installed on every node.
@@ -12,11 +12,11 @@ For each trial, the driver sets:
 - the Ray Train environment defaults;
 - the nested run's name. It is the trial id, which is deterministic, so a retried or restored
   trial finds its own checkpoints. Under pbt/pb2 it is the run that
-  :mod:`hpsearch.runtime.pbt_driver` resolves;
+  :mod:`hpsearch.runtime.trial.pbt_driver` resolves;
 - the run's storage, under the experiment folder's ``train/``;
 - the trial's config, as ``train_loop_config``;
 - the datasets;
-- the Train callback that forwards every report to Tune (:mod:`hpsearch.runtime.controller`).
+- the Train callback that forwards every report to Tune (:mod:`hpsearch.runtime.train.controller`).
 
 With the work-arounds on (``HPSEARCH_RAY_WORKAROUNDS``, read in the search process and passed in as
 ``record_controller``), the nested run starts fewer helper processes beside the driver, each cut
@@ -24,10 +24,10 @@ measured by ``benchmarks/trial_start.py``: no Ray Data ``DatasetManager`` when t
 datasets (:func:`hpsearch.runtime.internals.lean_trainer_class`; Ray's placement-group cleaner stays,
 see :class:`hpsearch.runtime.ray_workarounds.OrphanReaper`); and no queue actor for the reports, which
 reach this driver through a socket of its own while ``fit()`` runs in another thread
-(:class:`hpsearch.runtime.controller.ReportChannel`), and which it hands to Tune with
+(:class:`hpsearch.runtime.train.controller.ReportChannel`), and which it hands to Tune with
 ``ray.tune.report``.
 
-Each worker runs the loop wrapped by :mod:`hpsearch.runtime.worker`. A trial whose report lacks
+Each worker runs the loop wrapped by :mod:`hpsearch.runtime.train.worker`. A trial whose report lacks
 a required metric ends with :class:`~hpsearch.errors.MetricNotReportedError`, in one line. The
 error is remembered, so Tune's retries of that trial in this search fail at once.
 
@@ -61,8 +61,7 @@ from hpsearch.errors import CheckpointNotReportedError, MetricNotReportedError
 from hpsearch.experiment import files
 from hpsearch.experiment.layout import TRAIN_RUNS_DIR
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER
-from hpsearch.runtime import pbt_driver, ray_workarounds, retries, reuse
-from hpsearch.runtime.controller import CheckpointRules, ReportChannel, aggregating_callback, fit_serving
+from hpsearch.runtime import ray_workarounds, retries
 from hpsearch.runtime.datasets import build_for_trial, data_config
 from hpsearch.runtime.env import apply_trial_defaults, set_torch_master
 from hpsearch.runtime.internals import (
@@ -73,9 +72,11 @@ from hpsearch.runtime.internals import (
     lean_trainer_class,
     torch_config_with_worker_setup,
 )
-from hpsearch.runtime.node_check import pin_worker_interface
+from hpsearch.runtime.nodes.node_check import pin_worker_interface
 from hpsearch.runtime.rank_watch import Watchdog
-from hpsearch.runtime.worker import worker_loop
+from hpsearch.runtime.train.controller import CheckpointRules, ReportChannel, aggregating_callback, fit_serving
+from hpsearch.runtime.train.worker import worker_loop
+from hpsearch.runtime.trial import pbt_driver, reuse
 from hpsearch.spec import Aggregate, FailureSettings, Scaling
 
 __all__ = ["Feed", "TrialData", "run_nested", "scaling_config_kwargs", "driver_room", "DriverRoom"]

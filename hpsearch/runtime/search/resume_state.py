@@ -3,7 +3,7 @@
 Tune saves no scheduler in its experiment state, so after ``Tuner.restore`` Ray's PBT counts
 every trial from time 0. Under ``synch`` a trial that was waiting at the perturbation point then
 runs ahead of the others, and the weaker trials copy its later (perhaps its last) checkpoint.
-:class:`hpsearch.runtime.pbt.HpsearchPBT` (and ``HpsearchPB2``) call the two functions here, which
+:class:`hpsearch.runtime.search.pbt.HpsearchPBT` (and ``HpsearchPB2``) call the two functions here, which
 read and write the scheduler's state through the door's accessors (internal ``pbt-exploit``).
 """
 

@@ -9,7 +9,7 @@ hpsearch is installed on every node.
 
 In the controller, for each report:
 
-- every rank's report is combined into the single dict Tune sees (:mod:`hpsearch.runtime.aggregate`);
+- every rank's report is combined into the single dict Tune sees (:mod:`hpsearch.runtime.train.aggregate`);
 - ``epoch`` is added when the loop reports none;
 - the report is checked to hold the search's metrics, and under pbt/pb2 a checkpoint;
 - it is forwarded to Tune and appended to the trial's history file.
@@ -47,8 +47,8 @@ from hpsearch.experiment import files
 from hpsearch.experiment.layout import EPOCH
 from hpsearch.experiment.metrics import flat_metrics, has_metric  # has_metric: Tune's lookup (a/b in {"a": {"b": ...}})
 from hpsearch.runtime import ray_workarounds, retries
-from hpsearch.runtime.aggregate import aggregate_metrics
 from hpsearch.runtime.rank_watch import keep_controller_output
+from hpsearch.runtime.train.aggregate import aggregate_metrics
 from hpsearch.spec import Aggregate
 
 __all__ = [

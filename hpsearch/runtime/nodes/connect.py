@@ -8,7 +8,7 @@ Ray that shaped the design".
 
 Every other server of an embedded Ray listens on 127.0.0.1 as well: the GCS, the
 raylet, the agents, and every worker's (:func:`hpsearch.runtime.env.loopback_only`).
-This is checked right after Ray starts (:mod:`hpsearch.runtime.listening`). A socket
+This is checked right after Ray starts (:mod:`hpsearch.runtime.nodes.listening`). A socket
 beyond the loopback stops the search. An embedded Ray also keeps Ray's token
 authentication: a ``RAY_AUTH_MODE`` that turns it off is refused. The environment Ray
 is started with is set by :mod:`hpsearch.runtime.env`.
@@ -27,8 +27,8 @@ from ray.util.state import list_placement_groups
 
 from hpsearch.errors import ClusterError
 from hpsearch.planning.planner import HEAD_RESOURCE, Node
-from hpsearch.runtime import listening, ray_logs
 from hpsearch.runtime.env import apply_driver_defaults, loopback_only, pin_state_api
+from hpsearch.runtime.nodes import listening, ray_logs
 
 __all__ = [
     "connect",
@@ -49,7 +49,7 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
             cluster's address (``"auto"``, ``"ray://..."``, ``"host:port"``).
         verbose: Print Ray's own log lines on this terminal: the workers' output, Ray's
             warnings and Tune's errors. Without it they are kept in Ray's session folder
-            only (see :mod:`hpsearch.runtime.ray_logs`).
+            only (see :mod:`hpsearch.runtime.nodes.ray_logs`).
         num_cpus: CPUs for an embedded local Ray (default: all of this machine's).
     """
     if ray.is_initialized():

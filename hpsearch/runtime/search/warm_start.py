@@ -1,6 +1,6 @@
 """Warm start at run time: the searcher's space, points and the earlier search's trials.
 
-:func:`with_space` completes a :class:`~hpsearch.runtime.plugins.SearcherContext` with the trial
+:func:`with_space` completes a :class:`~hpsearch.runtime.search.plugins.SearcherContext` with the trial
 space, the spec's ``warm_start.points`` and the seeds read from ``warm_start.from`` by
 :func:`earlier_trials`, and prints one line saying what seeds the searcher. It runs when
 ``hpsearch run`` builds the Tuner, never on ``hpsearch resume`` (``Tuner.restore`` brings back
@@ -14,7 +14,7 @@ none, and runs its ``num_samples`` trials as it would without them.
 
 Under this spec's ``constraints``, an earlier trial whose last report breaks them (or lacks a
 constrained metric) seeds with the worst value of the seeds, per objective, as HyperOpt is told
-an infeasible trial (:class:`~hpsearch.runtime.searchers.WorstWhenInfeasible`): a seed carries
+an infeasible trial (:class:`~hpsearch.runtime.search.searchers.WorstWhenInfeasible`): a seed carries
 values, not the constrained metrics, so Optuna is told it as feasible, and it must not look good.
 """
 
@@ -36,7 +36,7 @@ from hpsearch.spec.space import SearchSpace, flat_config
 from hpsearch.spec.warm_start import misfit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.runtime.plugins import SearcherContext
+    from hpsearch.runtime.search.plugins import SearcherContext
     from hpsearch.spec import Spec
 
 __all__ = ["with_space", "earlier_trials", "Seeds"]

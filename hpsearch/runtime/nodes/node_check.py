@@ -1,12 +1,12 @@
 """The node check: every node of a cluster probed once, before the first trial, and the search refused in one message.
 
 With several nodes, :func:`check_nodes` runs one zero-CPU task pinned to each alive node
-(:func:`hpsearch.runtime.node_facts.probe_node`, shipped by value so that a node with another
+(:func:`hpsearch.runtime.nodes.node_facts.probe_node`, shipped by value so that a node with another
 hpsearch still answers) and waits for them all together, up to a timeout. Each reads and writes
 a file under ``storage_path``, unpickles the train loop as Ray's workers will, and reports its
 host name and what it resolves to, the interface of its Ray IP, ``GLOO_SOCKET_IFNAME`` and
 ``NCCL_SOCKET_IFNAME``, and its Ray, hpsearch, torch and Python versions.
-:func:`hpsearch.runtime.node_facts.assess` compares them with the search process's own, and a
+:func:`hpsearch.runtime.nodes.node_facts.assess` compares them with the search process's own, and a
 :class:`~hpsearch.errors.ClusterError` names each bad node by host name and IP.
 
 A host whose name resolves to a loopback address is refused only where hpsearch cannot pin
@@ -32,8 +32,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hpsearch import messages
 from hpsearch.errors import ClusterError
-from hpsearch.runtime import internals, node_facts
-from hpsearch.runtime.node_facts import NodeFacts
+from hpsearch.runtime import internals
+from hpsearch.runtime.nodes import node_facts
+from hpsearch.runtime.nodes.node_facts import NodeFacts
 
 if TYPE_CHECKING:
     from hpsearch.planning.planner import Node

@@ -24,10 +24,11 @@ from hpsearch.errors import ExperimentExistsError, Problem, SpecError
 from hpsearch.experiment.files import is_experiment
 from hpsearch.experiment.layout import SPEC_FILE
 from hpsearch.formatting import plural
-from hpsearch.runtime import internals, session
-from hpsearch.runtime.autoscaling import Autoscaling, autoscaling_for
-from hpsearch.runtime.budget import check_not_spent
-from hpsearch.runtime.cluster import job_cluster_address
+from hpsearch.runtime import internals
+from hpsearch.runtime.nodes import session
+from hpsearch.runtime.nodes.connect import job_cluster_address
+from hpsearch.runtime.search.autoscaling import Autoscaling, autoscaling_for
+from hpsearch.runtime.search.budget import check_not_spent
 from hpsearch.spec import Spec, check_storage, total_trials
 
 __all__ = ["check_resume_overrides", "preflight"]
@@ -97,7 +98,7 @@ def _check_tracking(spec: Spec) -> None:
     """
     if spec.tracking.enabled():
         # lazy: the trackers' module loads Ray's logger callbacks, and a search without tracking never needs them.
-        from hpsearch.runtime.tracking import check_tracking
+        from hpsearch.runtime.search.tracking import check_tracking
 
         check_tracking(spec)
 

@@ -13,7 +13,7 @@ A conditional space (parameters with ``when``) reaches each searcher in its own 
   :class:`ConditionalVariantGenerator` drops the inactive parameters from each trial before Tune
   records or runs it.
 
-Warm-start points and earlier trials (:mod:`hpsearch.runtime.warm_start`) are given to the same
+Warm-start points and earlier trials (:mod:`hpsearch.runtime.search.warm_start`) are given to the same
 searchers:
 
 - Optuna enqueues the points. It adds the earlier trials to its study, with their
@@ -48,7 +48,7 @@ from hpsearch.experiment.metrics import report_value, report_violation
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.runtime import internals
 from hpsearch.runtime.internals import HyperOptTrialsHook, OptunaStudyHook, VariantHook
-from hpsearch.runtime.tune_space import JOINT_GRID_KEY, tune_domain
+from hpsearch.runtime.search.tune_space import JOINT_GRID_KEY, tune_domain
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.space import (
     ChoiceParam,
@@ -570,7 +570,7 @@ class HpsearchHyperOptSearch(WorstWhenInfeasible, HyperOptTrialsHook, HyperOptSe
 class ConditionalVariantGenerator(VariantHook, BasicVariantGenerator):
     """Tune's variant generator, with each trial's inactive parameters dropped before Tune records it.
 
-    Tune draws every parameter (and expands the one grid of :func:`hpsearch.runtime.tune_space.to_tune`
+    Tune draws every parameter (and expands the one grid of :func:`hpsearch.runtime.search.tune_space.to_tune`
     over the combinations that can exist); this puts the grid's values in their places and
     removes the parameters whose condition is false from the trial's config, its evaluated
     parameters and its tag, so neither the trial folder, ``params.json``, ``result.json`` nor

@@ -1,7 +1,7 @@
 """Growing a search on resume (``hpsearch resume DIR --set num_samples=N``): Tune's saved search state made to
 hold the new total before ``Tuner.restore`` reads it, so that the same searcher goes on.
 
-The checks that a search may grow are :func:`hpsearch.runtime.preflight.check_growth`'s; reading and
+The checks that a search may grow are :func:`hpsearch.runtime.search.preflight.check_growth`'s; reading and
 writing Tune's saved state is the door's (internal ``tune-search-state``).
 """
 

@@ -39,7 +39,7 @@ nested run and after it, that no newer trial has taken its actor (:func:`claim`)
 has, it leaves quietly. If it ever starts a run,
 :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper` ends it. One line says so.
 
-Reuse stays off in two cases (``runtime/tuner.py``). One is ``pbt``/``pb2``: there a paused
+Reuse stays off in two cases (``runtime/search/tuner.py``). One is ``pbt``/``pb2``: there a paused
 trial's actor would be handed a trial restored from a checkpoint, a path not measured yet.
 The other is when the spec sets ``resources.reuse_actors: false``.
 """
@@ -66,7 +66,7 @@ from hpsearch import messages
 from hpsearch.experiment import files
 from hpsearch.runtime.env import restore_environ
 from hpsearch.runtime.internals import DriverSession
-from hpsearch.runtime.session import CONTROLLER_PROCESS, kill_if_still
+from hpsearch.runtime.nodes.session import CONTROLLER_PROCESS, kill_if_still
 from hpsearch.spec._imports import is_file_module
 
 __all__ = [
@@ -207,7 +207,7 @@ def claim(generation: int) -> None:
 
 def record_worker_group(run_folder: str) -> None:
     """In a Train worker: rank 0 records the run's worker placement group (for :func:`end_nested_run`),
-    the nodes of its bundles (for :class:`hpsearch.runtime.node_watch.NodeWatch`), and this start of the
+    the nodes of its bundles (for :class:`hpsearch.runtime.nodes.node_watch.NodeWatch`), and this start of the
     trial's workers: when, how many, where (``load_results``' ``workers`` table: an elastic trial's size
     over time)."""
     try:

@@ -16,10 +16,10 @@ The recorder also writes to ``hpsearch_usage.jsonl``
 records when the run started and when it ended, with the resources the trial holds. The
 start is Tune's ``on_trial_start``, when the driver's actor is up. The end is Tune's end of
 the trial, or of that attempt when Tune retries it. These records give the trial's
-resource-hours and the budget's (:mod:`hpsearch.runtime.budget`). A trial whose function
+resource-hours and the budget's (:mod:`hpsearch.runtime.search.budget`). A trial whose function
 returns ends after its nested run's teardown, so the teardown is counted too.
 
-:class:`~hpsearch.runtime.progress.ProgressPrinter` reads the statuses from here. So place
+:class:`~hpsearch.runtime.search.progress.ProgressPrinter` reads the statuses from here. So place
 the recorder before the printer in the Tuner's callbacks: Tune calls them in order.
 """
 
@@ -39,8 +39,8 @@ from hpsearch.experiment.metrics import report_epoch as last_epoch  # the shared
 from hpsearch.experiment.tracebacks import short_error
 from hpsearch.experiment.worker_ranks import STALLED_PREFIX, UNEQUAL_PREFIX, rank_note
 from hpsearch.runtime import retries
-from hpsearch.runtime.budget import resources_from_folder
 from hpsearch.runtime.rank_watch import RankHangError
+from hpsearch.runtime.search.budget import resources_from_folder
 
 __all__ = ["OutcomeRecorder", "last_epoch"]
 

@@ -1,6 +1,6 @@
 """What the node check learns on each node, and what it makes of it; nothing here imports Ray.
 
-:mod:`hpsearch.runtime.node_check` runs :func:`probe_node` once on every node of a cluster
+:mod:`hpsearch.runtime.nodes.node_check` runs :func:`probe_node` once on every node of a cluster
 before the first trial. It returns plain values: the host's name and what that name resolves
 to, the interface holding the node's Ray IP, ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME``,
 the versions of Ray, hpsearch, torch and Python, whether the train loop unpickles there as

@@ -34,7 +34,7 @@ from typing import Any
 from hpsearch.errors import ClusterError
 from hpsearch.planning.autoscale import waiting_for_workers
 from hpsearch.planning.cluster_shape import NodeGroup, parse_node_groups
-from hpsearch.runtime.cluster import cluster_nodes, waiting_worker_groups
+from hpsearch.runtime.nodes.connect import cluster_nodes, waiting_worker_groups
 from hpsearch.spec import FailureSettings, Spec
 
 __all__ = ["Autoscaling", "autoscaling_for", "from_plan", "failure_for", "worker_shapes", "placement_status"]

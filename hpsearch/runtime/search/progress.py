@@ -12,7 +12,7 @@ the experiment folder. A status line then says at once how many trials had ended
 the resume. A resumed search counts the whole search, each trial once, by its latest end.
 
 The printer only prints: how a trial ended is decided by
-:class:`~hpsearch.runtime.outcomes.OutcomeRecorder`, which it is given and reads.
+:class:`~hpsearch.runtime.search.outcomes.OutcomeRecorder`, which it is given and reads.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from hpsearch.experiment.layout import (
 from hpsearch.experiment.metrics import report_epoch, report_value, report_violation
 from hpsearch.experiment.ranking import is_better, metric_value
 from hpsearch.formatting import number, plural
-from hpsearch.runtime.outcomes import OutcomeRecorder
+from hpsearch.runtime.search.outcomes import OutcomeRecorder
 from hpsearch.spec.constraints import Constraint
 
 __all__ = ["ProgressPrinter"]

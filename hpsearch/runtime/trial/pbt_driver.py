@@ -1,8 +1,8 @@
 """Population-based training, the trial driver's side: which nested run to start, and pointer reports.
 
-This module runs in the trial driver, the Tune trial's actor. :mod:`hpsearch.runtime.driver`
+This module runs in the trial driver, the Tune trial's actor. :mod:`hpsearch.runtime.trial.driver`
 calls it under ``pbt``/``pb2``. The scheduler's side, in the search process, is
-:mod:`hpsearch.runtime.pbt`, whose module doc tells the whole design. The two are kept apart so
+:mod:`hpsearch.runtime.search.pbt`, whose module doc tells the whole design. The two are kept apart so
 that the driver imports neither Ray's schedulers nor PB2's packages. The scheduler, in turn,
 imports nothing of the driver's session.
 

@@ -22,7 +22,7 @@ How a budget ends a search, and why. This was read in the ``ray.tune`` source of
 - Tune installs no handler when ``fit()`` runs outside the main thread. There ``stop_all``
   returns True instead, so the search still ends but cannot be continued.
 - The budget is read from the search run in progress (:func:`begin`, which
-  ``hpsearch.runtime.tuner`` calls around ``fit()``), not from the stopper. The reason:
+  ``hpsearch.runtime.search.tuner`` calls around ``fit()``), not from the stopper. The reason:
   ``Tuner.restore`` brings back the stopper that was pickled in Tune's experiment state,
   and that stopper holds the old budget.
 
@@ -30,7 +30,7 @@ What is counted is described in :mod:`hpsearch.spec.budget`. Here is where each 
 comes from. The wall time adds up the search's first run and every resume;
 ``hpsearch_usage.jsonl`` records each run. Failures are read from the outcomes file. The
 target is checked on every result Tune receives. The resource-hours come from the trials'
-runs that :class:`~hpsearch.runtime.outcomes.OutcomeRecorder` records; a running trial
+runs that :class:`~hpsearch.runtime.search.outcomes.OutcomeRecorder` records; a running trial
 counts up to now.
 """
 

@@ -7,22 +7,22 @@ only what pickles:
 - the user's loop, shipped by value when it comes from a ``.py`` file;
 - the spec's sections;
 - the datasets' handles;
-- a closure calling :func:`hpsearch.runtime.driver.run_nested`, imported there by reference.
+- a closure calling :func:`hpsearch.runtime.trial.driver.run_nested`, imported there by reference.
 
 The code runs in four processes, with one module for each:
 
 - Here, in the search process, are the trainable and the trial driver's resources. The
   driver gets a sliver of the head node. Under pbt/pb2 it gets a driver slot instead
-  (:func:`hpsearch.runtime.pbt.driver_slot`). The datasets are split here into those shared
+  (:func:`hpsearch.runtime.search.pbt.driver_slot`). The datasets are split here into those shared
   by reference and the factories each driver calls.
-- :mod:`hpsearch.runtime.driver` is the trial driver, which is Tune's trial actor. It builds
+- :mod:`hpsearch.runtime.trial.driver` is the trial driver, which is Tune's trial actor. It builds
   and fits the nested run and stores it under the experiment folder's ``train/``. The run is
   named by the trial id. The name is deterministic, so a retried or restored trial finds its
   own checkpoints.
-- :mod:`hpsearch.runtime.controller` runs in the nested run's Train controller. Every report
+- :mod:`hpsearch.runtime.train.controller` runs in the nested run's Train controller. Every report
   is aggregated across workers, checked, forwarded to Tune and appended to the trial's
   history (docs/architecture.md, "The data path", step 4).
-- :mod:`hpsearch.runtime.worker` runs in each Train worker. It runs the user's loop and makes
+- :mod:`hpsearch.runtime.train.worker` runs in each Train worker. It runs the user's loop and makes
   its reports plain.
 
 Ray Data datasets come from the spec's ``datasets`` and ``data`` sections
@@ -43,11 +43,11 @@ from pydantic import BaseModel
 from ray import tune
 
 from hpsearch.planning.planner import HEAD_RESOURCE, HEAD_SLIVER, data_cpus_per_trial
-from hpsearch.runtime import reuse
 from hpsearch.runtime.datasets import materialize_datasets, register_by_value, resolve_sources, ship_by_value
-from hpsearch.runtime.driver import Feed, TrialData, run_nested
 from hpsearch.runtime.internals import add_trainable_mixin
 from hpsearch.runtime.ray_workarounds import workarounds_enabled
+from hpsearch.runtime.trial import reuse
+from hpsearch.runtime.trial.driver import Feed, TrialData, run_nested
 from hpsearch.spec import Aggregate, CheckpointSettings, FailureSettings, Scaling
 from hpsearch.spec.datasets import DataSettings
 
@@ -110,7 +110,7 @@ def make_trainable(
         concurrency: Trials at once, the plan's ``max_concurrent_trials``. Each trial's Ray Data
             executors get ``1/concurrency`` of ``data.cpus`` and of Ray Data's object store
             budget (:func:`~hpsearch.planning.planner.data_cpus_per_trial`).
-        population: Population-based training, ``pbt`` or ``pb2`` (:mod:`hpsearch.runtime.pbt`).
+        population: Population-based training, ``pbt`` or ``pb2`` (:mod:`hpsearch.runtime.search.pbt`).
             Every report must carry a checkpoint, and it reaches Tune with a pointer to it. A
             trial the scheduler exploits continues from the donor's checkpoint in a new nested
             run. Nested runs keep every checkpoint. At most ``concurrency`` drivers hold the
@@ -165,7 +165,7 @@ def make_trainable(
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"
     hpsearch_trial.__qualname__ = hpsearch_trial.__name__
     # Tune's hook for the class it wraps a function in: with reuse_actors, the previous trial's
-    # nested run is ended before the next trial runs in the actor (runtime/reuse.py).
+    # nested run is ended before the next trial runs in the actor (runtime/trial/reuse.py).
     add_trainable_mixin(hpsearch_trial, reuse.ReusableDriver)
     trial: Callable[..., None] = hpsearch_trial
     if shared:  # the datasets' handles go into the object store once, and every trial reads the same blocks
@@ -181,7 +181,7 @@ def _driver_bundle(driver_cpus: float, driver_node: str, population: bool, concu
         bundle[HEAD_RESOURCE] = HEAD_SLIVER
         if population:  # the population takes turns, because only `concurrency` drivers fit on the head at once
             # lazy: runtime/pbt loads Ray's PB2 (and scikit-learn); only a population-based search needs it
-            from hpsearch.runtime.pbt import driver_slot
+            from hpsearch.runtime.search.pbt import driver_slot
 
             bundle[HEAD_RESOURCE] = driver_slot(concurrency)
     elif driver_node != "any":

@@ -7,7 +7,7 @@ its own, nothing of the search process. The function it returns is a closure ove
 loop alone.
 
 In the worker, rank 0 records the run's worker placement group for a reused trial actor
-(:func:`hpsearch.runtime.reuse.record_worker_group`). Every rank keeps its log and its progress
+(:func:`hpsearch.runtime.trial.reuse.record_worker_group`). Every rank keeps its log and its progress
 (reports entered and completed, how its loop ended) in its attempt's folder of the trial's
 ``logs/`` (:class:`hpsearch.runtime.rank_watch.RankRecord`), which the trial driver watches for
 unequal reports and stalls. Every report is made plain Python before Ray sees it
@@ -20,10 +20,11 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from hpsearch.runtime import reuse, transplant
-from hpsearch.runtime.aggregate import plain_metrics
 from hpsearch.runtime.internals import wrap_worker_reports
 from hpsearch.runtime.rank_watch import RankRecord
+from hpsearch.runtime.train import transplant
+from hpsearch.runtime.train.aggregate import plain_metrics
+from hpsearch.runtime.trial import reuse
 
 __all__ = ["worker_loop", "plain_reports"]
 
@@ -34,12 +35,12 @@ def worker_loop(
     """The user's loop as each Train worker runs it: reports made plain, the return value dropped.
 
     With ``run_folder`` (the trial's ``train/<trial_id>/``), rank 0 records the run's worker
-    placement group there first (:func:`hpsearch.runtime.reuse.record_worker_group`), and every
+    placement group there first (:func:`hpsearch.runtime.trial.reuse.record_worker_group`), and every
     rank keeps its output and progress in the folder's ``logs/attempt-<N>/`` while its loop runs
     (:class:`hpsearch.runtime.rank_watch.RankRecord`; an error the loop raises ends its log).
 
     ``workarounds``: the Ray work-arounds' switch as the search process read it; off, a run from a donor's
-    checkpoint leaves PyTorch's ``load_state_dict`` as it is (:func:`hpsearch.runtime.transplant.take_over`).
+    checkpoint leaves PyTorch's ``load_state_dict`` as it is (:func:`hpsearch.runtime.train.transplant.take_over`).
 
     The loop keeps its arity. Ray Train calls a loop that has a required parameter with the
     config, and a loop without one with nothing. The loop's return value would travel to the

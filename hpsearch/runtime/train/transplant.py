@@ -1,7 +1,7 @@
 """A run that starts from another trial's checkpoint, as any train loop restores it.
 
 Under population-based training an exploited trial's next nested run starts from the donor's
-checkpoint, with a mutated config (:mod:`hpsearch.runtime.pbt_driver` writes the run's start
+checkpoint, with a mutated config (:mod:`hpsearch.runtime.trial.pbt_driver` writes the run's start
 file). Loops written as Ray's guides write them restore with ``ray.train.get_checkpoint()``:
 plain PyTorch (``torch.load``), Lightning (``trainer.fit(ckpt_path=...)``) and the Hugging Face
 ``Trainer`` (``trainer.train(resume_from_checkpoint=...)``). Ray Train V2 gives a new run no

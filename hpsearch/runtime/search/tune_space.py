@@ -7,7 +7,7 @@ multiples of the step between the bounds, as in ``tune.qrandint``/``tune.qunifor
 
 The space itself (parsing, validation, conditions, flattening) is :mod:`hpsearch.spec.space`,
 which imports no Ray; each searcher's translation of a conditional space is in
-:mod:`hpsearch.runtime.searchers`.
+:mod:`hpsearch.runtime.search.searchers`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from hpsearch.spec.space import (
 __all__ = ["JOINT_GRID_KEY", "to_tune", "tune_domain"]
 
 #: The key of the one Tune grid that holds every valid combination of a conditional space's
-#: grid parameters (see :func:`to_tune`); :mod:`hpsearch.runtime.searchers` spreads it back.
+#: grid parameters (see :func:`to_tune`); :mod:`hpsearch.runtime.search.searchers` spreads it back.
 JOINT_GRID_KEY = "__hpsearch_grid__"
 
 
@@ -45,7 +45,7 @@ def to_tune(tree: SearchSpace, *, searcher: str = "random") -> dict[str, Any]:
 
     A conditional tree (:func:`~hpsearch.spec.space.is_conditional`) is sampled by the searcher.
     For ``optuna`` and ``hyperopt`` the ``param_space`` is empty, because their searchers carry the
-    whole space (:mod:`hpsearch.runtime.searchers`). For ``random`` every parameter is here. If a grid
+    whole space (:mod:`hpsearch.runtime.search.searchers`). For ``random`` every parameter is here. If a grid
     parameter has a condition, every grid is replaced by one grid over
     :func:`~hpsearch.spec.space.grid_points`, at :data:`JOINT_GRID_KEY`. The random searcher spreads
     that grid back into its parameters, and then drops the inactive ones.

@@ -1,6 +1,6 @@
 """``hpsearch check`` at the Ray edge: one trial of the spec, cut, restored and judged.
 
-The check runs the search machinery itself, not a model of it: :func:`hpsearch.runtime.tuner`'s run
+The check runs the search machinery itself, not a model of it: :func:`hpsearch.runtime.search.tuner`'s run
 and resume, with the spec :func:`hpsearch.experiment.check.check_setup` derives, into the check's own
 folder (``<experiment_dir>.check``). :class:`CutAfterReports` is the one addition: a Tune stopper that
 interrupts the first run after the trial's ``reports``-th report, as Ctrl-C does (Tune saves its state,
@@ -30,7 +30,7 @@ from hpsearch.experiment import files
 from hpsearch.experiment.check import DEFAULT_CHECK_REPORT_TIMEOUT_S, CheckReport, CheckSetup, check_setup, judge
 from hpsearch.experiment.layout import CHECK_FILE, TRAIN_RUNS_DIR, is_experiment
 from hpsearch.formatting import plural
-from hpsearch.runtime import budget, tuner
+from hpsearch.runtime.search import budget, tuner
 from hpsearch.spec import Spec, load_spec
 
 __all__ = ["CpuSampler", "CutAfterReports", "check", "failed_lines"]

@@ -10,7 +10,7 @@ one run per tracker, holding:
   which restarts at 1 when a trial is retried or resumed), Tune's bookkeeping left out, a nested
   metric named as Tune and the spec's ``metric`` name it (``{"val": {"loss": x}}`` is ``val/loss``);
 - tags: ``hpsearch.experiment``, ``hpsearch.trial_id`` and, when it ends, ``hpsearch.status``
-  (``finished``, ``stopped``, ``errored``: the :class:`~hpsearch.runtime.outcomes.OutcomeRecorder`'s
+  (``finished``, ``stopped``, ``errored``: the :class:`~hpsearch.runtime.search.outcomes.OutcomeRecorder`'s
   decision, which runs first) and ``hpsearch.best_checkpoint`` with ``hpsearch.best_<metric>``
   (found as :func:`hpsearch.load_results` finds them: the ranking over the trial's history,
   among the checkpoints still on disk).
@@ -72,7 +72,7 @@ from hpsearch.spec.space import flat_space
 from hpsearch.spec.tracking import MLFLOW_ARTIFACTS, mlflow_file_store_problem, mlflow_tracking_uri
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpsearch.runtime.outcomes import OutcomeRecorder
+    from hpsearch.runtime.search.outcomes import OutcomeRecorder
     from hpsearch.spec import Spec
     from hpsearch.spec.constraints import Constraint
     from hpsearch.spec.tracking import MlflowSettings, WandbSettings

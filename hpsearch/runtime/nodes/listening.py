@@ -7,7 +7,7 @@ network without a sound. :func:`check_loopback_only` measures instead: right aft
 embedded ``ray.init`` it reads the listening sockets of the session's processes and refuses
 the search (a :class:`~hpsearch.errors.ClusterError`) if any is bound beyond the loopback.
 
-Which processes are checked: the ones that :func:`hpsearch.runtime.session.current_session`
+Which processes are checked: the ones that :func:`hpsearch.runtime.nodes.session.current_session`
 records, so that a killed run can be cleaned up after. These are every process Ray's node
 started (``gcs_server``, ``raylet``, the dashboard, the monitors) and all their descendants,
 which include the agents and the workers. The check also covers the sockets the driver
@@ -45,8 +45,8 @@ import ray  # noqa: F401 - imported before psutil so that Ray's bundled copy is 
 import psutil
 
 from hpsearch.errors import ClusterError
-from hpsearch.runtime import session
-from hpsearch.runtime.node_facts import is_loopback
+from hpsearch.runtime.nodes import session
+from hpsearch.runtime.nodes.node_facts import is_loopback
 
 __all__ = [
     "Listener",
@@ -63,7 +63,7 @@ __all__ = [
 #: How long :func:`settled` waits at most for the session's sockets to stop changing, and how often it looks.
 SETTLE_TIMEOUT_S = 2.0
 SETTLE_INTERVAL_S = 0.25
-#: As in :mod:`hpsearch.runtime.session`: one process's start time reads the same each time, a reused PID's later.
+#: As in :mod:`hpsearch.runtime.nodes.session`: one process's start time reads the same each time, a reused PID's later.
 _START_TIME_TOLERANCE_S = 0.05
 #: At most this many sockets are named in the error (the rest are counted).
 _MAX_NAMED = 20
@@ -143,7 +143,7 @@ def driver_listeners() -> frozenset[Listener]:
 def session_listeners(before: Collection[Listener] = ()) -> list[Listener] | None:
     """The listening sockets of the embedded Ray session this process started, sorted.
 
-    Its processes as :func:`hpsearch.runtime.session.current_session` finds them, and this
+    Its processes as :func:`hpsearch.runtime.nodes.session.current_session` finds them, and this
     driver's sockets that are not in ``before`` (:func:`driver_listeners` before ``ray.init``).
     ``None`` when this process started no Ray session (not connected, or on ``--address``).
     """

@@ -1,7 +1,7 @@
 """Build a plain ``ray.tune.Tuner`` from a spec and a plan, run it, and write the experiment folder.
 
-The checks made before anything is written live in :mod:`hpsearch.runtime.preflight`.
-``run`` and ``resume`` return a :class:`~hpsearch.runtime.search_result.SearchResult`.
+The checks made before anything is written live in :mod:`hpsearch.runtime.search.preflight`.
+``run`` and ``resume`` return a :class:`~hpsearch.runtime.search.search_result.SearchResult`.
 
 One search is one folder, ``<storage_path>/<name>/``. It holds Tune's experiment files and
 every trial's nested Train run under ``train/<trial_id>/``. It also holds hpsearch's own
@@ -39,27 +39,29 @@ from hpsearch.planning.autoscale import addable_nodes, plan_run
 from hpsearch.planning.estimate import estimate, timing_from, workload_for
 from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
-from hpsearch.runtime import budget, grow, internals, progress, ray_logs, ray_workarounds, session
-from hpsearch.runtime import cluster as ray_cluster
-from hpsearch.runtime.autoscaling import (
+from hpsearch.runtime import internals, ray_workarounds
+from hpsearch.runtime.datasets import datasets_for_spec
+from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
+from hpsearch.runtime.nodes import connect as ray_cluster
+from hpsearch.runtime.nodes import ray_logs, session
+from hpsearch.runtime.nodes.node_check import check_nodes
+from hpsearch.runtime.nodes.node_watch import NodeWatch
+from hpsearch.runtime.search import budget, grow, progress
+from hpsearch.runtime.search.autoscaling import (
     Autoscaling,
     failure_for,
     from_plan,
     placement_status,
     worker_shapes,
 )
-from hpsearch.runtime.datasets import datasets_for_spec
-from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
-from hpsearch.runtime.node_check import check_nodes
-from hpsearch.runtime.node_watch import NodeWatch
-from hpsearch.runtime.outcomes import OutcomeRecorder
-from hpsearch.runtime.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
-from hpsearch.runtime.preflight import GROW_KEY, check_growth, check_resume_overrides, preflight
-from hpsearch.runtime.progress import ProgressPrinter
-from hpsearch.runtime.search_result import SearchResult
-from hpsearch.runtime.trainable import make_trainable
-from hpsearch.runtime.tune_space import to_tune
-from hpsearch.runtime.warm_start import with_space
+from hpsearch.runtime.search.outcomes import OutcomeRecorder
+from hpsearch.runtime.search.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
+from hpsearch.runtime.search.preflight import GROW_KEY, check_growth, check_resume_overrides, preflight
+from hpsearch.runtime.search.progress import ProgressPrinter
+from hpsearch.runtime.search.search_result import SearchResult
+from hpsearch.runtime.search.tune_space import to_tune
+from hpsearch.runtime.search.warm_start import with_space
+from hpsearch.runtime.trial.trainable import make_trainable
 from hpsearch.spec import FailureSettings, Spec, load_spec, total_trials, varying_params
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,7 +111,7 @@ def _build(
         autoscaling=autoscaling,
     )
     # Under population-based training, the whole population is created at once, so the searcher's
-    # limit is the population. The drivers then take turns within the plan's concurrency (runtime/pbt.py).
+    # limit is the population. The drivers then take turns within the plan's concurrency (runtime/search/pbt.py).
     searcher_limit = total_trials(spec) if spec.population_based else plan.max_concurrent_trials
     # reuse_actors stays off under it. Handing a paused trial's actor to a restored trial has not been measured.
     if spec.population_based:
@@ -134,7 +136,7 @@ def _build(
             num_samples=spec.num_samples,
             search_alg=searcher,  # carries the plan's concurrency limit
             scheduler=scheduler,
-            # A reused actor first ends the previous trial's nested run (runtime/reuse.py). It finds that
+            # A reused actor first ends the previous trial's nested run (runtime/trial/reuse.py). It finds that
             # run's controller through the controller record, which the work-arounds switch also turns
             # on and off. It also needs two Ray internals.
             reuse_actors=spec.resources.reuse_actors
@@ -149,7 +151,7 @@ def _build(
             verbose=0,
             callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=spec.failure.trial_retries),
-            # `stop`: a check's own cut (runtime/check.py), beside the budget; Tune pickles both into its state
+            # `stop`: a check's own cut (runtime/search/check.py), beside the budget; Tune pickles both into its state
             stop=_budget_stopper(spec) if stop is None else CombinedStopper(_budget_stopper(spec), stop),
         ),
     )
@@ -174,15 +176,15 @@ def callbacks_for(
 ) -> list[Callback]:
     """The Tune callbacks of a search, in the order Tune must call them.
 
-    1. The :class:`~hpsearch.runtime.outcomes.OutcomeRecorder`. It decides how each trial ended.
-    2. The :class:`~hpsearch.runtime.progress.ProgressPrinter`. It prints what the recorder decided.
-    3. The :class:`~hpsearch.runtime.node_watch.NodeWatch`. It says when a node leaves or joins, and
+    1. The :class:`~hpsearch.runtime.search.outcomes.OutcomeRecorder`. It decides how each trial ended.
+    2. The :class:`~hpsearch.runtime.search.progress.ProgressPrinter`. It prints what the recorder decided.
+    3. The :class:`~hpsearch.runtime.nodes.node_watch.NodeWatch`. It says when a node leaves or joins, and
        gives the recorder the lost host of a trial that errors after losing its workers.
     4. With ``workarounds``, the :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`.
-    5. The trackers of ``spec.tracking`` (:mod:`hpsearch.runtime.tracking`). Each is checked first.
+    5. The trackers of ``spec.tracking`` (:mod:`hpsearch.runtime.search.tracking`). Each is checked first.
 
     They are built without starting Ray. With ``autoscaling``, the printer says why trials wait
-    for their workers (:mod:`hpsearch.runtime.autoscaling`).
+    for their workers (:mod:`hpsearch.runtime.search.autoscaling`).
     """
     watch = NodeWatch(spec.experiment_dir / TRAIN_RUNS_DIR, _retry_hint(failure_for(spec, autoscaling)))
     recorder = OutcomeRecorder(spec.experiment_dir, budget=_budget(spec), error_note=watch.note_for)
@@ -202,7 +204,7 @@ def callbacks_for(
         callbacks.append(_reaper(spec))
     if spec.tracking.enabled():  # after the recorder, because each tracker tags a run with the status it decided
         # lazy: the trackers' module loads Ray's logger callbacks; a search without tracking never needs it
-        from hpsearch.runtime.tracking import check_tracking, tracking_callbacks
+        from hpsearch.runtime.search.tracking import check_tracking, tracking_callbacks
 
         check_tracking(spec)  # a tracker that cannot be set up is refused here (SpecError), not mid-search
         callbacks += tracking_callbacks(spec, recorder)
@@ -354,7 +356,7 @@ def run(
         cluster: Used with ``address``. The node groups the cluster's autoscaler may grow it to,
             written as ``hpsearch plan --cluster`` takes them (``'1x{CPU: 8} + 0..4x{CPU: 8, GPU: 8}'``).
             The search is planned for them, and its trials wait for the nodes they need
-            (:mod:`hpsearch.runtime.autoscaling`).
+            (:mod:`hpsearch.runtime.search.autoscaling`).
 
     Returns:
         The search's ``ResultGrid`` as ``.result_grid``. Its methods, such as ``get_best_result``,
@@ -475,7 +477,7 @@ def run_with_summary(spec: Spec | str | Path | Mapping[str, Any], **kwargs: Any)
 def _deprecated(name: str, replacement: str) -> None:
     """Warn that ``name`` will be removed, pointing at the caller's caller. ``replacement`` returns a SearchResult."""
     warnings.warn(
-        f"hpsearch.runtime.tuner.{name} is deprecated and will be removed: use hpsearch.{replacement}(...), "
+        f"hpsearch.runtime.search.tuner.{name} is deprecated and will be removed: use hpsearch.{replacement}(...), "
         f"whose SearchResult holds the ResultGrid (.result_grid) and the summary (.summary)",
         DeprecationWarning,
         stacklevel=3,
@@ -496,7 +498,7 @@ def _plan(spec: Spec, nodes: Sequence[Node], autoscaling: Autoscaling | None) ->
 
 
 def _budget_stopper(spec: Spec) -> Any:
-    """The Tune stopper that ends the search when its budget is spent (see hpsearch.runtime.budget)."""
+    """The Tune stopper that ends the search when its budget is spent (see hpsearch.runtime.search.budget)."""
     return budget.BudgetStopper(spec.experiment_dir, spec.budget)
 
 
@@ -657,7 +659,7 @@ def _resume_locked(
 def _growth(spec: Spec, overrides: Sequence[str]) -> tuple[int, int]:
     """The trials ``resume --set num_samples=N`` adds (0 without it) and the ``num_samples`` the search was
     started with; refused before Ray starts when the search cannot grow (see
-    :func:`hpsearch.runtime.preflight.check_growth`)."""
+    :func:`hpsearch.runtime.search.preflight.check_growth`)."""
     if not any(o.partition("=")[0].strip() == GROW_KEY for o in overrides):
         return 0, spec.num_samples
     before = experiment_spec(spec.experiment_dir)
