@@ -11,6 +11,7 @@ with the loopback switch forced off (tests/loopback_off.py), which it must stop.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import subprocess
@@ -129,12 +130,16 @@ def test_every_server_of_an_embedded_ray_listens_on_loopback_during_a_search(ray
 
 
 @pytest.mark.ray
+@pytest.mark.tier  # Ray 2.58 does not turn token authentication on by itself: the tier checks hpsearch does
 @pytest.mark.timeout(120)
 def test_a_client_without_the_token_is_refused_by_the_gcs_and_the_dashboard(ray_cluster, tmp_path):
     from ray._raylet import AuthenticationTokenLoader
 
     token = AuthenticationTokenLoader.instance().get_raw_token()
     assert token
+    # the token is this process's own, in its environment only (Ray would write ~/.ray/auth_token, 0644)
+    assert os.environ.get("RAY_AUTH_TOKEN") == token or os.environ.get("RAY_AUTH_TOKEN_PATH")
+    assert cluster._answers_without_token(os.environ[env.STATE_API_ADDRESS.name]) is False
 
     # The dashboard (its State API): no token 401, a wrong one 403, the cluster's 200.
     url = os.environ[env.STATE_API_ADDRESS.name] + "/api/v0/nodes"
@@ -424,3 +429,63 @@ def test_run_with_the_loopback_switch_off_stops_with_exit_2_before_any_trial_and
     while (left := [p for p in processes if _alive(p["pid"], p["create_time"])]) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, f"the embedded Ray's processes outlived the refused run: {left}"
+
+
+# ----------------------------------------------------------------------------- token authentication, no Ray
+
+
+def test_an_embedded_ray_gets_token_authentication_with_a_token_of_its_own_process() -> None:
+    environ: dict[str, str] = {}
+    assert env.token_authentication(environ) is True
+    assert environ[env.AUTH_MODE] == "token" and len(environ[env.AUTH_TOKEN]) == 64
+    first = environ[env.AUTH_TOKEN]
+    assert env.token_authentication(environ) is False and environ[env.AUTH_TOKEN] == first  # Ray keeps the first
+    given = {env.AUTH_TOKEN_PATH: "/run/secrets/ray-token"}
+    assert env.token_authentication(given) is False and env.AUTH_TOKEN not in given  # the user's token file is used
+
+
+class _Dashboard(http.server.BaseHTTPRequestHandler):
+    """A stand-in dashboard that answers its job API with ``code``."""
+
+    code = 200
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(self.code)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.mark.parametrize(("code", "open_"), [(200, True), (401, False), (403, False), (500, None)])
+def test_a_cluster_that_takes_jobs_without_a_token_is_named_in_one_line(code, open_) -> None:
+    handler = type("Dashboard", (_Dashboard,), {"code": code})
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"127.0.0.1:{server.server_port}"
+        assert cluster._answers_without_token(url) is open_
+        line = cluster._open_cluster_line("host:6379", url)
+        if open_:
+            assert line is not None and line.startswith(
+                "warning: the Ray cluster at host:6379 runs without token authentication: anyone who reaches its "
+                "ports can run code as you on it. Start it with RAY_AUTH_MODE=token"
+            )
+            with pytest.raises(ClusterError, match="the embedded Ray started without token authentication"):
+                cluster._check_token_required(f"http://{url}")
+        elif open_ is False:
+            assert line is None
+            cluster._check_token_required(f"http://{url}")
+        else:
+            assert (
+                line
+                == "cannot check whether the Ray cluster at host:6379 requires a token: its dashboard did not answer"
+            )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert cluster._open_cluster_line("host:6379", None) == (
+        "cannot check whether the Ray cluster at host:6379 requires a token: it names no dashboard"
+    )

@@ -7,6 +7,8 @@ that needs them, just before Ray reads them. Each place has its own function:
   local Ray's raylet and workers are started from this process and inherit them.
 - :func:`pin_state_api`: in the search's process, before an embedded local Ray starts.
 - :func:`loopback_only`: around the ``ray.init`` of an embedded local Ray, and only there.
+- :func:`token_authentication`: before the ``ray.init`` of an embedded local Ray: token
+  authentication on, with a token of this process's own unless the user gave one.
 - :func:`apply_tuner_defaults`: before the ``ray.tune.Tuner`` is built.
 - :func:`apply_fit_defaults`: before ``Tuner.fit`` (a new search and a resumed one).
 - :func:`apply_trial_defaults`: in every trial driver, before it builds its ``TorchTrainer``;
@@ -26,11 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpsearch.runtime.internals import loopback_flag
+from hpsearch.runtime.internals import loopback_flag, reload_ray_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.spec import FailureSettings
@@ -58,6 +61,10 @@ __all__ = [
     "restore_environ",
     "set_torch_master",
     "loopback_only",
+    "token_authentication",
+    "AUTH_MODE",
+    "AUTH_TOKEN",
+    "AUTH_TOKEN_PATH",
 ]
 
 
@@ -385,3 +392,38 @@ def mlflow_probe(environ: MutableMapping[str, str] | None = None) -> Iterator[No
                 env.pop(name, None)
             else:
                 env[name] = value
+
+
+#: Ray's switch for token authentication (read from the environment only).
+AUTH_MODE = "RAY_AUTH_MODE"
+#: The token itself, which Ray reads before RAY_AUTH_TOKEN_PATH and ~/.ray/auth_token.
+AUTH_TOKEN = "RAY_AUTH_TOKEN"
+#: A file holding the token, which Ray reads before ~/.ray/auth_token.
+AUTH_TOKEN_PATH = "RAY_AUTH_TOKEN_PATH"
+
+
+def token_authentication(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Before an embedded local Ray starts: token authentication on, on every supported Ray.
+
+    Ray 2.60 turns it on by default for a new local cluster; Ray 2.58 does not (measured: the
+    dashboard of an embedded 2.58 answered ``authentication_mode: disabled`` and took jobs from
+    anyone). So :data:`AUTH_MODE` is set to ``token``. The token is one of this process's own,
+    made here and kept only in the environment, which the processes ``ray.init`` starts inherit
+    (and which no other user can read): Ray would otherwise write one to ``~/.ray/auth_token``
+    with the umask's mode, readable by every local user. A token the user gave
+    (:data:`AUTH_TOKEN` or :data:`AUTH_TOKEN_PATH`) is used as it is, and so is the one made by an
+    earlier embedded Ray of this process (Ray's core keeps the first token it read).
+
+    Both stay set for the process's life: this process speaks to its Ray with them. Ray's core
+    read its settings when Ray was imported, so it is told to read them again
+    (:func:`hpsearch.runtime.internals.reload_ray_config`). Returns whether it made the token.
+    """
+    env = os.environ if environ is None else environ
+    env[AUTH_MODE] = "token"  # a user's other value was refused before (nodes.connect)
+    made = False
+    if not env.get(AUTH_TOKEN) and not env.get(AUTH_TOKEN_PATH):
+        env[AUTH_TOKEN] = secrets.token_hex(32)
+        made = True
+    if environ is None:
+        reload_ray_config()
+    return made

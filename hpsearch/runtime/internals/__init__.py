@@ -45,7 +45,13 @@ The modules, one library area each (the registry first; every other imports it):
 
 from hpsearch.runtime.internals.hyperopt_search import HyperOptTrialsHook
 from hpsearch.runtime.internals.optuna_search import OptunaStudyHook
-from hpsearch.runtime.internals.ray_core import NodeInfo, current_node, loopback_flag, set_driver_error_printing
+from hpsearch.runtime.internals.ray_core import (
+    NodeInfo,
+    current_node,
+    loopback_flag,
+    reload_ray_config,
+    set_driver_error_printing,
+)
 from hpsearch.runtime.internals.ray_data import (
     data_object_store_fraction,
     hold_in_coordinator,
@@ -137,6 +143,7 @@ __all__ = [
     "library_versions",
     "load_state_dict_targets",
     "loopback_flag",
+    "reload_ray_config",
     "offer_start_checkpoint",
     "preflight",
     "problem",

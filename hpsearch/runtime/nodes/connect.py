@@ -9,9 +9,13 @@ Ray that shaped the design".
 Every other server of an embedded Ray listens on 127.0.0.1 as well: the GCS, the
 raylet, the agents, and every worker's (:func:`hpsearch.runtime.env.loopback_only`).
 This is checked right after Ray starts (:mod:`hpsearch.runtime.nodes.listening`). A socket
-beyond the loopback stops the search. An embedded Ray also keeps Ray's token
-authentication: a ``RAY_AUTH_MODE`` that turns it off is refused. The environment Ray
-is started with is set by :mod:`hpsearch.runtime.env`.
+beyond the loopback stops the search. An embedded Ray also runs with Ray's token
+authentication, on every supported Ray, with a token of this process's own
+(:func:`hpsearch.runtime.env.token_authentication`); a ``RAY_AUTH_MODE`` that turns it off is
+refused, and right after Ray starts its dashboard is asked, without the token, for its job
+API: an answer stops the search. On ``--address``, a cluster whose dashboard answers without a
+token gets one warning line. The environment Ray is started with is set by
+:mod:`hpsearch.runtime.env`.
 """
 
 from __future__ import annotations
@@ -19,15 +23,18 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
 import ray
 from ray.util.state import list_placement_groups
 
+from hpsearch import messages
 from hpsearch.errors import ClusterError
 from hpsearch.planning.planner import HEAD_RESOURCE, Node
-from hpsearch.runtime.env import apply_driver_defaults, loopback_only, pin_state_api
+from hpsearch.runtime.env import apply_driver_defaults, loopback_only, pin_state_api, token_authentication
 from hpsearch.runtime.nodes import listening, ray_logs
 
 __all__ = [
@@ -57,6 +64,7 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
     address = address or job_cluster_address()
     if not address:
         _refuse_auth_off()  # before anything starts
+        token_authentication()  # on, with this process's own token, on every supported Ray
     apply_driver_defaults()
     # Ray's lines go to its session folder, and to the terminal only when verbose (ray_logs says how).
     ray_logs.before_init(verbose=verbose)
@@ -67,10 +75,13 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
     }
     if address:
         try:
-            ray.init(address=address, **common)
+            context = ray.init(address=address, **common)
         except ConnectionError as err:
             ray_logs.abandon()
             raise ClusterError(_cannot_connect(address, err)) from err
+        line = _open_cluster_line(address, getattr(context, "dashboard_url", None))
+        if line is not None:
+            messages.say(line)
     else:
         # Ray Train's placement-group cleaner must ask this cluster's State API (see env.STATE_API_ADDRESS).
         port = _free_port()
@@ -89,6 +100,7 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
             )
         try:  # ... and measured: a server beyond the loopback stops the search before anything is written
             listening.check_loopback_only(before)
+            _check_token_required(f"http://127.0.0.1:{port}")
         except ClusterError:
             ray.shutdown()
             ray_logs.abandon()
@@ -128,6 +140,48 @@ def _refuse_auth_off() -> None:
             f"Ray's ports. Unset {AUTH_MODE} (or set {AUTH_MODE}=token), or run on a Ray cluster you started "
             "yourself (`ray start --head`) with --address."
         )
+
+
+def _answers_without_token(dashboard: str) -> bool | None:
+    """Whether the cluster's dashboard answers a request that carries no token (Ray's job API, which
+    runs code); ``None`` when it cannot be asked."""
+    url = dashboard if "://" in dashboard else f"http://{dashboard}"
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/jobs/", timeout=10) as reply:
+            return 200 <= int(reply.status) < 300
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            return False
+        return None
+    except (OSError, ValueError):
+        return None
+
+
+def _check_token_required(dashboard: str) -> None:
+    """Refuse an embedded Ray that started without token authentication (it would take jobs from anyone)."""
+    if _answers_without_token(dashboard) is True:
+        raise ClusterError(
+            "the embedded Ray started without token authentication (its dashboard took a request with no "
+            f"token): any process on this machine could run code as you through it. hpsearch set {AUTH_MODE}=token "
+            f"and Ray ({ray.__version__}) did not apply it: start a cluster yourself with {AUTH_MODE}=token "
+            "(`ray start --head`) and pass --address"
+        )
+
+
+def _open_cluster_line(address: str, dashboard: str | None) -> str | None:
+    """One line when the cluster at ``address`` runs without token authentication, or when that cannot be checked."""
+    if not dashboard:
+        return f"cannot check whether the Ray cluster at {address} requires a token: it names no dashboard"
+    answered = _answers_without_token(dashboard)
+    if answered is None:
+        return f"cannot check whether the Ray cluster at {address} requires a token: its dashboard did not answer"
+    if answered:
+        return (
+            f"warning: the Ray cluster at {address} runs without token authentication: anyone who reaches its "
+            f"ports can run code as you on it. Start it with {AUTH_MODE}=token (ray start --head, or KubeRay's "
+            "authOptions: {mode: token}), and give this process the token (RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+        )
+    return None
 
 
 def _free_port() -> int:
