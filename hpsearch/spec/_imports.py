@@ -346,9 +346,10 @@ def _recording() -> Iterator[set[str]]:
     try:
         yield brought_in
     finally:
-        brought_in.update(n for n in sys.modules.copy() if n not in before)
+        now = sys.modules.copy()  # one snapshot: a module another thread removes meanwhile is looked up in it
+        brought_in.update(n for n in now if n not in before)
         for name in brought_in:
-            where = _location(sys.modules[name])
+            where = _location(now[name]) if name in now else None
             if where is not None:
                 _BROUGHT_IN[name] = where
 
