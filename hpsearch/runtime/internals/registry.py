@@ -342,16 +342,10 @@ INTERNALS: tuple[Internal, ...] = (
     ),
     Internal(
         key="ray-config-reload",
-        relies_on="ray._raylet.Config.initialize(config) re-reading Ray's RAY_* settings (RAY_AUTH_MODE) from the environment",
+        relies_on="ray._raylet.Config.initialize(config), re-reading RAY_* settings (RAY_AUTH_MODE) from the environment",
         feature="an embedded Ray with token authentication on every supported Ray (2.58 does not default to it)",
-        without_it=(
-            "RAY_AUTH_MODE set after Ray's import reaches the processes ray.init starts but not this one, which "
-            "then cannot speak to them; left unset, Ray 2.58 starts without authentication"
-        ),
-        public=(
-            "RAY_AUTH_MODE=token set before Ray is first imported; hpsearch cannot be first in a user's process "
-            "(a notebook, a script that imported ray); Ray's own ray.init does this reload for its default"
-        ),
+        without_it="RAY_AUTH_MODE set after Ray's import reaches the processes ray.init starts, not this one",
+        public="RAY_AUTH_MODE=token before Ray's first import, which hpsearch cannot be sure to precede",
         on_missing="refuse",
         check=_at("ray_core", "_check_config_reload"),
         embedded_only=True,
@@ -742,17 +736,13 @@ def _problem(key: str) -> str | None:
     return None
 
 
-def _broken() -> dict[str, str]:
-    return {i.key: found for i in INTERNALS if (found := _problem(i.key)) is not None}
-
-
 def broken() -> dict[str, str]:
     """Every internal whose contract the installed libraries break, by key, with what differs.
 
     Each is checked once per process (importing the modules named, reading signatures and
     sources), and remembered.
     """
-    return dict(_broken())
+    return {i.key: found for i in INTERNALS if (found := _problem(i.key)) is not None}
 
 
 def problem(key: str) -> str | None:
