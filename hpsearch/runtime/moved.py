@@ -1,7 +1,7 @@
 """The runtime modules' old names, for folders and code written before they moved.
 
 ``runtime/`` was grouped by the process its code runs in (``search/``, ``trial/``, ``train/``,
-``cluster/``). Tune pickles hpsearch's objects into an experiment folder (``tuner.pkl``, the
+``nodes/``). Tune pickles hpsearch's objects into an experiment folder (``tuner.pkl``, the
 searcher's state, the callbacks) by their module's name, so a folder written before the move
 names modules that are no longer there, and ``hpsearch resume`` must still read it. User code
 may import them too. :class:`MovedModules` answers each old name with the module it moved to

@@ -59,8 +59,7 @@ def reload_ray_config() -> None:
             f"({problem('ray-config-reload')}); an embedded Ray could start without token authentication. "
             "Install a checked Ray, or start a cluster yourself with RAY_AUTH_MODE=token and pass --address"
         )
-    # lazy: a missing internal turns its feature off; it never fails the import
-    from ray._raylet import Config  # type: ignore[attr-defined]  # a Cython module without stubs for Config
+    from ray._raylet import Config  # type: ignore[attr-defined]  # lazy: checked first; Cython, no stubs for Config
 
     Config.initialize("")
 
