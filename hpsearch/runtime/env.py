@@ -7,8 +7,8 @@ that needs them, just before Ray reads them. Each place has its own function:
   local Ray's raylet and workers are started from this process and inherit them.
 - :func:`pin_state_api`: in the search's process, before an embedded local Ray starts.
 - :func:`loopback_only`: around the ``ray.init`` of an embedded local Ray, and only there.
-- :func:`token_authentication`: before the ``ray.init`` of an embedded local Ray: token
-  authentication on, with a token of this process's own unless the user gave one.
+- :func:`private_token_file`: after the ``ray.init`` of an embedded local Ray: Ray's token file
+  readable by its owner only.
 - :func:`apply_tuner_defaults`: before the ``ray.tune.Tuner`` is built.
 - :func:`apply_fit_defaults`: before ``Tuner.fit`` (a new search and a resumed one).
 - :func:`apply_trial_defaults`: in every trial driver, before it builds its ``TorchTrainer``;
@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
+import stat
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpsearch.runtime.internals import loopback_flag, reload_ray_config
+from hpsearch.runtime.internals import loopback_flag
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.spec import FailureSettings
@@ -61,7 +61,7 @@ __all__ = [
     "restore_environ",
     "set_torch_master",
     "loopback_only",
-    "token_authentication",
+    "private_token_file",
     "AUTH_MODE",
     "AUTH_TOKEN",
     "AUTH_TOKEN_PATH",
@@ -402,28 +402,20 @@ AUTH_TOKEN = "RAY_AUTH_TOKEN"
 AUTH_TOKEN_PATH = "RAY_AUTH_TOKEN_PATH"
 
 
-def token_authentication(environ: MutableMapping[str, str] | None = None) -> bool:
-    """Before an embedded local Ray starts: token authentication on, on every supported Ray.
+def private_token_file(path: str | os.PathLike[str] | None = None) -> bool:
+    """Make Ray's token file readable by its owner only (Ray writes it with the umask's mode, often 0644).
 
-    Ray 2.60 turns it on by default for a new local cluster; Ray 2.58 does not (measured: the
-    dashboard of an embedded 2.58 answered ``authentication_mode: disabled`` and took jobs from
-    anyone). So :data:`AUTH_MODE` is set to ``token``. The token is one of this process's own,
-    made here and kept only in the environment, which the processes ``ray.init`` starts inherit
-    (and which no other user can read): Ray would otherwise write one to ``~/.ray/auth_token``
-    with the umask's mode, readable by every local user. A token the user gave
-    (:data:`AUTH_TOKEN` or :data:`AUTH_TOKEN_PATH`) is used as it is, and so is the one made by an
-    earlier embedded Ray of this process (Ray's core keeps the first token it read).
-
-    Both stay set for the process's life: this process speaks to its Ray with them. Ray's core
-    read its settings when Ray was imported, so it is told to read them again
-    (:func:`hpsearch.runtime.internals.reload_ray_config`). Returns whether it made the token.
+    Only a regular file of this user's, not through a link. Returns whether its mode was changed.
     """
-    env = os.environ if environ is None else environ
-    env[AUTH_MODE] = "token"  # a user's other value was refused before (nodes.connect)
-    made = False
-    if not env.get(AUTH_TOKEN) and not env.get(AUTH_TOKEN_PATH):
-        env[AUTH_TOKEN] = secrets.token_hex(32)
-        made = True
-    if environ is None:
-        reload_ray_config()
-    return made
+    token = os.path.expanduser("~/.ray/auth_token") if path is None else os.fspath(path)
+    try:
+        info = os.lstat(token)
+    except OSError:
+        return False
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or not info.st_mode & 0o077:
+        return False
+    try:
+        os.chmod(token, 0o600, follow_symlinks=False)
+    except (OSError, NotImplementedError):
+        return False
+    return True

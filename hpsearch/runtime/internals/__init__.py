@@ -49,7 +49,6 @@ from hpsearch.runtime.internals.ray_core import (
     NodeInfo,
     current_node,
     loopback_flag,
-    reload_ray_config,
     set_driver_error_printing,
 )
 from hpsearch.runtime.internals.ray_data import (
@@ -143,7 +142,6 @@ __all__ = [
     "library_versions",
     "load_state_dict_targets",
     "loopback_flag",
-    "reload_ray_config",
     "offer_start_checkpoint",
     "preflight",
     "problem",

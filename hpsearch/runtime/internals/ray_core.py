@@ -36,34 +36,6 @@ def _check_loopback() -> None:
     _mentions("ray._private.services:get_node_ip_address", "ray_constants.ENABLE_RAY_CLUSTER")
 
 
-def _check_config_reload() -> None:
-    config = _resolve("ray._raylet:Config")
-    if not callable(getattr(config, "initialize", None)):
-        raise ContractBroken("ray._raylet.Config.initialize is gone")
-
-
-def reload_ray_config() -> None:
-    """Have this process's Ray read its settings from the environment again (internal ``ray-config-reload``).
-
-    Ray's C++ core reads ``RAY_*`` variables such as ``RAY_AUTH_MODE`` once, when Ray is first
-    imported; a variable set later counts for the processes ``ray.init`` starts, not for this one,
-    which would then speak to them without its token. Ray's own token set-up reloads it the same way.
-
-    Raises:
-        IncompatibleLibraryError: when the internal is missing (hpsearch cannot start an embedded
-            Ray with token authentication).
-    """
-    if not available("ray-config-reload"):
-        raise IncompatibleLibraryError(
-            f"the installed Ray ({library_versions()}) cannot reload its settings as hpsearch knows "
-            f"({problem('ray-config-reload')}); an embedded Ray could start without token authentication. "
-            "Install a checked Ray, or start a cluster yourself with RAY_AUTH_MODE=token and pass --address"
-        )
-    from ray._raylet import Config  # type: ignore[attr-defined]  # lazy: checked first; Cython, no stubs for Config
-
-    Config.initialize("")
-
-
 def _check_worker_logs() -> None:
     worker = _resolve("ray._private.worker")
     if not isinstance(getattr(worker, "_worker_logs_enabled", None), bool):

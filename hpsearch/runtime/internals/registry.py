@@ -341,16 +341,6 @@ INTERNALS: tuple[Internal, ...] = (
         embedded_only=True,
     ),
     Internal(
-        key="ray-config-reload",
-        relies_on="ray._raylet.Config.initialize(config), re-reading RAY_* settings (RAY_AUTH_MODE) from the environment",
-        feature="an embedded Ray with token authentication on every supported Ray (2.58 does not default to it)",
-        without_it="RAY_AUTH_MODE set after Ray's import reaches the processes ray.init starts, not this one",
-        public="RAY_AUTH_MODE=token before Ray's first import, which hpsearch cannot be sure to precede",
-        on_missing="refuse",
-        check=_at("ray_core", "_check_config_reload"),
-        embedded_only=True,
-    ),
-    Internal(
         key="driver-error-printing",
         relies_on="ray._private.worker._worker_logs_enabled (read by print_worker_logs)",
         feature="a quiet terminal: Ray's error messages to the driver kept off it unless --verbose",

@@ -10,11 +10,10 @@ Every other server of an embedded Ray listens on 127.0.0.1 as well: the GCS, the
 raylet, the agents, and every worker's (:func:`hpsearch.runtime.env.loopback_only`).
 This is checked right after Ray starts (:mod:`hpsearch.runtime.nodes.listening`). A socket
 beyond the loopback stops the search. An embedded Ray also runs with Ray's token
-authentication, on every supported Ray, with a token of this process's own
-(:func:`hpsearch.runtime.env.token_authentication`); a ``RAY_AUTH_MODE`` that turns it off is
-refused, and right after Ray starts its dashboard is asked, without the token, for its job
-API: an answer stops the search. On ``--address``, a cluster whose dashboard answers without a
-token gets one warning line. The environment Ray is started with is set by
+authentication where Ray turns it on (Ray 2.60 does for a new local cluster; 2.58 does not),
+with Ray's token file made private (:func:`hpsearch.runtime.env.private_token_file`); a
+``RAY_AUTH_MODE`` that turns it off is refused. On ``--address``, a cluster whose dashboard
+takes a job request without a token gets one warning line. The environment Ray is started with is set by
 :mod:`hpsearch.runtime.env`.
 """
 
@@ -34,7 +33,12 @@ from ray.util.state import list_placement_groups
 from hpsearch import messages
 from hpsearch.errors import ClusterError
 from hpsearch.planning.planner import HEAD_RESOURCE, Node
-from hpsearch.runtime.env import apply_driver_defaults, loopback_only, pin_state_api, token_authentication
+from hpsearch.runtime.env import (
+    apply_driver_defaults,
+    loopback_only,
+    pin_state_api,
+    private_token_file,
+)
 from hpsearch.runtime.nodes import listening, ray_logs
 
 __all__ = [
@@ -64,7 +68,6 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
     address = address or job_cluster_address()
     if not address:
         _refuse_auth_off()  # before anything starts
-        token_authentication()  # on, with this process's own token, on every supported Ray
     apply_driver_defaults()
     # Ray's lines go to its session folder, and to the terminal only when verbose (ray_logs says how).
     ray_logs.before_init(verbose=verbose)
@@ -100,7 +103,7 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
             )
         try:  # ... and measured: a server beyond the loopback stops the search before anything is written
             listening.check_loopback_only(before)
-            _check_token_required(f"http://127.0.0.1:{port}")
+            private_token_file()  # Ray's ~/.ray/auth_token, made with the umask's mode: 0600
         except ClusterError:
             ray.shutdown()
             ray_logs.abandon()
@@ -155,17 +158,6 @@ def _answers_without_token(dashboard: str) -> bool | None:
         return None
     except (OSError, ValueError):
         return None
-
-
-def _check_token_required(dashboard: str) -> None:
-    """Refuse an embedded Ray that started without token authentication (it would take jobs from anyone)."""
-    if _answers_without_token(dashboard) is True:
-        raise ClusterError(
-            "the embedded Ray started without token authentication (its dashboard took a request with no "
-            f"token): any process on this machine could run code as you through it. hpsearch set {AUTH_MODE}=token "
-            f"and Ray ({ray.__version__}) did not apply it: start a cluster yourself with {AUTH_MODE}=token "
-            "(`ray start --head`) and pass --address"
-        )
 
 
 def _open_cluster_line(address: str, dashboard: str | None) -> str | None:
