@@ -62,9 +62,6 @@ __all__ = [
     "set_torch_master",
     "loopback_only",
     "private_token_file",
-    "AUTH_MODE",
-    "AUTH_TOKEN",
-    "AUTH_TOKEN_PATH",
 ]
 
 
@@ -392,14 +389,6 @@ def mlflow_probe(environ: MutableMapping[str, str] | None = None) -> Iterator[No
                 env.pop(name, None)
             else:
                 env[name] = value
-
-
-#: Ray's switch for token authentication (read from the environment only).
-AUTH_MODE = "RAY_AUTH_MODE"
-#: The token itself, which Ray reads before RAY_AUTH_TOKEN_PATH and ~/.ray/auth_token.
-AUTH_TOKEN = "RAY_AUTH_TOKEN"
-#: A file holding the token, which Ray reads before ~/.ray/auth_token.
-AUTH_TOKEN_PATH = "RAY_AUTH_TOKEN_PATH"
 
 
 def private_token_file(path: str | os.PathLike[str] | None = None) -> bool:
