@@ -295,7 +295,7 @@ def test_learning_curves_data(results: an.Results) -> None:
     third = data.curves[2]
     assert (third.status, third.x, third.y) == ("finished", [1.0, 2.0, 3.0, 4.0], [0.8, 0.25, 0.1, 0.15])
     assert data.curves[1].status == "stopped"
-    assert (data.x_label, data.best_trial_id, data.budget, data.rungs) == ("epoch", "aaaa0003", 4.0, [1, 2])
+    assert (data.x_label, data.best_trial_id, data.max_t, data.rungs) == ("epoch", "aaaa0003", 4.0, [1, 2])
     assert data.log_y  # 0.05 .. 2.0 spans 40x
     assert an.learning_curves(results, "val_acc").curves[0].y == [0.5, 0.7, 0.8, 0.85]
 
@@ -345,7 +345,7 @@ def test_parallel_coordinates_data(results: an.Results) -> None:
 
 def test_scheduler_effect_data(results: an.Results) -> None:
     data = an.scheduler_effect(results)
-    assert (data.scheduler, data.budget, data.rungs) == ("asha", 4, [1, 2])
+    assert (data.scheduler, data.full_iterations, data.rungs) == ("asha", 4, [1, 2])
     assert data.iterations == [4, 1, 4, 1, 2]
     assert (data.used, data.saved) == (12, 5)  # stopped: (4 - 1) + (4 - 2)
     assert data.saved_fraction == pytest.approx(5 / 17)
@@ -353,11 +353,19 @@ def test_scheduler_effect_data(results: an.Results) -> None:
     assert data.time_used_s == pytest.approx(22 + 20.5 + 22 + 20.5 + 21)
 
 
+def test_the_old_budget_names_still_answer_with_a_deprecation(results: an.Results) -> None:
+    # max_t was called "budget" while budget: is also the spec's section of search-wide limits
+    with pytest.warns(DeprecationWarning, match="LearningCurves.max_t"):
+        assert an.learning_curves(results).budget == 4.0
+    with pytest.warns(DeprecationWarning, match="SchedulerEffect.full_iterations"):
+        assert an.scheduler_effect(results).budget == 4
+
+
 def test_scheduler_effect_without_a_scheduler_uses_the_longest_trial(exp: Path) -> None:
     spec = (exp / SPEC_FILE).read_text().replace("type: asha", "type: fifo")
     (exp / SPEC_FILE).write_text(spec)
     data = an.scheduler_effect(load_results(exp))
-    assert (data.scheduler, data.budget, data.rungs) == ("fifo", 4, [])
+    assert (data.scheduler, data.full_iterations, data.rungs) == ("fifo", 4, [])
 
 
 def test_param_importances_from_optunas_evaluator(results: an.Results) -> None:

@@ -101,7 +101,7 @@ def test_the_progress_line_shows_a_nested_metric(tmp_path: Path) -> None:
     from hpsearch.runtime.search.progress import ProgressPrinter
 
     out = io.StringIO()
-    recorder = OutcomeRecorder(tmp_path, budget=None)
+    recorder = OutcomeRecorder(tmp_path, max_t=None)
     printer = ProgressPrinter("val/loss", "min", recorder, total=1, varying=["lr"], clock=lambda: 0.0)
     events = TuneEvents()
     events.callbacks = [recorder, printer]

@@ -431,7 +431,7 @@ def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reap
     on = callbacks_for(spec, concurrency=2, workarounds=True)
     assert [type(c) for c in on] == [OutcomeRecorder, ProgressPrinter, NodeWatch, OrphanReaper]
     recorder, printer, watch, reaper = on
-    assert printer.recorder is recorder and recorder.budget == ("epoch", 4)
+    assert printer.recorder is recorder and recorder.max_t == ("epoch", 4)
     assert recorder.error_note == watch.note_for  # an errored trial's line names a lost host
     assert reaper.train_dir == spec.experiment_dir / "train" == watch.train_dir
     assert [type(c) for c in callbacks_for(spec, concurrency=2, workarounds=False)] == [

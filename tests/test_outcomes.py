@@ -47,10 +47,10 @@ def _capture(said):
 class Search(TuneEvents):
     """A recorder and a printer in Tune's order, and the events Tune sends them."""
 
-    def __init__(self, exp_dir: Path, budget: tuple[str, float] | None = ("epoch", 4), total: int = 5) -> None:
+    def __init__(self, exp_dir: Path, max_t: tuple[str, float] | None = ("epoch", 4), total: int = 5) -> None:
         self.clock = Clock()
         self.said_from = len(SAID.getvalue())  # what hpsearch printed before this search is not its own
-        self.recorder = OutcomeRecorder(exp_dir, budget=budget)
+        self.recorder = OutcomeRecorder(exp_dir, max_t=max_t)
         self.printer = ProgressPrinter(
             "val_loss", "min", self.recorder, total=total, varying=["lr", "layers"], clock=self.clock
         )
@@ -104,22 +104,22 @@ def test_a_loop_numbering_its_epochs_from_0_is_at_epoch_3_after_4_reports(tmp_pa
     assert search.recorder.outcomes == {"t1": FINISHED}
 
 
-def test_stopped_by_the_scheduler_before_its_budget_finished_at_it_and_errored(tmp_path) -> None:
+def test_stopped_by_the_scheduler_before_its_max_t_finished_at_it_and_errored(tmp_path) -> None:
     search = Search(tmp_path)
     stopped = FakeTrial("t2", {"lr": 0.1, "layers": 1})
-    at_budget = FakeTrial("t3", {"lr": 0.01, "layers": 3})
+    at_max_t = FakeTrial("t3", {"lr": 0.01, "layers": 3})
     errored = FakeTrial("t4", {"lr": 1.0, "layers": 1}, error=RuntimeError(TRACEBACK), local_path="/exp/t4-folder")
     from_file = FakeTrial("t5", {"lr": 0.5, "layers": 1}, local_path=str(tmp_path / "t5-folder"))
     (tmp_path / "t5-folder").mkdir()
     (tmp_path / "t5-folder" / TUNE_ERROR_FILE).write_text("Failure # 1\n" + TRACEBACK.replace("ValueError", "KeyError"))
-    for trial in (stopped, at_budget, errored, from_file):
+    for trial in (stopped, at_max_t, errored, from_file):
         search.start(trial)
 
     search.report(stopped, val_loss=0.9, epoch=1, training_iteration=1, done=True)  # ASHA stops it at epoch 1 of 4
     search.complete(stopped)
-    for epoch in range(1, 5):  # the scheduler ends it with done=True on its last epoch: that is its budget, not a stop
-        search.report(at_budget, val_loss=1.0 / epoch, epoch=epoch, training_iteration=epoch, done=epoch == 4)
-    search.complete(at_budget)
+    for epoch in range(1, 5):  # the scheduler ends it with done=True on its last epoch: that is its max_t, not a stop
+        search.report(at_max_t, val_loss=1.0 / epoch, epoch=epoch, training_iteration=epoch, done=epoch == 4)
+    search.complete(at_max_t)
     search.report(errored, val_loss=2.0, epoch=1, training_iteration=1)
     search.clock.now += 75
     search.error(errored)
@@ -148,7 +148,7 @@ def test_stopped_by_the_scheduler_before_its_budget_finished_at_it_and_errored(t
 
     search.clock.now += 30
     pending = FakeTrial("t6", {}, status="PENDING")
-    search.printer.on_step_end(0, [stopped, at_budget, errored, from_file, pending])
+    search.printer.on_step_end(0, [stopped, at_max_t, errored, from_file, pending])
     assert search.lines()[-1] == (
         "[01:45] status   4/5 done (1 stopped early, 2 errored), 0 running, 1 pending | best val_loss=0.25 (t3)"
     )
@@ -156,7 +156,7 @@ def test_stopped_by_the_scheduler_before_its_budget_finished_at_it_and_errored(t
 
 def test_a_stop_at_a_rung_that_races_the_last_report_is_a_finish(tmp_path) -> None:
     # ASHA stops the trial at its epoch-3 rung while its epoch-4 report is already on its way: Tune completes
-    # the trial holding that last result. It reached its budget, so it finished; "stopped" with 4 of 4
+    # the trial holding that last result. It reached its max_t, so it finished; "stopped" with 4 of 4
     # epochs would call a complete trial cut short.
     search = Search(tmp_path)
     trial = FakeTrial("t8", {"lr": 0.1, "layers": 1})
@@ -171,7 +171,7 @@ def test_a_stop_at_a_rung_that_races_the_last_report_is_a_finish(tmp_path) -> No
 
 
 def test_a_trial_that_reports_no_epoch_ends_at_an_iteration(tmp_path) -> None:
-    search = Search(tmp_path, budget=None)
+    search = Search(tmp_path, max_t=None)
     trial = FakeTrial("t7", {"lr": 0.2})
     search.start(trial)
     search.report(trial, val_loss=0.5, training_iteration=1)

@@ -68,7 +68,7 @@ class Search(TuneEvents):
         self.spec = spec
         self.exp = spec.experiment_dir
         self.exp.mkdir(parents=True, exist_ok=True)
-        self.recorder = OutcomeRecorder(self.exp, budget=("epoch", 3))
+        self.recorder = OutcomeRecorder(self.exp, max_t=("epoch", 3))
         self.trackers = tracking_callbacks(spec, self.recorder)
         self.callbacks = [self.recorder, *self.trackers]
         self.pickled = pickle.dumps(self.callbacks)  # what Tune keeps in tuner.pkl, for a resume

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -81,7 +82,8 @@ class LearningCurves:
       no curve.
     - ``best_trial_id`` is the search's best trial, and ``best_value`` its best value of
       ``metric``. Both are ``None`` when ``metric`` is not the search's metric.
-    - ``budget`` is the scheduler's ``max_t``, or ``None`` without one. ``rungs`` are its
+    - ``max_t`` is the scheduler's ``max_t`` (the iterations a trial runs at most), or ``None``
+      without one. ``rungs`` are its
       ASHA milestones.
     - ``x_label`` is ``"epoch"`` when the trials report an epoch, else ``"iteration"``.
     - ``reason`` says why there is no curve. It is ``None`` when there is one.
@@ -94,9 +96,15 @@ class LearningCurves:
     best_trial_id: str | None
     best_value: float | None
     log_y: bool
-    budget: float | None
+    max_t: float | None
     rungs: list[int]
     reason: str | None = None
+
+    @property
+    def budget(self) -> float | None:
+        """Deprecated name of :attr:`max_t` (``budget:`` is the spec's section of search-wide limits)."""
+        warnings.warn("LearningCurves.budget is deprecated: use LearningCurves.max_t", DeprecationWarning, stacklevel=2)
+        return self.max_t
 
 
 def learning_curves(results: Results, metric: str | None = None) -> LearningCurves:
@@ -127,7 +135,7 @@ def learning_curves(results: Results, metric: str | None = None) -> LearningCurv
         best_trial_id=None if best is None else best["trial_id"],
         best_value=None if best is None or metric != results.metric else float(best["best"]),
         log_y=log_scale_suits([v for c in curves for v in c.y]),
-        budget=_budget(results),
+        max_t=_max_t(results),
         rungs=asha_rungs(results.scheduler),
         reason=None if curves else no_values_reason(results, metric),
     )
@@ -204,7 +212,7 @@ def asha_rungs(scheduler: Mapping[str, Any]) -> list[int]:
     return rungs
 
 
-def _budget(results: Results) -> float | None:
+def _max_t(results: Results) -> float | None:
     scheduler = results.scheduler
     max_t = scheduler.get("max_t")
     if scheduler.get("type", "fifo") == "fifo" or not isinstance(max_t, (int, float)):

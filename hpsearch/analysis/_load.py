@@ -110,7 +110,7 @@ def load_results(
     history = _in_epoch_order(history, trials)
     outcomes = files.read_outcome_records(exp)
     usage = files.read_usage(exp)
-    _add_outcomes(trials, outcomes, summary, state, ended, _budget(spec))
+    _add_outcomes(trials, outcomes, summary, state, ended, _max_t(spec))
     _running_again(trials, outcomes, usage)
     constraints = constraints_of(spec)
     _rank(trials, history, metric, mode, exp, constraints)
@@ -505,7 +505,7 @@ def _metric_and_mode(exp: Path, recorded: Mapping[str, Any], metric: str | None,
     return str(metric), "min" if mode == "min" else "max"
 
 
-def _budget(spec: dict[str, Any] | None) -> Any:
+def _max_t(spec: dict[str, Any] | None) -> Any:
     """The scheduler's ``max_t`` (``None`` without early stopping)."""
     scheduler = (spec or {}).get("scheduler") or {}
     return scheduler.get("max_t") if scheduler.get("type", "fifo") != "fifo" else None

@@ -1,7 +1,8 @@
-"""Data for the scheduler's effect: iterations run per trial and the budget early stopping saved."""
+"""Data for the scheduler's effect: iterations run per trial and the iterations early stopping saved."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,10 +21,10 @@ __all__ = ["SchedulerEffect", "scheduler_effect"]
 class SchedulerEffect:
     """What :func:`hpsearch.plots.scheduler_effect` draws.
 
-    Per trial (in order): the iterations it ran. ``budget`` is what a trial runs when
+    Per trial (in order): the iterations it ran. ``full_iterations`` is what a trial runs when
     nothing stops it: the scheduler's ``max_t``, else the longest trial. ``used`` is the
     iterations run in total, ``saved`` those the stopped trials did not run
-    (``budget - iterations`` each), ``saved_fraction = saved / (used + saved)``: the share
+    (``full_iterations - iterations`` each), ``saved_fraction = saved / (used + saved)``: the share
     of the search that running every stopped trial to the end would have added.
     ``time_saved_s`` estimates the trial time saved: each stopped trial's unrun iterations
     times its median time per iteration (start-up excluded). ``rungs`` are ASHA's
@@ -36,7 +37,7 @@ class SchedulerEffect:
     numbers: list[int]
     statuses: list[str]
     iterations: list[int]
-    budget: int
+    full_iterations: int
     rungs: list[int]
     used: int
     saved: int
@@ -44,6 +45,16 @@ class SchedulerEffect:
     time_used_s: float
     time_saved_s: float
     reason: str | None = None
+
+    @property
+    def budget(self) -> int:
+        """Deprecated name of :attr:`full_iterations` (``budget:`` is the spec's section of search-wide limits)."""
+        warnings.warn(
+            "SchedulerEffect.budget is deprecated: use SchedulerEffect.full_iterations",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.full_iterations
 
 
 def scheduler_effect(results: Results) -> SchedulerEffect:
@@ -53,7 +64,7 @@ def scheduler_effect(results: Results) -> SchedulerEffect:
     kind = str(scheduler.get("type", "fifo"))
     iterations = [int(n) for n in trials["iterations"]]
     max_t = scheduler.get("max_t")
-    budget = int(max_t) if kind != "fifo" and isinstance(max_t, (int, float)) else max(iterations, default=0)
+    full = int(max_t) if kind != "fifo" and isinstance(max_t, (int, float)) else max(iterations, default=0)
     statuses = list(trials["status"])
     # time per iteration: the median step between reports (the first report also carries start-up)
     steps = results.history.groupby("trial_id", sort=False)["wall_time_s"].diff()
@@ -61,10 +72,10 @@ def scheduler_effect(results: Results) -> SchedulerEffect:
     overall = float(steps.median()) if steps.notna().any() else 0.0
     saved = time_saved = 0.0
     for trial_id, status, n in zip(trials["trial_id"], statuses, iterations):
-        if status == STOPPED and n < budget:
-            saved += budget - n
+        if status == STOPPED and n < full:
+            saved += full - n
             step = per_trial.get(trial_id)
-            time_saved += (budget - n) * (float(step) if step is not None and pd.notna(step) else overall)
+            time_saved += (full - n) * (float(step) if step is not None and pd.notna(step) else overall)
     used = sum(iterations)
     total = used + saved
     return SchedulerEffect(
@@ -73,8 +84,8 @@ def scheduler_effect(results: Results) -> SchedulerEffect:
         numbers=[int(n) if pd.notna(n) else i + 1 for i, n in enumerate(trials["number"])],
         statuses=statuses,
         iterations=iterations,
-        budget=budget,
-        rungs=[r for r in asha_rungs(scheduler) if r < budget],
+        full_iterations=full,
+        rungs=[r for r in asha_rungs(scheduler) if r < full],
         used=used,
         saved=int(saved),
         saved_fraction=saved / total if total else 0.0,

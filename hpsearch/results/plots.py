@@ -150,8 +150,8 @@ def learning_curves(results: Any, *, metric: str | None = None, ax: Axes | None 
         ax.plot(best.x[-1:], best.y[-1:], marker="*", markersize=13, color=BEST_COLOR, zorder=6, linestyle="none")
     for rung in data.rungs:
         ax.axvline(rung, color="#bbbbbb", lw=0.8, zorder=0)
-    if data.budget is not None:
-        ax.axvline(data.budget, color="#777777", lw=0.9, linestyle=":", zorder=0)
+    if data.max_t is not None:
+        ax.axvline(data.max_t, color="#777777", lw=0.9, linestyle=":", zorder=0)
     if data.log_y:
         ax.set_yscale("log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -421,12 +421,14 @@ def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
     colors = [_style(s)["color"] for s in data.statuses]
     ax.bar(data.numbers, data.iterations, color=colors, width=0.7, zorder=3)
     unrun = [
-        (n, i) for n, i, s in zip(data.numbers, data.iterations, data.statuses) if s == STOPPED and i < data.budget
+        (n, i)
+        for n, i, s in zip(data.numbers, data.iterations, data.statuses)
+        if s == STOPPED and i < data.full_iterations
     ]
     if unrun:
         ax.bar(
             [n for n, _ in unrun],
-            [data.budget - i for _, i in unrun],
+            [data.full_iterations - i for _, i in unrun],
             bottom=[i for _, i in unrun],
             width=0.7,
             facecolor="none",
@@ -440,7 +442,9 @@ def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
         ax.plot(none, [0] * len(none), "x", color=_style(ERRORED)["color"], clip_on=False, zorder=4)
     for rung in data.rungs:
         ax.axhline(rung, color="#cccccc", lw=0.8, zorder=1)
-    ax.axhline(data.budget, color="#555555", lw=1, linestyle=":", zorder=1, label=f"budget: {data.budget}")
+    ax.axhline(
+        data.full_iterations, color="#555555", lw=1, linestyle=":", zorder=1, label=f"max_t: {data.full_iterations}"
+    )
     from matplotlib.patches import Patch  # lazy: matplotlib is heavy; it loads when a plot is drawn
     from matplotlib.ticker import MaxNLocator  # lazy: matplotlib is heavy; it loads when a plot is drawn
 
@@ -448,7 +452,7 @@ def scheduler_effect(results: Any, *, ax: Axes | None = None) -> Axes:
     handles = [Patch(color=_style(s)["color"], label=_style(s)["label"]) for s in present]
     extra, _ = ax.get_legend_handles_labels()
     ax.legend(handles=handles + extra, fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_ylim(0, data.budget * 1.08 if data.budget else None)
+    ax.set_ylim(0, data.full_iterations * 1.08 if data.full_iterations else None)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial (in the order proposed)")

@@ -158,7 +158,7 @@ def _scheduler(results: Results, data: Any) -> str:
         return "No early stopping (FIFO scheduler): every trial ran to its end."
     stopped = data.statuses.count(STOPPED)
     return (
-        f"Iterations each trial ran (budget {data.budget}). {data.scheduler.upper()} stopped {stopped} trial(s) early, "
+        f"Iterations each trial ran (max_t {data.full_iterations}). {data.scheduler.upper()} stopped {stopped} trial(s) early, "
         f"saving {data.saved} of {data.used + data.saved} iterations ({data.saved_fraction:.0%}) and "
         f"{'about ' if data.time_saved_s >= 1 else ''}{duration(data.time_saved_s)} of trial time: "
         "the time a nested trial takes to start is not saved."

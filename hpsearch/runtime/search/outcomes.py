@@ -5,8 +5,8 @@ that does. Tune says only that a trial completed or errored. Whether a completed
 *finished* or was *stopped* early by the scheduler is told apart here. When the scheduler
 (or a stopper) stops a trial, Tune marks the result it stopped on with ``done=True``. A
 trial whose function returns instead ends with a duplicate result that callbacks never see.
-A ``done`` result at or past the scheduler's budget (``max_t`` of its ``time_attr``) means
-the trial finished its budget; it was not stopped.
+A ``done`` result at or past the scheduler's ``max_t`` (of its ``time_attr``) means the trial
+ran to its end; it was not stopped.
 
 Each end is appended at once to ``hpsearch_trials.jsonl``
 (:func:`hpsearch.experiment.files.append_outcome`), so it survives an interrupted search.
@@ -50,8 +50,8 @@ class OutcomeRecorder(Callback):
 
     Args:
         experiment_dir: The experiment folder; ``None`` to keep the outcomes in memory only.
-        budget: The scheduler's budget, ``(time_attr, max_t)``: a trial stopped on a
-            result at or past it finished. ``None`` when the scheduler has no budget.
+        max_t: The scheduler's ``(time_attr, max_t)``: a trial stopped on a result at or
+            past it finished. ``None`` when the scheduler has no ``max_t``.
         error_note: Given an errored trial's id, words that start its error line (what the
             search saw happen to it, such as the host of its workers leaving the cluster), or ``""``.
 
@@ -66,11 +66,11 @@ class OutcomeRecorder(Callback):
         self,
         experiment_dir: str | Path | None,
         *,
-        budget: tuple[str, float] | None = None,
+        max_t: tuple[str, float] | None = None,
         error_note: Callable[[str], str] | None = None,
     ) -> None:
         self.experiment_dir = None if experiment_dir is None else str(experiment_dir)
-        self.budget = budget
+        self.max_t = max_t
         self.error_note = error_note
         self.reports: dict[str, int] = {}
         self._stopped: set[str] = set()
@@ -117,13 +117,13 @@ class OutcomeRecorder(Callback):
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
     ) -> None:
         self.reports[trial.trial_id] = self.reports.get(trial.trial_id, 0) + 1
-        if result.get("done") and not self._budget_spent(result):
+        if result.get("done") and not self._ran_to_max_t(result):
             self._stopped.add(trial.trial_id)
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         # A stop decided at a rung can race the trial's own last report: Tune may hold a later result by
-        # the time the trial completes. A trial whose last result reached the budget finished it.
-        stopped = trial.trial_id in self._stopped and not self._budget_spent(trial.last_result or {})
+        # the time the trial completes. A trial whose last result reached max_t ran to its end.
+        stopped = trial.trial_id in self._stopped and not self._ran_to_max_t(trial.last_result or {})
         self._record(trial, STOPPED if stopped else FINISHED)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
@@ -148,10 +148,10 @@ class OutcomeRecorder(Callback):
         except Exception:  # noqa: BLE001 - the note is a courtesy; never fail the search over it
             return ""
 
-    def _budget_spent(self, result: dict[str, Any]) -> bool:
-        if self.budget is None:
+    def _ran_to_max_t(self, result: dict[str, Any]) -> bool:
+        if self.max_t is None:
             return False
-        attr, limit = self.budget
+        attr, limit = self.max_t
         value = result.get(attr)
         return isinstance(value, (int, float)) and value >= limit
 

@@ -187,7 +187,7 @@ def callbacks_for(
     for their workers (:mod:`hpsearch.runtime.search.autoscaling`).
     """
     watch = NodeWatch(spec.experiment_dir / TRAIN_RUNS_DIR, _retry_hint(failure_for(spec, autoscaling)))
-    recorder = OutcomeRecorder(spec.experiment_dir, budget=_budget(spec), error_note=watch.note_for)
+    recorder = OutcomeRecorder(spec.experiment_dir, max_t=_max_t(spec), error_note=watch.note_for)
     printer = ProgressPrinter(
         spec.metric,
         spec.mode,
@@ -222,8 +222,8 @@ def _retry_hint(failure: FailureSettings) -> str:
     )
 
 
-def _budget(spec: Spec) -> tuple[str, float] | None:
-    """The scheduler's budget, ``(time_attr, max_t)``, or ``None`` when it has none."""
+def _max_t(spec: Spec) -> tuple[str, float] | None:
+    """The scheduler's ``(time_attr, max_t)``, or ``None`` when it has no ``max_t``."""
     max_t = getattr(spec.scheduler.options, "max_t", None)
     time_attr = getattr(spec.scheduler.options, "time_attr", EPOCH)
     return (time_attr, max_t) if max_t is not None else None
