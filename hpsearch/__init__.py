@@ -22,6 +22,7 @@ The package, one line a part (each package's ``__init__`` is its own index):
 - :mod:`~hpsearch.messages`: what hpsearch tells the user while it works: one channel, one prefix.
 - :mod:`~hpsearch.formatting`: numbers, durations, resource-hours and text tables, one way everywhere.
 - :mod:`~hpsearch._version`: the installed version, read from the package's metadata.
+- :mod:`~hpsearch._renamed`: old public names that still resolve, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations

@@ -200,9 +200,9 @@ def write_experiment(
         if usage and trial.status != PENDING:
             held = trial.resources if trial.resources is not None else RESOURCES
             started = T0 + (trial.start or 0)
-            files.record_trial_run(exp, trial.trial_id, started_at=started, resources=held)
+            files.record_trial_stint(exp, trial.trial_id, started_at=started, resources=held)
             if trial.status != RUNNING:
-                files.record_trial_run(
+                files.record_trial_stint(
                     exp, trial.trial_id, started_at=started, resources=held, ended_at=ended_at, end=trial.status
                 )
         if outcomes and trial.status not in (RUNNING, PENDING):
@@ -236,9 +236,9 @@ def write_experiment(
         data = {"trial_data": state_entries, "runner_data": {}, "stats": {"start_time": T0}}
         (exp / TUNE_STATE_GLOB.replace("*", _STAMP)).write_text(json.dumps(data), encoding="utf-8")
     if usage:
-        files.record_search_run(exp, started_at=T0)
+        files.record_search_stint(exp, started_at=T0)
         if summary:
-            files.record_search_run(exp, started_at=T0, ended_at=T0 + wall_time_s, ended_by=ended_by)
+            files.record_search_stint(exp, started_at=T0, ended_at=T0 + wall_time_s, ended_by=ended_by)
     if summary:
         if interrupted is None:
             interrupted = ended_by is None and any(t.status in (RUNNING, PENDING) for t in trials)

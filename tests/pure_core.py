@@ -23,7 +23,13 @@ __all__ = ["PURE_PACKAGES", "PURE_MODULES", "LIGHT_PACKAGES", "NEVER_ANYWHERE", 
 #: The packages of the pure core; every module in them is found by walking their folders.
 PURE_PACKAGES: tuple[str, ...] = ("hpsearch.spec", "hpsearch.planning", "hpsearch.experiment", "hpsearch.analysis")
 #: The single modules of the pure core: the leaves every layer may import.
-PURE_MODULES: tuple[str, ...] = ("hpsearch._version", "hpsearch.errors", "hpsearch.formatting", "hpsearch.messages")
+PURE_MODULES: tuple[str, ...] = (
+    "hpsearch._renamed",
+    "hpsearch._version",
+    "hpsearch.errors",
+    "hpsearch.formatting",
+    "hpsearch.messages",
+)
 #: Packages above the pure core that still import without Ray and torch (their heavy imports are lazy).
 LIGHT_PACKAGES: tuple[str, ...] = ("hpsearch.results",)
 

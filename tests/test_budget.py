@@ -134,13 +134,13 @@ def test_the_target_counts_every_finite_report_by_its_mode(tmp_path: Path) -> No
 def test_resource_hours_count_running_trials_until_now_and_killed_runs_until_their_last_record(tmp_path: Path) -> None:
     clock = Clock(T0 + 1000)
     # an earlier search run, killed: its trial run has no end; it counts until the last thing recorded (T0 + 600)
-    files.record_search_run(tmp_path, started_at=T0)
-    files.record_trial_run(tmp_path, "old", started_at=T0, resources={"CPU": 2.0})
-    files.record_trial_run(tmp_path, "done", started_at=T0 + 300, resources={"CPU": 1.0})
-    files.record_trial_run(tmp_path, "done", started_at=T0 + 300, ended_at=T0 + 600, resources={"CPU": 1.0})
-    files.record_search_run(tmp_path, started_at=clock.now)  # this run of the search (begin() records it)
+    files.record_search_stint(tmp_path, started_at=T0)
+    files.record_trial_stint(tmp_path, "old", started_at=T0, resources={"CPU": 2.0})
+    files.record_trial_stint(tmp_path, "done", started_at=T0 + 300, resources={"CPU": 1.0})
+    files.record_trial_stint(tmp_path, "done", started_at=T0 + 300, ended_at=T0 + 600, resources={"CPU": 1.0})
+    files.record_search_stint(tmp_path, started_at=clock.now)  # this run of the search (begin() records it)
     t = tracker(tmp_path, budget(max_resource_hours={"CPU": 0.9, "GPU": 1.0}), clock)
-    files.record_trial_run(tmp_path, "now", started_at=clock.now, resources={"CPU": 1.0, "GPU": 0.5})
+    files.record_trial_stint(tmp_path, "now", started_at=clock.now, resources={"CPU": 1.0, "GPU": 0.5})
     clock.now += 1800  # the running trial has held 1 CPU and 0.5 GPU for half an hour
     use = t.use()
     assert use.resource_hours["CPU"] == pytest.approx((2 * 600 + 300 + 1800) / 3600)
@@ -244,7 +244,7 @@ def test_finish_records_the_running_trials_as_stopped_by_the_budget(tmp_path: Pa
     spec = files.experiment_spec(exp, overrides=["budget.max_wall_time=10"])
     clock = Clock(T0 + 100)
     tracker = rb.begin(spec, clock=clock)
-    files.record_trial_run(exp, "aaaa0002", started_at=clock.now + 1, resources=RESOURCES)  # running
+    files.record_trial_stint(exp, "aaaa0002", started_at=clock.now + 1, resources=RESOURCES)  # running
     clock.now += 10
     assert tracker.check() is not None
     reached = rb.finish(tracker)
@@ -267,7 +267,7 @@ def test_an_interrupted_run_ends_its_trials_runs_but_records_no_outcome(tmp_path
     spec = files.experiment_spec(exp)
     clock = Clock(T0)
     tracker = rb.begin(spec, clock=clock)
-    files.record_trial_run(exp, "t", started_at=T0 + 1, resources=RESOURCES)
+    files.record_trial_stint(exp, "t", started_at=T0 + 1, resources=RESOURCES)
     clock.now += 30
     assert rb.finish(tracker) is None
     assert files.read_usage(exp).trials["t"][0].end == "interrupted"
@@ -589,5 +589,5 @@ def test_a_trial_a_budget_stopped_reads_running_again_once_resume_restarts_it(tm
     trials = [FakeTrial("aaaa0001", {"x": 1}, [1.0, 0.5], status="stopped", ended_by="max_wall_time")]
     exp = write_experiment(tmp_path / "exp", trials, usage=True, ended_by="max_wall_time")
     assert list(load_results(exp).trials["status"]) == [STOPPED]
-    files.record_trial_run(exp, "aaaa0001", started_at=T0 + 500, resources=RESOURCES)  # resume restarted it
+    files.record_trial_stint(exp, "aaaa0001", started_at=T0 + 500, resources=RESOURCES)  # resume restarted it
     assert list(load_results(exp).trials["status"]) == ["running"]

@@ -52,7 +52,7 @@ def _report(setup: CheckSetup, at: float, epoch: int | None, checkpoint: bool = 
 
 
 def _run(setup: CheckSetup, started: float, ended: float | None) -> None:
-    files.record_trial_run(setup.run_dir, TRIAL, started_at=started, ended_at=ended, resources=RES)
+    files.record_trial_stint(setup.run_dir, TRIAL, started_at=started, ended_at=ended, resources=RES)
 
 
 def _ranks(*counts: int, attempt: int = 1) -> Any:

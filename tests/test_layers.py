@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[tuple[str, ...], ...]]] = [
         "the leaves",
         (
             (
+                "hpsearch._renamed",
                 "hpsearch._version",
                 "hpsearch.errors",
                 "hpsearch.formatting",

@@ -23,7 +23,7 @@ from hpsearch.experiment.trial_status import (
     trial_status,
     tune_status,
 )
-from hpsearch.experiment.usage import Run
+from hpsearch.experiment.usage import Stint
 
 
 def _never() -> bool:
@@ -74,10 +74,10 @@ def test_an_interrupted_searchs_summary_counts_only_its_errored_trials() -> None
 
 def test_a_trial_a_budget_stopped_runs_again_only_while_a_later_run_has_no_end() -> None:
     stopped = {"status": STOPPED, "ended_by": "max_wall_time", "ended_at": 100.0}
-    assert running_again(stopped, [Run(50.0, 100.0), Run(120.0)])
-    assert not running_again(stopped, [Run(50.0, 100.0), Run(120.0, 130.0)])  # it ended again
-    assert not running_again(stopped, [Run(50.0)])  # the run the budget stopped
-    assert not running_again({"status": STOPPED, "ended_at": 100.0}, [Run(120.0)])  # not stopped by a budget
+    assert running_again(stopped, [Stint(50.0, 100.0), Stint(120.0)])
+    assert not running_again(stopped, [Stint(50.0, 100.0), Stint(120.0, 130.0)])  # it ended again
+    assert not running_again(stopped, [Stint(50.0)])  # the stint the budget stopped
+    assert not running_again({"status": STOPPED, "ended_at": 100.0}, [Stint(120.0)])  # not stopped by a budget
 
 
 # ----------------------------------------------------------------------------- the two views of one folder
@@ -108,6 +108,6 @@ def test_the_one_view_that_differs_on_purpose_a_budget_stopped_trial_running_aga
     trial = FakeTrial("aaaa0001", {"lr": 0.1}, [0.7, 0.6], status=STOPPED, ended_by="max_wall_time")
     exp = write_experiment(tmp_path / "exp", [trial], usage=True)
     ended_at = files.read_outcome_records(exp)["aaaa0001"]["ended_at"]
-    files.record_trial_run(exp, "aaaa0001", started_at=ended_at + 10, resources={"CPU": 1.0})  # resume started it
+    files.record_trial_stint(exp, "aaaa0001", started_at=ended_at + 10, resources={"CPU": 1.0})  # resume started it
     assert files.read_outcomes(exp) == {"aaaa0001": STOPPED}  # how it last ended
     assert load_results(exp).trials["status"].tolist() == [RUNNING]  # what it is now

@@ -58,7 +58,7 @@ def test_an_interrupted_search_or_no_estimate_is_not_compared() -> None:
 
 def test_the_summary_the_closing_lines_and_the_report_show_the_estimate_next_to_the_search(tmp_path: Path) -> None:
     exp = write_experiment(tmp_path / "fake", standard_trials(), summary=False, usage=True, wall_time_s=61.5)
-    files.record_search_run(exp, started_at=T0, ended_at=T0 + 61.5)  # the search's end, as a run records it
+    files.record_search_stint(exp, started_at=T0, ended_at=T0 + 61.5)  # the search's end, as a run records it
     files.write_estimate(exp, _record())
     summary = summarize_experiment(exp, wall_time_s=61.5, interrupted=False)
     written = files.read_summary(exp)

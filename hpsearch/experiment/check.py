@@ -274,7 +274,7 @@ def busy_cpus(samples: Sequence[tuple[float, float]], start: float | None, end: 
 def measure(
     first: Sequence[Mapping[str, Any]],
     restored: Sequence[Mapping[str, Any]],
-    runs: Sequence[files.Run],
+    runs: Sequence[files.Stint],
     cpu_samples: Sequence[tuple[float, float]] = (),
 ) -> Measured:
     """The check's times from its two runs' reports and the usage file's runs of its trial; with

@@ -76,7 +76,7 @@ from hpsearch.experiment.spec_as_run import (
     write_spec,
 )
 from hpsearch.experiment.trial_status import recorded_status
-from hpsearch.experiment.usage import Run, Usage, read_usage, record_search_run, record_trial_run
+from hpsearch.experiment.usage import Stint, Usage, read_usage, record_search_stint, record_trial_stint
 
 __all__ = [
     "PathLike",
@@ -132,10 +132,10 @@ __all__ = [
     "WORKER_STARTS_KEPT",
     "append_ray_logs",
     "read_ray_logs",
-    "Run",
+    "Stint",
     "Usage",
-    "record_trial_run",
-    "record_search_run",
+    "record_trial_stint",
+    "record_search_stint",
     "read_usage",
     "read_json",
     "read_json_lines",

@@ -9,7 +9,7 @@
    ran fewer iterations than the scheduler's ``max_t`` counts as stopped.
 4. Else finished when the search ended, running when it did not.
 
-A trial a budget stopped runs again on ``hpsearch resume``: it is running while a run of it started
+A trial a budget stopped runs again on ``hpsearch resume``: it is running while a stint of it started
 since has no end (:func:`running_again`). :func:`hpsearch.experiment.files.read_outcomes` and
 :func:`hpsearch.load_results` both decide with these functions, so they cannot disagree.
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from hpsearch.experiment.layout import ERRORED, FINISHED, PENDING, RUNNING, STATUSES, STOPPED, TrialStatus
-from hpsearch.experiment.usage import Run
+from hpsearch.experiment.usage import Stint
 
 __all__ = ["TUNE_STATES", "recorded_status", "summary_entries", "tune_status", "trial_status", "running_again"]
 
@@ -86,11 +86,11 @@ def trial_status(
     return FINISHED if ended else RUNNING
 
 
-def running_again(outcome: Mapping[str, Any] | None, runs: Sequence[Run]) -> bool:
-    """Whether a trial a budget stopped (its ``outcome`` names ``ended_by``) runs again: its latest run (of
-    ``runs``, the usage records) started after that stop and has no end."""
+def running_again(outcome: Mapping[str, Any] | None, stints: Sequence[Stint]) -> bool:
+    """Whether a trial a budget stopped (its ``outcome`` names ``ended_by``) runs again: its latest stint (of
+    ``stints``, the usage records) started after that stop and has no end."""
     record = outcome or {}
     stopped_at = record.get("ended_at")
     if not record.get("ended_by") or not isinstance(stopped_at, (int, float)):
         return False
-    return bool(runs) and runs[-1].ended_at is None and runs[-1].started_at > stopped_at
+    return bool(stints) and stints[-1].ended_at is None and stints[-1].started_at > stopped_at

@@ -8,15 +8,16 @@
 - :mod:`~hpsearch.planning.estimate.median`: Tune's median stopping rule re-derived.
 - :mod:`~hpsearch.planning.estimate.hyperband`: Tune's synchronous HyperBand re-derived (bands, brackets, halving).
 - :mod:`~hpsearch.planning.estimate.pbt`: Tune's PBT (and PB2's schedule) re-derived (turns, quantiles, exploits, synch).
-- :mod:`~hpsearch.planning.estimate.spread`: a figure over the runs (``Spread``) and NumPy's percentile, to the last bit.
-- :mod:`~hpsearch.planning.estimate.outcome`: the estimate: ``SEEDS`` simulated runs read as ranges, with their notes.
+- :mod:`~hpsearch.planning.estimate.spread`: a figure over the simulated searches (``Spread``) and NumPy's percentile, to the last bit.
+- :mod:`~hpsearch.planning.estimate.outcome`: the estimate: ``SEEDS`` simulated searches read as ranges, with their notes.
 
 A model of the schedule, not a scheduler: the search itself still runs on Tune. Pure: no Ray.
 """
 
 from __future__ import annotations
 
-from hpsearch.planning.estimate.engine import Run, simulate
+from hpsearch._renamed import renamed
+from hpsearch.planning.estimate.engine import SimulatedSearch, simulate
 from hpsearch.planning.estimate.outcome import SEEDS, Estimate, estimate
 from hpsearch.planning.estimate.spread import PERCENTILES, Spread
 from hpsearch.planning.estimate.timing import EPOCH_VARIATION, Timing, timing_from
@@ -29,7 +30,7 @@ __all__ = [
     "EPOCHS_KEY",
     "Timing",
     "Workload",
-    "Run",
+    "SimulatedSearch",
     "Spread",
     "Estimate",
     "timing_from",
@@ -39,3 +40,7 @@ __all__ = [
     "simulate",
     "estimate",
 ]
+
+__getattr__ = renamed(
+    __name__, {"Run": ("SimulatedSearch", SimulatedSearch)}
+)  # "run" is the command and Ray Train's run

@@ -33,7 +33,7 @@ from hpsearch.planning.estimate.policy import _CONTINUE, _ENDED, _PAUSE, _PAUSED
 from hpsearch.planning.estimate.timing import Timing
 from hpsearch.planning.estimate.workload import Workload
 
-__all__ = ["Run", "simulate"]
+__all__ = ["SimulatedSearch", "simulate"]
 
 #: A simulated search that takes more events than this many per epoch of its trials has looped (a guard only).
 _EVENTS_PER_EPOCH = 50
@@ -41,7 +41,7 @@ _REPORT, _DONE, _FREE = 0, 0, 1  # event kinds; at the same time reports come be
 
 
 @dataclass(frozen=True)
-class Run:
+class SimulatedSearch:
     """One simulated search.
 
     Attributes:
@@ -201,7 +201,7 @@ def simulate(
     *,
     seed: int = 0,
     qualities: Sequence[float] | None = None,
-) -> Run:
+) -> SimulatedSearch:
     """One simulated search. ``qualities`` (higher is better, one per trial) fixes which trials are good;
     otherwise they are drawn from ``seed``, as are searched epoch counts and the scheduler's own draws."""
     rng = random.Random(seed)
@@ -235,7 +235,7 @@ def _crossing(segments: Sequence[_Segment], target_s: float) -> float | None:
 
 def _summarise(
     w: Workload, timing: Timing, segments: Sequence[_Segment], trials: Sequence[_Trial], restarts: Sequence[float]
-) -> Run:
+) -> SimulatedSearch:
     wall = max((s.end for s in segments), default=0.0)
     reached: dict[str, float] = {}
     for resource, hours in w.max_resource_hours.items():
@@ -258,7 +258,7 @@ def _summarise(
             epochs += s.epochs
         elif until > s.first_epoch:
             epochs += min(s.epochs, int((until - s.first_epoch) / s.epoch_s))
-    return Run(
+    return SimulatedSearch(
         wall_s=until,
         resource_hours={r: amount * busy / 3600.0 for r, amount in w.resources.items()},
         epochs=epochs,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpsearch.errors import PlanError
-from hpsearch.planning.estimate.engine import _POLICIES, Run, simulate
+from hpsearch.planning.estimate.engine import _POLICIES, SimulatedSearch, simulate
 from hpsearch.planning.estimate.spread import PERCENTILES, Spread
 from hpsearch.planning.estimate.timing import Timing
 from hpsearch.planning.estimate.workload import Workload
@@ -50,7 +50,7 @@ class Estimate:
 
     workload: Workload
     timing: Timing
-    runs: tuple[Run, ...]
+    runs: tuple[SimulatedSearch, ...]
 
     @property
     def slots(self) -> int:

@@ -251,7 +251,7 @@ def begin(spec: Spec, *, clock: Callable[[], float] = time.time) -> BudgetTracke
     exp = spec.experiment_dir
     previous = files.read_usage(exp).wall_time_s()
     started = clock()
-    files.record_search_run(exp, started_at=started)
+    files.record_search_stint(exp, started_at=started)
     tracker = BudgetTracker(
         exp,
         spec.budget,
@@ -282,7 +282,7 @@ def finish(tracker: BudgetTracker) -> Reached | None:
         for run in runs:
             if run.ended_at is not None or run.started_at < tracker.started_at:
                 continue
-            files.record_trial_run(
+            files.record_trial_stint(
                 exp,
                 trial_id,
                 started_at=run.started_at,
@@ -303,7 +303,7 @@ def finish(tracker: BudgetTracker) -> Reached | None:
                         ended_by=reached.budget,
                     ),
                 )
-    files.record_search_run(
+    files.record_search_stint(
         exp, started_at=tracker.started_at, ended_at=now, ended_by=reached.budget if reached else None
     )
     return reached

@@ -12,7 +12,7 @@ Each end is appended at once to ``hpsearch_trials.jsonl``
 (:func:`hpsearch.experiment.files.append_outcome`), so it survives an interrupted search.
 
 The recorder also writes to ``hpsearch_usage.jsonl``
-(:func:`hpsearch.experiment.files.record_trial_run`). For each run of a trial's driver it
+(:func:`hpsearch.experiment.files.record_trial_stint`). For each run of a trial's driver it
 records when the run started and when it ended, with the resources the trial holds. The
 start is Tune's ``on_trial_start``, when the driver's actor is up. The end is Tune's end of
 the trial, or of that attempt when Tune retries it. These records give the trial's
@@ -33,7 +33,7 @@ from typing import Any
 from ray.tune import Callback
 
 from hpsearch import messages
-from hpsearch.experiment.files import Outcome, append_outcome, read_rank_progress, record_trial_run, run_dir
+from hpsearch.experiment.files import Outcome, append_outcome, read_rank_progress, record_trial_stint, run_dir
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, TrialStatus
 from hpsearch.experiment.metrics import report_epoch as last_epoch  # the shared epoch rule, by the name callers use
 from hpsearch.experiment.tracebacks import short_error
@@ -174,7 +174,7 @@ class OutcomeRecorder(Callback):
             return
         try:
             resources = self._held.get(trial_id) or self.trial_resources()
-            record_trial_run(
+            record_trial_stint(
                 self.experiment_dir, trial_id, started_at=started, ended_at=ended, resources=resources, end=end
             )
         except Exception as err:  # noqa: BLE001 - the search matters more than this record
