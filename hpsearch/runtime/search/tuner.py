@@ -411,13 +411,8 @@ def _run_locked(
     spec: Spec, *, address: str | None, overwrite: bool, verbose: bool, cluster: str | None, stop: Stopper | None
 ) -> SearchResult:
     exp_dir = spec.experiment_dir
-    # Check the folder, the storage, the trackers, Ray's internals and --cluster.
-    # Then end whatever a killed run of this folder left running.
-    autoscaling = preflight(spec, resuming=False, address=address, overwrite=overwrite, cluster=cluster)
-    ray_cluster.connect(address, verbose=verbose)
-    nodes = ray_cluster.cluster_nodes()
-    plan, scaling = _plan(spec, nodes, autoscaling)  # it may refuse, and does so before anything is written
-    check_nodes(spec, nodes)  # storage, versions, the loop and host names on every node, before any trial
+    started = _start_up(spec, resuming=False, address=address, verbose=verbose, overwrite=overwrite, cluster=cluster)
+    nodes, plan, scaling, autoscaling = started.nodes, started.plan, started.scaling, started.autoscaling
     # With `materialize: once`, the datasets are built here.
     # So a bad factory is refused before anything is written.
     datasets = datasets_for_spec(spec)
@@ -427,8 +422,7 @@ def _run_locked(
     files.write_format(exp_dir)  # written first, so that the folder says its format
     files.write_spec(exp_dir, spec.to_dict())
     files.write_plan(exp_dir, {**plan.as_dict(), **scaling})
-    # Record the embedded Ray's processes. If this run is killed, the next run or resume ends them.
-    session.record(exp_dir)
+    _record_session(exp_dir)
     logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
     # Tune writes its own state into the folder from here on
     built = _build(spec, nodes, plan, datasets, autoscaling=autoscaling, stop=stop)
@@ -437,6 +431,59 @@ def _run_locked(
     if stop is None:  # a search, not the check's own run
         _estimate_at_start(spec, plan)
     return _fit_and_summarize(spec, built.tuner, built.recorder)
+
+
+@dataclass(frozen=True)
+class _StartedUp:
+    """What the start-up found: the cluster's nodes, the plan, its autoscaling entry and node groups."""
+
+    nodes: Sequence[Node]
+    plan: Plan
+    scaling: dict[str, Any]
+    autoscaling: Autoscaling | None
+
+
+def _start_up(
+    spec: Spec,
+    *,
+    resuming: bool,
+    address: str | None,
+    verbose: bool,
+    overwrite: bool = False,
+    cluster: str | None = None,
+) -> _StartedUp:
+    """The start-up ``run`` and ``resume`` share, in one order, up to the first write of a new folder.
+
+    1. Check everything that needs no Ray (:func:`~hpsearch.runtime.search.preflight.preflight`: the
+       folder, the storage, a spent budget, the trackers, Ray's internals, ``--cluster``), then end
+       whatever a killed search of this folder left running.
+    2. Connect to Ray (embedded, or ``address``).
+    3. On resume, the folder exists: record this Ray session in it at once, refuse a folder with no
+       Tune state, and read back the node groups the search was run with.
+    4. Plan the trials on the nodes (a plan that can never run is refused here, before a write).
+    5. Check every node: storage, versions, the loop and the host names.
+    """
+    exp_dir = spec.experiment_dir
+    autoscaling = preflight(spec, resuming=resuming, address=address, overwrite=overwrite, cluster=cluster)
+    ray_cluster.connect(address, verbose=verbose)
+    if resuming:
+        _record_session(exp_dir)
+        if not tune.Tuner.can_restore(str(exp_dir)):
+            raise ExperimentNotFoundError(
+                f"{exp_dir} holds no Tune experiment state to resume from (the search was stopped before it "
+                f"started); start it again with `hpsearch run --overwrite`"
+            )
+        autoscaling = from_plan(files.read_plan(exp_dir))  # the node groups the search was run with, if any
+    nodes = ray_cluster.cluster_nodes()
+    plan, scaling = _plan(spec, nodes, autoscaling)
+    check_nodes(spec, nodes)
+    return _StartedUp(nodes, plan, scaling, autoscaling)
+
+
+def _record_session(exp_dir: Path) -> None:
+    """Record the embedded Ray's processes in the folder: if this search is killed, the next ``run`` or
+    ``resume`` of the folder ends them (:mod:`hpsearch.runtime.nodes.session`)."""
+    session.record(exp_dir)
 
 
 def _estimate_at_start(spec: Spec, plan: Plan) -> None:
@@ -604,21 +651,8 @@ def _resume_locked(
 ) -> SearchResult:
     exp_dir = spec.experiment_dir
     more, old_repeats = _growth(spec, overrides)  # refused here, before Ray starts, when it cannot grow
-    # Check the storage, the budget, the trackers and Ray's internals.
-    # Then end whatever the killed run left running.
-    preflight(spec, resuming=True, address=address)
-    ray_cluster.connect(address, verbose=verbose)
-    # Record the embedded Ray's processes. If this resume is killed, the next resume ends them.
-    session.record(exp_dir)
-    nodes = ray_cluster.cluster_nodes()
-    if not tune.Tuner.can_restore(str(exp_dir)):
-        raise ExperimentNotFoundError(
-            f"{exp_dir} holds no Tune experiment state to resume from (the search was stopped before it started); "
-            f"start it again with `hpsearch run --overwrite`"
-        )
-    autoscaling = from_plan(files.read_plan(exp_dir))  # the node groups the search was run with, if any
-    plan, _ = _plan(spec, nodes, autoscaling)
-    check_nodes(spec, nodes)  # storage, versions, the loop and host names on every node, before any trial
+    started = _start_up(spec, resuming=True, address=address, verbose=verbose)
+    plan, autoscaling = started.plan, started.autoscaling
     if more:  # Tune's saved search makes the new total: the same searcher (its study, its stream) goes on
         made = grow.grow_search(
             exp_dir,
