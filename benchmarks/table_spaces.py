@@ -7,7 +7,7 @@ NAS-Bench-201 (a cell of 6 operations on 3 image data sets: ``val_acc`` in %, ``
 ``val_precision``, ``val_f1``, ``train_time``). Each table holds every configuration of its
 grid, with one value per training seed.
 
-This module holds what ``benchmarks/searchers_on_tables.py`` and ``tests/test_search_tables.py``
+This module holds what ``benchmarks/searchers_on_tables.py`` and ``tests/runtime/search/test_search_tables.py``
 share:
 
 - :data:`SPACES`: each family's space as a spec's ``search_space`` (the YAML a user writes, as

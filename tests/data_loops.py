@@ -1,4 +1,4 @@
-"""Dataset factories and a loop for tests/test_datasets.py, written as Ray Train's docs write Ray Data loops.
+"""Dataset factories and a loop for tests/runtime/test_datasets.py, written as Ray Train's docs write Ray Data loops.
 
 Every factory call appends a line to a log, so a test can count how often the datasets
 were built: with ``materialize: once`` the log is named by ``HPSEARCH_TEST_DATA_LOG`` (the

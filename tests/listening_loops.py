@@ -1,4 +1,4 @@
-"""A train loop that holds its nested run open while a test looks at the sockets (tests/test_listening.py).
+"""A train loop that holds its nested run open while a test looks at the sockets (tests/runtime/nodes/test_listening.py).
 
 Referenced as ``tests/listening_loops.py:hold`` (loaded by file path, pickled by value).
 """

@@ -1,4 +1,4 @@
-"""``python -m hpsearch`` with the loopback switch forced off, for tests/test_listening.py.
+"""``python -m hpsearch`` with the loopback switch forced off, for tests/runtime/nodes/test_listening.py.
 
 Runs the CLI with :func:`hpsearch.runtime.env.loopback_only` made a no-op, so the embedded
 Ray starts as Ray starts it on Linux (its servers on every interface), which the check after

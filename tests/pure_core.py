@@ -4,10 +4,10 @@ The pure core is the layers below the Ray edges and the results side (docs/archi
 the dependency rule"): it validates a spec, plans for a cluster and reads an experiment folder without Ray.
 Two tests check it from two sides, both from these names:
 
-- ``tests/test_layers.py`` reads every import with :mod:`ast`: no pure package imports what
+- ``tests/project/test_layers.py`` reads every import with :mod:`ast`: no pure package imports what
   :data:`NEVER_ANYWHERE` names, at any depth (inside a function too), and its layers put exactly
   :data:`PURE_PACKAGES` and :data:`PURE_MODULES` (with ``experiment.layout``) below the results side.
-- ``tests/test_import.py`` imports each module alone in a fresh interpreter: none of :data:`NOT_AT_IMPORT`
+- ``tests/project/test_import.py`` imports each module alone in a fresh interpreter: none of :data:`NOT_AT_IMPORT`
   is loaded, in the pure core and in :data:`LIGHT_PACKAGES`.
 
 ``results/`` is not pure: it sits beside ``runtime/``, above the line. What in it imports torch is only

@@ -1,4 +1,4 @@
-"""A per-worker loop for tests/test_scaling_search.py: it reports the size of the worker group it runs in.
+"""A per-worker loop for tests/runtime/search/test_scaling_search.py: it reports the size of the worker group it runs in.
 
 Referenced as ``tests/scaling_loops.py:world_size`` so hpsearch loads it by file path and Ray
 pickles it by value (the test folder is not importable on Ray's workers).

@@ -146,7 +146,8 @@ STATE_API_ADDRESS = EnvSetting(
     measured=(
         "The lookup order was read in get_address_for_submission_client, in ray/dashboard/utils.py of Ray "
         "2.60.0. The problem was seen when the test suite ran a 3-node cluster_utils cluster beside its "
-        "session-wide local Ray. tests/test_multinode.py sets the variable for that cluster for the same reason."
+        "session-wide local Ray (that test set the variable for its cluster too; hosts of their own, in "
+        "tests/end_to_end/test_multihost.py, have since replaced it)."
     ),
     force=True,
 )
@@ -178,7 +179,7 @@ TUNE_STATE_EVERY_S = EnvSetting(
     measured=(
         "Ray's default is 'auto' (ray/tune/execution/experiment_state.py, Ray 2.60.0). The first save comes "
         "after 10 s. After that, the time between saves is max(10 s, 19 x the time one save took). So trials "
-        "that ended in the last 10 s or more could run again. With 1 s, tests/test_faults.py checks the "
+        "that ended in the last 10 s or more could run again. With 1 s, tests/end_to_end/test_faults.py checks the "
         "setting. It kills a search with SIGKILL once Tune's saved state shows an ended trial, resumes the "
         "search, and checks that no trial that had ended ran again."
     ),
@@ -197,9 +198,9 @@ WORKER_GROUP_START_TIMEOUT = EnvSetting(
     measured=(
         "Ray's own default is 60 s (ray/train/v2/_internal/constants.py, Ray 2.60.0), the same as the spec's "
         "default. The timeout alone is not enough. Without a bound on controller failures as well, a worker "
-        "group that can never be placed is retried forever, silently. tests/test_multinode.py relies on the "
-        "bound. There, a trial whose worker group could not be placed would wait the 60 s and then error. Its "
-        "trials' first reports come within about 5-10 s."
+        "group that can never be placed is retried forever, silently. The multi-node test of the time relied "
+        "on the bound. There, a trial whose worker group could not be placed would wait the 60 s and then "
+        "error. Its trials' first reports came within about 5-10 s."
     ),
     force=True,
 )
@@ -225,7 +226,7 @@ LOOPBACK_ONLY = EnvSetting(
         "and placement actors) and the dashboard agent's gRPC port. The agent's metrics port, and those of both "
         "monitors, listened on 0.0.0.0. The agent's HTTP port and the runtime-env agent listened on the "
         "machine's address. Only the dashboard listened on 127.0.0.1. With the variable at 0, all of them "
-        "listened on 127.0.0.1; tests/test_listening.py asserts this during a search. The rule was read in "
+        "listened on 127.0.0.1; tests/runtime/nodes/test_listening.py asserts this during a search. The rule was read in "
         "Ray's source. In ray/_private/services.py, get_node_ip_address returns the loopback when "
         "ray_constants.ENABLE_RAY_CLUSTER is false. In ray/_private/ray_constants.py, ENABLE_RAY_CLUSTER reads "
         "this variable, with a default of true except on macOS and Windows."
@@ -243,7 +244,7 @@ MLFLOW_PROBE = (
         measured=(
             "Checked with mlflow-skinny 3.17.2 on this machine on 2026-12-01. With MLflow's defaults, the check of "
             "an unreachable http:// tracking URI kept retrying for minutes. With 0 retries and a 10 s timeout it is "
-            "refused at once (tests/test_tracking.py, the unreachable MLflow test)."
+            "refused at once (tests/runtime/search/test_tracking.py, the unreachable MLflow test)."
         ),
         force=True,
     ),

@@ -74,7 +74,7 @@ How to tell whether the work-arounds are still needed, for example after a Ray u
   leaves no placement group behind: once it ends, ``ray.util.placement_group_table()``
   shows only ``REMOVED`` ones, and no trial waits for room forever.
 - The ``ray``-marked tests check exactly that after every test (``tests/conftest.py``).
-  For example: ``HPSEARCH_RAY_WORKAROUNDS=0 pytest tests/test_integration.py -k asha``.
+  For example: ``HPSEARCH_RAY_WORKAROUNDS=0 pytest tests/end_to_end/test_integration.py -k asha``.
   The leaks are intermittent, so run it several times.
 """
 

@@ -3,7 +3,7 @@
 Every user mistake is caught here, before Ray starts: all problems of a spec are collected and raised
 together as one :class:`~hpsearch.errors.SpecError`, each with its YAML path, the bad value and what is
 allowed. The contract users write against is the README's spec reference; keep it stable and extend it
-compatibly. Nothing in this package imports Ray or torch (tests/test_layers.py checks it).
+compatibly. Nothing in this package imports Ray or torch (tests/project/test_layers.py checks it).
 
 - :mod:`~hpsearch.spec.load`: ``load_spec``: read, apply ``--set``, parse every section in key order.
 - :mod:`~hpsearch.spec.model`: ``Spec``, the validated spec, and ``total_trials``, ``varying_params``.

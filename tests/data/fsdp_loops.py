@@ -1,4 +1,4 @@
-"""The example loops under FSDP, cut once and resumed by Ray Train (tests/test_fsdp.py).
+"""The example loops under FSDP, cut once and resumed by Ray Train (tests/train/test_fsdp.py).
 
 Referenced as ``tests/data/fsdp_loops.py:cut_once`` (Ray pickles it by value; the test folder is not
 importable on Ray's workers).

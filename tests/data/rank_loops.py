@@ -1,4 +1,4 @@
-"""Tiny 2-worker loops for tests/test_rank_logs.py and tests/test_stalls.py: no torch, no model.
+"""Tiny 2-worker loops for tests/runtime/train/test_rank_logs.py and tests/runtime/train/test_stalls.py: no torch, no model.
 
 Each rank prints a line per epoch from Python and writes one straight to file descriptor 2 (as
 C code such as gloo's does), then reports ``loss``. ``config["case"]`` says how it misbehaves:

@@ -15,11 +15,11 @@ hyperparameters. Each such reliance lives in this package, and only here:
   the check of their contract. The door holds no hpsearch policy: what hpsearch does with an
   accessor is the module's that owns the feature. No other module of hpsearch imports
   ``ray._private``, a ``ray.*._internal`` module or ``ray.experimental.internal_kv``, or reads or
-  writes an underscore attribute of another library's object: ``tests/test_internals_door.py``
+  writes an underscore attribute of another library's object: ``tests/runtime/test_internals_door.py``
   walks the package and enforces it.
 - :func:`broken` checks every contract against the installed libraries (names, signatures,
   the attributes read, the module constants written), without a cluster, in well under a
-  second. ``tests/test_ray_contract.py`` runs it in CI, and :func:`preflight` runs it at the
+  second. ``tests/runtime/test_ray_contract.py`` runs it in CI, and :func:`preflight` runs it at the
   start of every ``run`` and ``resume``, before anything is written.
 
 A process that finds an internal missing treats its feature as off (:func:`available`); the

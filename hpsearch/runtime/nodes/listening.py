@@ -25,7 +25,7 @@ There is one documented exception, and it is not Ray's: PyTorch's rendezvous sto
 binds it to every interface, with no option to change that. The store exists only while a
 trial's training run is up, so it cannot be there at the check, which runs before the first
 trial. :func:`beyond_loopback` accepts it only for a given worker PID on its ``MASTER_PORT``
-(``tcp_stores``). That is how ``tests/test_listening.py`` checks a running search.
+(``tcp_stores``). That is how ``tests/runtime/nodes/test_listening.py`` checks a running search.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A train loop that imports a helper module beside it (tests/test_loop_imports.py)."""
+"""A train loop that imports a helper module beside it (tests/spec/test_loop_imports.py)."""
 
 from loop_helpers import make_model
 

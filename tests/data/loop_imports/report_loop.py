@@ -1,4 +1,4 @@
-"""A train loop that reports what the helper module beside it computes (the Ray test in tests/test_loop_imports.py)."""
+"""A train loop that reports what the helper module beside it computes (the Ray test in tests/spec/test_loop_imports.py)."""
 
 import ray.train
 from loop_helpers import make_model
