@@ -67,8 +67,16 @@ class SpecAsRun:
 
 
 def write_spec(experiment_dir: PathLike, spec: Mapping[str, Any]) -> None:
-    """Write the spec as run (a dict with every default filled in)."""
-    (Path(experiment_dir) / SPEC_FILE).write_text(yaml.safe_dump(dict(spec), sort_keys=False), encoding="utf-8")
+    """Write the spec as run (a dict with every default filled in), every URL's password as ``***``.
+
+    A password in a tracker URL is used by the search that was given it and written nowhere; a
+    ``resume`` reads it from the environment (:mod:`hpsearch.spec.credentials`).
+    """
+    # lazy: a cycle at import (as in SpecAsRun.to_spec): hpsearch.spec's package imports this module's package
+    from hpsearch.spec.credentials import redact_tree
+
+    text = yaml.safe_dump(redact_tree(dict(spec)), sort_keys=False)
+    (Path(experiment_dir) / SPEC_FILE).write_text(text, encoding="utf-8")
 
 
 def read_spec_as_run(experiment_dir: PathLike) -> SpecAsRun | None:

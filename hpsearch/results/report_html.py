@@ -23,6 +23,7 @@ from hpsearch.formatting import cell, duration, number
 from hpsearch.results import report_content as content
 from hpsearch.results.report_content import TrialLogs
 from hpsearch.results.report_figures import Figure
+from hpsearch.spec.credentials import redact_tree
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -223,7 +224,7 @@ def _spec_and_plan_html(results: Results) -> list[str]:
     if plan_lines:
         out.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in plan_lines) + "</ul>")
     if results.spec:
-        spec_text = yaml.safe_dump(results.spec, sort_keys=False)
+        spec_text = yaml.safe_dump(redact_tree(results.spec), sort_keys=False)  # a folder written before redaction
         out.append(f"<details><summary>the spec as run ({SPEC_FILE})</summary><pre>{e(spec_text)}</pre></details>")
     if results.plan:
         out.append(

@@ -19,6 +19,7 @@ from hpsearch.analysis import Results
 from hpsearch.formatting import cell, number
 from hpsearch.results import report_content as content
 from hpsearch.results.report_figures import Figure
+from hpsearch.spec.credentials import redact_tree
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -98,7 +99,7 @@ def render_markdown(
     lines += ["", "## Spec and plan", ""]
     lines += [f"- {md(line)}" for line in content.plan_lines(results.plan)]
     if results.spec:
-        text = yaml.safe_dump(results.spec, sort_keys=False).rstrip()
+        text = yaml.safe_dump(redact_tree(results.spec), sort_keys=False).rstrip()  # an older folder may hold one
         fence = "`" * max(3, _longest_backticks(text) + 1)  # no line of the spec can close it (CommonMark 4.5)
         lines += ["", f"{fence}yaml", text, fence]
     return "\n".join(lines) + "\n"

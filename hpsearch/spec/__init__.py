@@ -19,6 +19,7 @@ compatibly. Nothing in this package imports Ray or torch (tests/project/test_lay
 - :mod:`~hpsearch.spec.population`: pbt/pb2 against the rest of the spec.
 - :mod:`~hpsearch.spec.datasets`: the ``datasets`` and ``data`` sections.
 - :mod:`~hpsearch.spec.tracking`: the ``tracking`` section: mlflow, wandb, tensorboard, optuna.
+- :mod:`~hpsearch.spec.credentials`: passwords in tracker URLs: ``${VAR}`` references, redaction (``user:***@``).
 - :mod:`~hpsearch.spec.budget`: the ``budget`` section: wall time, failed trials, targets, resource-hours.
 - :mod:`~hpsearch.spec.constraints`: the ``constraints`` section: bounds on reported metrics.
 - :mod:`~hpsearch.spec.warm_start`: the ``warm_start`` section: points and earlier experiments to start from.

@@ -2,6 +2,7 @@
 
 - :mod:`~hpsearch.planning.rayjob.manifest`: the ConfigMap and the RayJob that run the search (``rayjob_manifest``).
 - :mod:`~hpsearch.planning.rayjob.sizing`: each pod's size and what Ray is started with in it; the plan made for that.
+- :mod:`~hpsearch.planning.rayjob.credentials`: a tracker URL's password taken from a Secret, not written in the manifest.
 - :mod:`~hpsearch.planning.rayjob.checks`: what is refused before writing (storage, names, image, opt-in fields).
 - :mod:`~hpsearch.planning.rayjob.kuberay`: the job's name, deadline, retries, timeouts, mounts; each field's KubeRay.
 - :mod:`~hpsearch.planning.rayjob.shell`: the entrypoint, each argument quoted for the two shells it passes.

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from hpsearch.planning.cluster_shape import fmt_count
 from hpsearch.planning.rayjob.checks import _Options
+from hpsearch.planning.rayjob.credentials import Credentials, secret_name
 from hpsearch.planning.rayjob.kuberay import (
     DEADLINE_MARGIN_S,
     IDLE_TIMEOUT_S,
@@ -32,7 +33,16 @@ from hpsearch.planning.resources import GB, MEMORY, fmt_resources
 from hpsearch.spec import Spec, total_trials
 
 
-def _header(spec: Spec, name: str, storage_pvc: str, ttl_seconds: int, command: str | None) -> list[str]:
+def _header(
+    spec: Spec,
+    name: str,
+    storage_pvc: str,
+    ttl_seconds: int,
+    command: str | None,
+    *,
+    credentials: Credentials | None = None,
+    namespace: str | None = None,
+) -> list[str]:
     folder = f"{STORAGE_MOUNT}/{spec.name}"
     lines = [
         f'A KubeRay RayJob that runs the hpsearch search "{spec.name}", and a ConfigMap holding its spec.',
@@ -42,6 +52,7 @@ def _header(spec: Spec, name: str, storage_pvc: str, ttl_seconds: int, command: 
     lines += [
         "",
         "Run it (the KubeRay operator v1.1 or later installed; README: Running on Kubernetes):",
+        *_secret_lines(name, credentials, namespace),
         "  kubectl apply -f rayjob.yaml",
         f"  kubectl get rayjob {name} -w          # JOB STATUS: RUNNING, then SUCCEEDED or FAILED",
         f"  kubectl logs -f job/{name}            # the search's output (KubeRay's submitter Job)",
@@ -69,6 +80,18 @@ def _header(spec: Spec, name: str, storage_pvc: str, ttl_seconds: int, command: 
             f"This spec's warm_start.from is {spec.warm_start.source}, a folder on the machine that wrote this file."
         )
     return [f"# {line}".rstrip() for line in lines]
+
+
+def _secret_lines(name: str, credentials: Credentials | None, namespace: str | None) -> list[str]:
+    """The command that creates the job's Secret, when the tracker URLs need one (never its values)."""
+    if credentials is None or not credentials.variables:
+        return []
+    values = " ".join(f"--from-literal={v}=..." for v in credentials.variables)
+    moved = f" ({', '.join(credentials.literal)}: the password the spec held, left out of this file)"
+    return [
+        f"  kubectl create secret generic {secret_name(name)}{f' -n {namespace}' if namespace else ''} {values}",
+        f"                                        # the tracker URLs' credentials{moved if credentials.literal else ''}",
+    ]
 
 
 def _comment_rayjob(

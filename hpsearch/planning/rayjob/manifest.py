@@ -22,6 +22,7 @@ from hpsearch.errors import PlanError
 from hpsearch.planning.cluster_shape import NodeGroup
 from hpsearch.planning.rayjob.checks import _check_image, _check_names, _check_options, _check_storage, _Options
 from hpsearch.planning.rayjob.comments import _comment_rayjob, _header
+from hpsearch.planning.rayjob.credentials import credentials_for
 from hpsearch.planning.rayjob.kuberay import (
     IDLE_TIMEOUT_S,
     SPEC_MOUNT,
@@ -110,7 +111,8 @@ def rayjob_manifest(
     _check_image(image, ray_version)
     options = _check_options(auth_token, pre_running_deadline_s, fs_group)
     name = job_name(spec.name)
-    files = _spec_files(spec, spec_path)
+    credentials = credentials_for(spec, _spec_files(spec, spec_path), _SPEC_FILE, overrides)
+    files, overrides = credentials.files, credentials.overrides
     shapes = _groups_for(groups, head_base_gb, worker_base_gb)
     loaded = _with_loads(spec, shapes, _plan(spec, shapes))
     head, workers = loaded[0], loaded[1:]
@@ -133,8 +135,9 @@ def rayjob_manifest(
         ray_version=ray_version,
         ttl_seconds=ttl_seconds,
         options=options,
+        head_env=credentials.env(name),
     )
-    header = _header(spec, name, storage_pvc, ttl_seconds, command)
+    header = _header(spec, name, storage_pvc, ttl_seconds, command, credentials=credentials, namespace=namespace)
     return "\n".join(header) + "\n" + _dump_documents([config_map, job])
 
 
@@ -205,6 +208,7 @@ def _rayjob(
     ray_version: str | None,
     ttl_seconds: int,
     options: _Options,
+    head_env: Sequence[Mapping[str, Any]] = (),
 ) -> _Doc:
     entrypoint = entrypoint_text(
         [
@@ -245,7 +249,7 @@ def _rayjob(
     volumes = _volumes(name, files, storage_pvc)
     ray_cluster["headGroupSpec"] = {
         "rayStartParams": {"dashboard-host": "0.0.0.0", **_start_params(head.ray)},
-        "template": _pod_template(spec, "ray-head", image, head, volumes, options),
+        "template": _pod_template(spec, "ray-head", image, head, volumes, options, env=head_env),
     }
     worker_specs = [
         {
@@ -293,6 +297,7 @@ def _pod_template(
     group: _Group,
     volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]],
     options: _Options,
+    env: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     amounts: dict[str, Any] = {}
     if group.resources.get(_CPU):
@@ -303,13 +308,11 @@ def _pod_template(
     pod: dict[str, Any] = {}
     if options.fs_group is not None:
         pod["securityContext"] = {"fsGroup": options.fs_group}
-    pod["containers"] = [
-        {
-            "name": container,
-            "image": image,
-            "resources": {"requests": dict(amounts), "limits": dict(amounts)},
-            "volumeMounts": [mount for _, mount in volumes],
-        }
-    ]
+    main: dict[str, Any] = {"name": container, "image": image}
+    if env:  # the head's: the credentials the search reads, from the job's Secret (rayjob/credentials.py)
+        main["env"] = [dict(e) for e in env]
+    main["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
+    main["volumeMounts"] = [mount for _, mount in volumes]
+    pod["containers"] = [main]
     pod["volumes"] = [volume for volume, _ in volumes]
     return {"spec": pod}

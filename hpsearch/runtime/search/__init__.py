@@ -17,6 +17,7 @@ hears every trial's events (Tune's callbacks, schedulers and searchers run here)
 - :mod:`~hpsearch.runtime.search.progress`: the Tune callback that prints progress lines.
 - :mod:`~hpsearch.runtime.search.budget`: what a search uses, and its end when a budget is reached.
 - :mod:`~hpsearch.runtime.search.tracking`: every trial as a run in each experiment tracker (MLflow, W&B, ...).
+- :mod:`~hpsearch.runtime.search.tracking_check`: each tracker's store opened once at start, before a write.
 - :mod:`~hpsearch.runtime.search.autoscaling`: ``run --cluster`` on a cluster whose autoscaler adds nodes.
 - :mod:`~hpsearch.runtime.search.search_result`: ``SearchResult``, what ``run`` and ``resume`` return.
 """

@@ -98,7 +98,7 @@ def _check_tracking(spec: Spec) -> None:
     """
     if spec.tracking.enabled():
         # lazy: the trackers' module loads Ray's logger callbacks, and a search without tracking never needs them.
-        from hpsearch.runtime.search.tracking import check_tracking
+        from hpsearch.runtime.search.tracking_check import check_tracking
 
         check_tracking(spec)
 

@@ -23,7 +23,7 @@ their ``trial_id`` user attribute.
 MLflow's store, when the spec names none, is ``MLFLOW_TRACKING_URI`` or else
 ``sqlite:///<experiment folder>/mlflow.db`` (:func:`hpsearch.spec.tracking.mlflow_tracking_uri`).
 
-Failures: :func:`check_tracking` opens every tracker before the search starts and refuses
+Failures: :func:`~hpsearch.runtime.search.tracking_check.check_tracking` opens every tracker before the search starts and refuses
 one that cannot be set up, and an MLflow ``file:`` store without ``MLFLOW_ALLOW_FILE_STORE=true``
 (a :class:`~hpsearch.errors.SpecError` naming the spec's key, so exit 2). Once the search
 runs, a tracker that fails warns once (per tracker), through :mod:`hpsearch.messages`, and
@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import math
-import netrc
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -60,16 +58,15 @@ from hpsearch.analysis._optuna import (
     trial_outcome,
     trial_params,
 )
-from hpsearch.errors import Problem, SpecError
 from hpsearch.experiment import ranking
 from hpsearch.experiment.files import read_history
 from hpsearch.experiment.layout import ERRORED, TUNE_COLUMNS, TUNE_STATE_GLOB, flatten_config, flatten_metrics
 from hpsearch.experiment.metrics import report_step, report_value, report_violation
 from hpsearch.experiment.ranking import Mode, metric_value, rank_trials
-from hpsearch.runtime.env import mlflow_probe
 from hpsearch.runtime.internals import TBXWriters
+from hpsearch.spec.credentials import redact_url, resolve_url
 from hpsearch.spec.space import flat_space
-from hpsearch.spec.tracking import MLFLOW_ARTIFACTS, mlflow_file_store_problem, mlflow_tracking_uri
+from hpsearch.spec.tracking import MLFLOW_ARTIFACTS, mlflow_tracking_uri
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.runtime.search.outcomes import OutcomeRecorder
@@ -83,13 +80,17 @@ __all__ = [
     "WandbTracker",
     "TensorboardTracker",
     "OptunaTracker",
-    "check_tracking",
     "tracking_callbacks",
     "best_checkpoint",
 ]
 
 #: Result keys that are not the trial's own metrics (Tune's bookkeeping; hpsearch's config copy).
 _NOT_METRICS = TUNE_COLUMNS | {"config", "iterations_since_restore"}
+
+
+#: The spec fields of the two tracker URLs, as their problems and credentials name them.
+MLFLOW_URI_FIELD = "tracking.mlflow.tracking_uri"
+OPTUNA_FIELD = "tracking.optuna"
 
 
 def tracking_callbacks(spec: Spec, recorder: OutcomeRecorder | None) -> list[Callback]:
@@ -262,7 +263,7 @@ def open_optuna_storage(url: str, *, attempts: int = 5) -> Any:
 
 
 @contextlib.contextmanager
-def _quiet_mlflow_db() -> Iterator[None]:
+def quiet_mlflow_db() -> Iterator[None]:
     """MLflow's INFO lines on opening a new SQLite store ("Creating initial MLflow database tables...") kept off
     the terminal: hpsearch's progress lines only. Its warnings and errors still show."""
     logger = logging.getLogger("mlflow.store.db.utils")
@@ -274,7 +275,7 @@ def _quiet_mlflow_db() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _default_mlflow_store(uri: str, experiment_dir: str | Path) -> bool:
+def is_default_mlflow_store(uri: str, experiment_dir: str | Path) -> bool:
     """Whether ``uri`` is hpsearch's default MLflow store, the one in the experiment folder."""
     return uri == mlflow_tracking_uri(None, experiment_dir, environ={})
 
@@ -305,24 +306,41 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
 
     def __init__(self, settings: MlflowSettings, facts: TrialFacts) -> None:
         uri = mlflow_tracking_uri(settings.tracking_uri, facts.experiment_dir)
-        super().__init__(tracking_uri=uri, experiment_name=settings.experiment_name or facts.experiment)
+        # Ray's attribute holds the URI without its password; the one opened is resolved at set-up, in this
+        # process, from the spec's URL (or MLFLOW_TRACKING_URI, read then): nothing secret goes into tuner.pkl
+        super().__init__(tracking_uri=redact_url(uri), experiment_name=settings.experiment_name or facts.experiment)
+        self._hp_uri = settings.tracking_uri
         self.facts = facts
         self._client: Any = None
         # the default store's experiment keeps its artifacts in the folder too (MLflow's: <cwd>/mlruns/<id>)
         folder = Path(facts.experiment_dir)
-        self._artifacts = (folder / MLFLOW_ARTIFACTS).as_uri() if _default_mlflow_store(uri, folder) else None
+        self._artifacts = (folder / MLFLOW_ARTIFACTS).as_uri() if is_default_mlflow_store(uri, folder) else None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_client": None}
+        uri = self.__dict__.get("_hp_uri")
+        return {
+            **self.__dict__,
+            "_client": None,
+            "tracking_uri": redact_url(str(self.tracking_uri)),
+            "_hp_uri": None if uri is None else redact_url(uri),
+        }
+
+    def resolved_uri(self) -> str:
+        """The URI to open, resolved in this process: the spec's (its ``${VAR}`` expanded, a redacted
+        password read from ``HPSEARCH_MLFLOW_PASSWORD``), else ``MLFLOW_TRACKING_URI`` as set now."""
+        # a tracker an older hpsearch pickled has no _hp_uri: its tracking_uri is the whole URI
+        spec_uri: str | None = self.__dict__.get("_hp_uri", self.__dict__["tracking_uri"])
+        return resolve_url(MLFLOW_URI_FIELD, mlflow_tracking_uri(spec_uri, self.facts.experiment_dir), os.environ)
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         # Ray's setup sets both as well, after opening the URI: set here so a failed open leaves them usable
         self._hp_trial_runs: dict[str, str] = {}  # trial id -> run id (Ray's keys its own by trial object)
         self.tags: dict[str, str] = dict(getattr(self, "tags", None) or {})
-        with _quiet_mlflow_db(), self.facts.guarded("mlflow", "opening the tracking URI"):
+        with quiet_mlflow_db(), self.facts.guarded("mlflow", "opening the tracking URI"):
+            self.tracking_uri: str = self.resolved_uri()
             artifacts = getattr(self, "_artifacts", None)  # None in a tracker an older hpsearch pickled
             if artifacts is not None:  # before Ray's set-up, which creates the experiment without a location
-                _open_mlflow_experiment(self.tracking_uri, self.experiment_name, artifacts)
+                open_mlflow_experiment(self.tracking_uri, self.experiment_name, artifacts)
             super().setup(*args, **kwargs)
             from mlflow.tracking import MlflowClient  # lazy: mlflow is an optional extra
 
@@ -375,7 +393,7 @@ class MlflowTracker(_mlflow_base()):  # type: ignore[misc]  # Ray's class, resol
             self._client.set_terminated(run_id, status="FAILED" if tags["hpsearch.status"] == ERRORED else "FINISHED")
 
 
-def _open_mlflow_experiment(uri: str, name: str, artifact_location: str | None = None) -> None:
+def open_mlflow_experiment(uri: str, name: str, artifact_location: str | None = None) -> None:
     """Open the MLflow tracking URI and find or create the experiment, as Ray's MLflow callback does at set-up."""
     from mlflow.tracking import MlflowClient  # lazy: mlflow is an optional extra
 
@@ -557,7 +575,7 @@ class OptunaTracker(Callback):
     At the start of the search, a study of the same name already in the storage is: continued
     when it is this experiment's and the search is resumed (trials mapped by ``trial_id``);
     replaced when it is this experiment's and the search starts afresh (``run --overwrite``);
-    refused (:func:`check_tracking`) when it belongs to another experiment folder.
+    refused (:func:`~hpsearch.runtime.search.tracking_check.check_tracking`) when it belongs to another experiment folder.
     """
 
     def __init__(self, storage: str, facts: TrialFacts, *, space: tuple[dict[str, Any], list[str]]) -> None:
@@ -571,7 +589,14 @@ class OptunaTracker(Callback):
         self._distributions: dict[str, Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_storage": None, "_study_id": None, "_trials": {}, "_ended": set()}
+        return {
+            **self.__dict__,
+            "storage_url": redact_url(self.storage_url),  # resolved when opened (spec/credentials.py)
+            "_storage": None,
+            "_study_id": None,
+            "_trials": {},
+            "_ended": set(),
+        }
 
     def setup(self, *args: Any, **info: Any) -> None:
         with self.facts.guarded("optuna", "opening the study"):
@@ -581,9 +606,9 @@ class OptunaTracker(Callback):
         import optuna  # lazy: optuna is heavy; only the optuna tracker needs it
 
         self._distributions = space_distributions(self.space, self.params)
-        storage = open_optuna_storage(self.storage_url)
+        storage = open_optuna_storage(resolve_url(OPTUNA_FIELD, self.storage_url, os.environ))
         name = self.facts.experiment
-        owner = _study_owner(storage, name)
+        owner = optuna_study_owner(storage, name)
         if owner is not None and owner != self.facts.experiment_dir:  # check_tracking refuses this before a run
             raise ValueError(f"study {name!r} holds another search ({owner or 'not an hpsearch study'}); not touched")
         if owner is not None and not resumed:  # this folder's study from its last run (`run --overwrite`): stale
@@ -680,96 +705,9 @@ class OptunaTracker(Callback):
             self._storage.set_trial_state_values(storage_id, TrialState[state], None if value is None else [value])
 
 
-def _study_owner(storage: Any, name: str) -> str | None:
+def optuna_study_owner(storage: Any, name: str) -> str | None:
     """The experiment folder a study of ``storage`` was written by, ``""`` for another tool's, ``None`` if none."""
     for study in storage.get_all_studies():
         if study.study_name == name:
             return study_owner(study.user_attrs)
     return None
-
-
-# ----------------------------------------------------------------------------- the start-up check
-
-
-def check_tracking(spec: Spec) -> None:
-    """Open every tracker of ``spec.tracking`` before the search starts; refuse one that cannot be set up.
-
-    MLflow: a ``file:`` store is refused unless ``MLFLOW_ALLOW_FILE_STORE=true`` (MLflow 3 would
-    refuse it, and so would every reader of the runs); any other store but the default one (in
-    the experiment folder, which ``run`` has not written yet) is opened and the experiment
-    found or created (one try, 10 s at most). W&B online: an API key must be known
-    (``WANDB_API_KEY`` or ``wandb login``).
-    Optuna: the storage is opened, and a study of the search's name that another experiment
-    folder wrote is refused. TensorBoard writes into the experiment folder: nothing to check.
-
-    Raises:
-        SpecError: naming ``tracking.<tracker>``, what failed and what to do.
-    """
-    tracking, problems = spec.tracking, []
-    env = [os.environ.get(name) for name in ("MLFLOW_TRACKING_URI", "MLFLOW_ALLOW_FILE_STORE")]  # both decide too
-    key = json.dumps([str(spec.experiment_dir), tracking.model_dump(), env], sort_keys=True, default=str)
-    if key in _CHECKED:  # `run` checks before it writes the folder, callbacks_for again: once is enough
-        return
-    if tracking.mlflow is not None:
-        uri = mlflow_tracking_uri(tracking.mlflow.tracking_uri, spec.experiment_dir)
-        file_store = mlflow_file_store_problem(tracking.mlflow.tracking_uri, spec.experiment_dir)
-        if file_store is not None:
-            problems.append(file_store)
-        elif not _default_mlflow_store(uri, spec.experiment_dir):  # the default: a SQLite file the storage check
-            try:  # proved writable; opening it now would write into the folder before `run` makes it
-                with mlflow_probe(), _quiet_mlflow_db():
-                    _open_mlflow_experiment(uri, tracking.mlflow.experiment_name or spec.name)
-            except Exception as err:  # noqa: BLE001 - whatever MLflow raises, the user must read why
-                problems.append(
-                    Problem("tracking.mlflow.tracking_uri", f"cannot open MLflow at {uri!r}: {_one_line(err)}")
-                )
-    if tracking.wandb is not None and tracking.wandb.mode == "online" and not _wandb_key_known():
-        problems.append(
-            Problem(
-                "tracking.wandb.mode",
-                "is online, but no W&B API key is known: run `wandb login` or set WANDB_API_KEY, "
-                "or set tracking.wandb.mode: offline (and `wandb sync` later)",
-            )
-        )
-    if tracking.optuna is not None:
-        try:
-            owner = _study_owner(open_optuna_storage(tracking.optuna), spec.name)
-        except Exception as err:  # noqa: BLE001
-            problems.append(
-                Problem("tracking.optuna", f"cannot open Optuna storage {tracking.optuna!r}: {_one_line(err)}")
-            )
-        else:
-            if owner is not None and owner != str(spec.experiment_dir):
-                problems.append(
-                    Problem(
-                        "tracking.optuna",
-                        f"study {spec.name!r} in {tracking.optuna} holds another search"
-                        + (f" ({owner})" if owner else "")
-                        + ": choose another name (--set name=...) or storage, or delete that study "
-                        f"(optuna delete-study --study-name {spec.name} --storage {tracking.optuna})",
-                    )
-                )
-    if problems:
-        raise SpecError(problems, source=str(spec.source) if spec.source else None)
-    _CHECKED.add(key)
-
-
-#: The tracking settings already checked in this process (successfully).
-_CHECKED: set[str] = set()
-
-
-def _wandb_key_known() -> bool:
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-
-    try:
-        hosts = netrc.netrc(os.environ.get("NETRC")).hosts
-    except (OSError, netrc.NetrcParseError):
-        return False
-    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
-    return host in hosts
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text[:300]}"

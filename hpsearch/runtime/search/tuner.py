@@ -204,7 +204,8 @@ def callbacks_for(
         callbacks.append(_reaper(spec))
     if spec.tracking.enabled():  # after the recorder, because each tracker tags a run with the status it decided
         # lazy: the trackers' module loads Ray's logger callbacks; a search without tracking never needs it
-        from hpsearch.runtime.search.tracking import check_tracking, tracking_callbacks
+        from hpsearch.runtime.search.tracking import tracking_callbacks
+        from hpsearch.runtime.search.tracking_check import check_tracking  # lazy: it imports the trackers' module
 
         check_tracking(spec)  # a tracker that cannot be set up is refused here (SpecError), not mid-search
         callbacks += tracking_callbacks(spec, recorder)

@@ -35,7 +35,8 @@ from hpsearch.experiment.layout import (
     SUMMARY_FILE,
 )
 from hpsearch.runtime.search.outcomes import OutcomeRecorder
-from hpsearch.runtime.search.tracking import TrialFacts, best_checkpoint, check_tracking, tracking_callbacks
+from hpsearch.runtime.search.tracking import TrialFacts, best_checkpoint, tracking_callbacks
+from hpsearch.runtime.search.tracking_check import check_tracking
 from hpsearch.spec import load_spec
 from hpsearch.spec.tracking import mlflow_tracking_uri
 
@@ -677,3 +678,58 @@ def test_an_optuna_storage_another_process_is_creating_is_opened_on_a_second_try
     monkeypatch.setattr(optuna.storages, "get_storage", broken)
     with pytest.raises(RuntimeError, match="unable to open database file"):  # any other error: at once
         open_optuna_storage("sqlite:///x.db")
+
+
+# ----------------------------------------------------------------------------- credentials in tracker URLs
+
+PASSWORD = "s3cret-pw"
+
+
+def test_a_tracker_urls_password_is_never_pickled_and_a_resume_reads_it_from_the_environment(
+    tmp_path, monkeypatch
+) -> None:
+    from hpsearch.runtime.search import tracking as tracking_module
+
+    sqlite = f"sqlite:///{tmp_path / 'study.db'}"
+    opened: list[str] = []
+    real_open = tracking_module.open_optuna_storage
+
+    def open_storage(url: str, **_: Any) -> Any:  # the server's URL as the tracker resolves it, a SQLite store behind
+        opened.append(url)
+        return real_open(sqlite)
+
+    monkeypatch.setattr(tracking_module, "open_optuna_storage", open_storage)
+    url = f"postgresql://alice:{PASSWORD}@db.internal/optuna"
+    spec = _spec(tmp_path, optuna=url, mlflow={"tracking_uri": f"https://alice:{PASSWORD}@mlflow.internal"})
+    recorder = OutcomeRecorder(spec.experiment_dir, max_t=("epoch", 3))
+    trackers = tracking_callbacks(spec, recorder)
+    pickled = pickle.dumps(trackers)  # what Tune writes into tuner.pkl
+    assert PASSWORD.encode() not in pickled
+
+    mlflow, optuna_tracker = trackers
+    assert mlflow.resolved_uri() == f"https://alice:{PASSWORD}@mlflow.internal"  # the search given it uses it
+    optuna_tracker.setup()
+    assert opened == [url]
+
+    # a resume: a new process, the trackers from tuner.pkl, the password from the environment
+    resumed_mlflow, resumed_optuna = pickle.loads(pickled)
+    assert resumed_optuna.storage_url == "postgresql://alice:***@db.internal/optuna"
+    monkeypatch.setenv("HPSEARCH_OPTUNA_PASSWORD", "from-env")
+    monkeypatch.setenv("HPSEARCH_MLFLOW_PASSWORD", "from-env")
+    resumed_optuna.setup()
+    assert opened[-1] == "postgresql://alice:from-env@db.internal/optuna"
+    assert resumed_mlflow.resolved_uri() == "https://alice:from-env@mlflow.internal"
+
+
+def test_a_resume_that_lacks_the_password_is_refused_before_anything_opens(tmp_path, monkeypatch) -> None:
+    from hpsearch.runtime.search import tracking_check
+
+    monkeypatch.delenv("HPSEARCH_OPTUNA_PASSWORD", raising=False)
+    monkeypatch.delenv("DB_PASSWORD", raising=False)
+    monkeypatch.setattr(tracking_check, "open_optuna_storage", lambda url: pytest.fail(f"opened {url}"))
+    redacted = _spec(tmp_path, optuna="postgresql://alice:***@db.internal/optuna")  # as the spec as run holds it
+    with pytest.raises(SpecError, match=r"tracking.optuna: .*export HPSEARCH_OPTUNA_PASSWORD=<the password>"):
+        check_tracking(redacted)
+    named = _spec(tmp_path, optuna="postgresql://alice:${DB_PASSWORD}@db.internal/optuna")
+    with pytest.raises(SpecError, match=r"tracking.optuna: names \$\{DB_PASSWORD\}, which is not set"):
+        check_tracking(named)
