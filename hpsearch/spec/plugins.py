@@ -10,7 +10,7 @@ in :data:`SEARCHERS` or :data:`SCHEDULERS` here and its builder there.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
@@ -32,12 +32,18 @@ OptionsT = TypeVar("OptionsT", bound=StrictModel)
 
 @dataclass(frozen=True)
 class Plugin(Generic[OptionsT]):
-    """A named searcher or scheduler: its options model and a line saying what it does."""
+    """A named searcher or scheduler: its options model, a line saying what it does, and an example.
+
+    ``example`` holds the fewest options that make a working spec of it (the options its model
+    requires): the plug-in contract suites build every registered name from it, so a new plug-in
+    is tested the day it is registered.
+    """
 
     name: str
     options: type[OptionsT]
     summary: str
     accepts_grid: bool = False
+    example: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -237,8 +243,18 @@ SCHEDULERS = Registry(
         Plugin("asha", AshaOptions, "asynchronous successive halving (early stopping)"),
         Plugin("median", MedianOptions, "median stopping rule"),
         Plugin("hyperband", HyperbandOptions, "synchronous HyperBand (pauses and resumes trials)"),
-        Plugin("pbt", PbtOptions, "population-based training (exploits through the nested run's checkpoints)"),
-        Plugin("pb2", Pb2Options, "PB2: population-based bandits (PBT guided by a Gaussian process)"),
+        Plugin(
+            "pbt",
+            PbtOptions,
+            "population-based training (exploits through the nested run's checkpoints)",
+            example={"perturbation_interval": 2, "hyperparam_mutations": {"x": {"type": "float", "low": 0, "high": 1}}},
+        ),
+        Plugin(
+            "pb2",
+            Pb2Options,
+            "PB2: population-based bandits (PBT guided by a Gaussian process)",
+            example={"perturbation_interval": 2, "hyperparam_bounds": {"x": [0, 1]}},
+        ),
     ],
     default="fifo",
 )

@@ -116,11 +116,7 @@ def _build(
     # reuse_actors stays off under it. Handing a paused trial's actor to a restored trial has not been measured.
     if spec.population_based:
         warnings.filterwarnings("ignore", message="Consider boosting PBT performance", category=UserWarning)
-    searcher = build_searcher(spec.searcher, with_space(spec, _searcher_context(spec, searcher_limit)))
-    scheduler = build_scheduler(
-        spec.scheduler,
-        SchedulerContext(*spec.scheduler_metric, own=spec.multi_objective, experiment_dir=spec.experiment_dir),
-    )
+    searcher, scheduler = search_plugins(spec, searcher_limit)
     callbacks = callbacks_for(
         spec, concurrency=plan.max_concurrent_trials, workarounds=workarounds, autoscaling=autoscaling
     )
@@ -157,6 +153,20 @@ def _build(
     )
     recorder = cast("OutcomeRecorder", callbacks[0])  # callbacks_for puts it first, before the printer
     return _Built(tuner, plan, recorder)
+
+
+def search_plugins(spec: Spec, searcher_limit: int) -> tuple[Any, Any]:
+    """The searcher (limited to ``searcher_limit`` trials at once) and the scheduler Tune gets for ``spec``.
+
+    The one place both are built from a spec: the search's Tuner, and the plug-in contract suite that
+    drives every registered name through Tune's own API (tests/runtime/search/test_plugin_contract.py).
+    """
+    searcher = build_searcher(spec.searcher, with_space(spec, _searcher_context(spec, searcher_limit)))
+    scheduler = build_scheduler(
+        spec.scheduler,
+        SchedulerContext(*spec.scheduler_metric, own=spec.multi_objective, experiment_dir=spec.experiment_dir),
+    )
+    return searcher, scheduler
 
 
 def _searcher_context(spec: Spec, concurrency: int) -> SearcherContext:
