@@ -48,8 +48,8 @@ __all__ = [
     "TUNE_INTERRUPT_HANDLER",
 ]
 
-#: The Ray versions every contract below was checked on (the versions CI runs).
-CHECKED_ON = "Ray 2.58.0 and 2.60.0"
+#: The Ray versions every contract below was checked on (the versions CI runs the contract test on).
+CHECKED_ON = "Ray 2.58.1, 2.59.0 and 2.60.0"
 #: The PyTorch version the torch contracts were checked on (the version CI runs).
 TORCH_CHECKED_ON = "torch 2.13.0"
 
