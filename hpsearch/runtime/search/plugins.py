@@ -8,6 +8,7 @@ checked when this module is imported.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,6 +113,41 @@ def _random_searcher(options: RandomOptions, ctx: SearcherContext) -> Any:
     return BasicVariantGenerator(max_concurrent=ctx.max_concurrent, random_state=options.seed, **points)
 
 
+class LocksRecreated:
+    """Mixed before an Optuna sampler: pickled without its thread locks, which are made anew when unpickled.
+
+    Tune pickles the searcher, and with it the sampler, into ``tuner.pkl`` when it builds the Tuner and
+    at every experiment checkpoint. Optuna 5.1's genetic samplers (NSGA-II, NSGA-III) hold a
+    ``threading.Lock`` around a cache they rebuild from the study, and a lock cannot be pickled, so the
+    search died before its first trial. A lock is a process's own and no thread holds it between
+    calls: an unlocked new one is what the sampler has in the process that unpickles it. The rest of
+    the state (the random generator's, the cache) is pickled as it is.
+    """
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if not isinstance(v, _LOCK_TYPES)}
+        state["_hpsearch_locks"] = sorted(k for k, v in self.__dict__.items() if isinstance(v, _LOCK_TYPES))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        locks = state.pop("_hpsearch_locks", [])
+        self.__dict__.update(state)
+        for name in locks:
+            setattr(self, name, threading.Lock())
+
+
+_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+
+# The same class names as Optuna's: a genetic sampler keys its generations in the study by its class name.
+class NSGAIISampler(LocksRecreated, optuna.samplers.NSGAIISampler):
+    """Optuna's NSGA-II sampler, picklable on every supported Optuna (:class:`LocksRecreated`)."""
+
+
+class NSGAIIISampler(LocksRecreated, optuna.samplers.NSGAIIISampler):
+    """Optuna's NSGA-III sampler, picklable on every supported Optuna (:class:`LocksRecreated`)."""
+
+
 def _optuna_sampler(options: OptunaOptions) -> Any:
     startup: dict[str, Any] = {} if options.n_startup_trials is None else {"n_startup_trials": options.n_startup_trials}
     if options.sampler == "tpe":
@@ -122,14 +158,14 @@ def _optuna_sampler(options: OptunaOptions) -> Any:
         return optuna.samplers.CmaEsSampler(seed=options.seed)
     if options.sampler == "nsga2":
         if options.population_size is None:
-            return optuna.samplers.NSGAIISampler(seed=options.seed)
-        return optuna.samplers.NSGAIISampler(seed=options.seed, population_size=options.population_size)
+            return NSGAIISampler(seed=options.seed)
+        return NSGAIISampler(seed=options.seed, population_size=options.population_size)
     if options.sampler == "nsga3":
         with warnings.catch_warnings():  # silence "NSGAIIISampler is experimental": it is, and the README says so
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             if options.population_size is None:
-                return optuna.samplers.NSGAIIISampler(seed=options.seed)
-            return optuna.samplers.NSGAIIISampler(seed=options.seed, population_size=options.population_size)
+                return NSGAIIISampler(seed=options.seed)
+            return NSGAIIISampler(seed=options.seed, population_size=options.population_size)
     return optuna.samplers.RandomSampler(seed=options.seed)
 
 

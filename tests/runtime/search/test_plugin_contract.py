@@ -244,3 +244,28 @@ def test_every_scheduler_decides_survives_a_pickle_and_goes_on(name: str, tmp_pa
     ended.set_status(Trial.TERMINATED)
     restored.on_trial_complete(controller, ended, ended.last_result)
     assert isinstance(restored.debug_string(), str)
+
+
+def test_a_sampler_is_pickled_without_its_locks_and_gets_new_ones_with_its_state_kept() -> None:
+    """Optuna 5.1's NSGA samplers hold a thread lock, which Tune's pickles of the searcher cannot carry."""
+    import threading
+
+    import optuna
+
+    from hpsearch.runtime.search.plugins import LocksRecreated, NSGAIISampler
+
+    class Locked(LocksRecreated, optuna.samplers.RandomSampler):
+        def __init__(self) -> None:
+            super().__init__(seed=3)
+            self.guard = threading.Lock()
+
+    sampler = Locked()
+    sampler.guard.acquire()  # even held: a copy in another process starts unlocked
+    copy = cloudpickle.loads(cloudpickle.dumps(sampler))  # as Tune pickles the searcher
+    assert isinstance(copy.guard, type(threading.Lock())) and not copy.guard.locked()
+    assert copy.guard is not sampler.guard
+    space = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    draws = [optuna.create_study(sampler=s).ask(space).params["x"] for s in (sampler, copy)]
+    assert draws[0] == draws[1]  # the random generator's state travelled with it
+    nsga = cloudpickle.loads(cloudpickle.dumps(NSGAIISampler(seed=0)))
+    assert type(nsga).__name__ == "NSGAIISampler"  # the study keys its generations by this name, as Optuna's
