@@ -13,6 +13,7 @@ import glob
 import importlib
 import importlib.util
 import json
+import math
 import os
 import struct
 import threading
@@ -40,7 +41,7 @@ from hpsearch.runtime.search.outcomes import OutcomeRecorder
 from hpsearch.runtime.search.tracking import TrialFacts, best_checkpoint, tracking_callbacks
 from hpsearch.runtime.search.tracking_check import check_tracking
 from hpsearch.spec import load_spec
-from hpsearch.spec.tracking import mlflow_tracking_uri
+from hpsearch.spec.tracking import TRACKER_PACKAGES, mlflow_tracking_uri
 
 
 def _needs(*packages: str) -> pytest.MarkDecorator:
@@ -759,3 +760,88 @@ def test_a_resume_that_lacks_the_password_is_refused_before_anything_opens(tmp_p
     named = _spec(tmp_path, optuna="postgresql://alice:${DB_PASSWORD}@db.internal/optuna")
     with pytest.raises(SpecError, match=r"tracking.optuna: names \$\{DB_PASSWORD\}, which is not set"):
         check_tracking(named)
+
+
+# ----------------------------------------------------------------------------- every tracker, one contract
+
+
+def _mlflow_stored(search: Search, trial_id: str, name: str) -> list[tuple[int, float]]:
+    uri = search.trackers[0].resolved_uri()
+    client = mlflow.tracking.MlflowClient(uri)
+    [run] = mlflow.search_runs(
+        experiment_names=["track"], filter_string=f"tags.`hpsearch.trial_id` = '{trial_id}'"
+    ).itertuples()
+    return [(m.step, m.value) for m in client.get_metric_history(run.run_id, name)]
+
+
+def _wandb_stored(search: Search, trial_id: str, name: str) -> list[tuple[int, float]]:
+    wandb.teardown()  # W&B's service writes the run file; its shutdown waits for the records
+    steps = _wandb_run(search.exp, trial_id)["steps"]
+    return [(step, items[name]) for step, items in sorted(steps.items()) if name in items]
+
+
+def _tensorboard_stored(search: Search, trial_id: str, name: str) -> list[tuple[int, float]]:
+    events = _tensorboard_events(search.exp / f"driver_{trial_id}")
+    return [
+        (e.step, v.simple_value)
+        for e in events
+        for v in e.summary.value
+        if v.tag == name and v.HasField("simple_value")
+    ]
+
+
+def _optuna_stored(search: Search, trial_id: str, name: str) -> list[tuple[int, float]]:
+    [trial] = [t for t in optuna.load_study(study_name="track", storage=search.spec.tracking.optuna).trials]
+    assert trial.user_attrs["trial_id"] == trial_id
+    return sorted(trial.intermediate_values.items())  # the spec's metric only: Optuna keeps one value per step
+
+
+#: How each tracker's store is read back: one reader per name the spec's tracking section accepts.
+STORED = {
+    "mlflow": _mlflow_stored,
+    "wandb": _wandb_stored,
+    "tensorboard": _tensorboard_stored,
+    "optuna": _optuna_stored,
+}
+TRACKER_SETTINGS = {
+    "mlflow": lambda tmp: {"tracking_uri": f"sqlite:///{tmp / 'mlflow.db'}"},
+    "wandb": lambda tmp: {"project": "track", "mode": "offline"},
+    "tensorboard": lambda tmp: True,
+    "optuna": lambda tmp: f"sqlite:///{tmp / 'study.db'}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRACKER_PACKAGES))
+def test_every_tracker_stores_the_specs_metric_by_its_name_with_nan_and_a_constraint(name: str, tmp_path) -> None:
+    """Derived from the spec's tracker registry: a new tracker needs a reader here before it can land."""
+    assert set(STORED) == set(TRACKER_PACKAGES) == set(TRACKER_SETTINGS)
+    package = TRACKER_PACKAGES[name][0]
+    if importlib.util.find_spec(package) is None and not os.environ.get("CI"):
+        pytest.skip(f'pip install -e ".[{TRACKER_PACKAGES[name][1]}]" for {package}')
+    raw = yaml.safe_load((REPO / "search_spaces" / "digits_quick.yaml").read_text())
+    raw.update(
+        name="track",
+        storage_path=str(tmp_path / "results"),
+        metric="val/loss",
+        tracking={name: TRACKER_SETTINGS[name](tmp_path)},
+        constraints=[{"metric": "size", "max": 10}],
+    )
+    search = Search(load_spec(raw))
+    trial = search.trial("t1", lr=0.01, hidden=64)
+    search.start(trial)
+    for epoch, loss in ((1, 0.5), (2, math.nan), (3, 0.25)):  # a NaN, as a diverging loop reports it
+        search.report(trial, epoch=epoch, val={"loss": loss}, size=12.0, training_iteration=epoch)
+    search.complete(trial)
+    search.end()
+    stored = STORED[name](search, "t1", "val/loss")
+    # by the spec's name, at the epoch steps; the NaN kept as NaN, except by Optuna, whose intermediate values
+    # leave out what is not a finite number
+    assert [step for step, _ in stored] == ([1, 3] if name == "optuna" else [1, 2, 3]), stored
+    values = dict(stored)
+    assert values[1] == pytest.approx(0.5) and values[3] == pytest.approx(0.25)
+    assert 2 not in values or math.isnan(values[2])
+    if name == "optuna":  # the objective only, and the constraint told as Optuna takes it: > 0 is violated
+        [study_trial] = optuna.load_study(study_name="track", storage=search.spec.tracking.optuna).trials
+        assert study_trial.system_attrs["constraints"] == [2.0]
+    else:  # every reported metric, the constraint's included
+        assert [v for _, v in STORED[name](search, "t1", "size")] == [12.0, 12.0, 12.0]
