@@ -27,6 +27,7 @@ __all__ = [
     "trial_folder",
     "is_trial_id",
     "inside",
+    "make_experiment_folder",
     "read_json",
     "read_json_lines",
     "append_line",
@@ -82,6 +83,23 @@ def inside(path: PathLike, folder: PathLike) -> bool:
         return Path(path).resolve().is_relative_to(Path(folder).resolve())
     except (OSError, RuntimeError, ValueError):  # a link loop, a NUL byte: not a path into the folder
         return False
+
+
+def make_experiment_folder(path: PathLike, *, home: PathLike | None = None) -> None:
+    """Create a new experiment folder, and the folders above it that are missing.
+
+    Under the user's home (``home``, default ``Path.home()``) the experiment folder is made readable
+    by its owner only (0700): its results, checkpoints, logs and spec as run stay private on a
+    machine other users share. Elsewhere (a project's shared folder, an NFS share meant for a team)
+    the umask decides, as for any folder the user makes there.
+
+    Raises:
+        FileExistsError: The folder exists (``run --overwrite`` deletes it first).
+    """
+    folder = Path(path)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    private = inside(folder.parent, Path.home() if home is None else home)
+    folder.mkdir(mode=0o700 if private else 0o777)  # the umask narrows either further
 
 
 # ----------------------------------------------------------------------------- reading and writing

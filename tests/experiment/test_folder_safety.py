@@ -315,3 +315,23 @@ def test_a_spec_as_run_that_holds_no_keys_reads_as_none_and_cannot_be_resumed(ex
     assert str(refused.value) == f"{spec}: the spec as run is damaged: it holds no keys"
     spec.unlink()
     assert files.read_spec_as_run(exp) is None
+
+
+def test_an_experiment_folder_under_the_home_is_private_and_elsewhere_the_umask_decides(tmp_path: Path) -> None:
+    """Another local user cannot read the results a search writes under your home (issue 36, point 8)."""
+    import stat
+
+    from hpsearch.experiment.folder_io import make_experiment_folder
+
+    home, shared = tmp_path / "home", tmp_path / "shared"
+    home.mkdir()
+    old = os.umask(0o022)  # the common default: folders 0755
+    try:
+        make_experiment_folder(home / "hpsearch-results" / "digits", home=home)
+        make_experiment_folder(shared / "hpsearch-results" / "digits", home=home)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((home / "hpsearch-results" / "digits").stat().st_mode) == 0o700
+    assert stat.S_IMODE((shared / "hpsearch-results" / "digits").stat().st_mode) == 0o755
+    with pytest.raises(FileExistsError):  # never into a folder that exists: run --overwrite deletes it first
+        make_experiment_folder(home / "hpsearch-results" / "digits", home=home)

@@ -429,7 +429,7 @@ def _run_locked(
     datasets = datasets_for_spec(spec)
     if exp_dir.exists():
         shutil.rmtree(exp_dir)  # --overwrite; preflight checked that this is an hpsearch experiment folder
-    exp_dir.mkdir(parents=True)
+    files.make_experiment_folder(exp_dir)  # 0700 under the user's home: the results stay private
     files.write_format(exp_dir)  # written first, so that the folder says its format
     files.write_spec(exp_dir, spec.to_dict())
     files.write_plan(exp_dir, {**plan.as_dict(), **scaling})
