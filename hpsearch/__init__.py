@@ -44,6 +44,7 @@ from hpsearch.errors import (
     PlanError,
     ResultsError,
     SpecError,
+    StorageFullError,
 )
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "ExperimentNotFoundError",
     "ResultsError",
     "ExportError",
+    "StorageFullError",
     "IncompatibleLibraryError",
     "MetricNotReportedError",
     "CheckpointNotReportedError",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hpsearch import messages
 from hpsearch.analysis import best_trials_table, feasible_line, load_results, pareto_front_table
 from hpsearch.analysis._missing_metric import missing_metric_message
-from hpsearch.errors import HpsearchError, PlanError
+from hpsearch.errors import HpsearchError, PlanError, StorageFullError
 from hpsearch.experiment.check import DEFAULT_CHECK_REPORT_TIMEOUT_S, check_folder
 from hpsearch.experiment.files import experiment_spec, read_check, read_ray_logs
 from hpsearch.experiment.layout import CHECK_FILE, ENDED, ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, flatten_config
@@ -634,6 +634,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
+    except StorageFullError as err:  # not a usage mistake: the search ran and failed
+        if args.debug:
+            raise
+        print(f"Error: {err}", file=sys.stderr)
+        return EXIT_FAILED
     except HpsearchError as err:
         if args.debug:
             raise

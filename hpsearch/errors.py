@@ -23,6 +23,7 @@ __all__ = [
     "ClusterError",
     "ResultsError",
     "ExportError",
+    "StorageFullError",
     "IncompatibleLibraryError",
 ]
 
@@ -83,6 +84,13 @@ class IncompatibleLibraryError(HpsearchError, RuntimeError):
 
 class ResultsError(HpsearchError, ValueError):
     """The results cannot be read as asked (an unknown metric, a mode that is not min or max)."""
+
+
+class StorageFullError(HpsearchError, OSError):
+    """The storage filled up while a search ran: the search ended, the results written so far are kept.
+
+    Not the user's mistake in a spec: ``hpsearch`` exits with 1, not 2.
+    """
 
 
 class ExportError(HpsearchError, ValueError):

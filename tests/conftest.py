@@ -115,3 +115,20 @@ def said():
     buffer = io.StringIO()
     with messages.to(buffer):
         yield buffer
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 12 MiB tmpfs mounted for the test: a storage that fills up. Needs root (CI runs as root); elsewhere skipped."""
+    import os
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

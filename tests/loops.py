@@ -123,3 +123,17 @@ def fails_the_same_way_or_dies(config: dict) -> None:
         os._exit(1)
     for epoch in (2, 3):
         ray.train.report({"loss": 1.0 / epoch, "epoch": epoch})
+
+
+def big_checkpoints(config: dict) -> None:
+    """Saves an 8 MB checkpoint every epoch (``epochs``, default 3): on a small disk, the storage fills up."""
+    import os
+    import tempfile
+
+    from ray.train import Checkpoint
+
+    for epoch in range(1, config.get("epochs", 3) + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "weights.bin"), "wb") as f:
+                f.write(os.urandom(8 << 20))
+            ray.train.report({"loss": 1.0 / epoch, "epoch": epoch}, checkpoint=Checkpoint.from_directory(folder))

@@ -8,6 +8,8 @@ Two checks, both ending in :class:`~hpsearch.errors.Problem` lines for ``storage
   longest file name (``NAME_MAX``), and the experiment folder must leave
   :data:`PATH_HEADROOM` bytes below the longest path (``PATH_MAX``) for what Tune and
   hpsearch create inside it.
+- :func:`storage_full` (run when a search fails on an ``OSError``): whether the file system
+  under ``storage_path`` is full, and the line that says so, naming its mount point.
 - :func:`check_storage` (run by ``hpsearch run``, ``resume`` and ``validate``; does I/O):
   refuses a folder inside a Ray job's temporary working directory, and proves that the
   folder can be created and written by doing it: missing folders are created, a probe
@@ -30,7 +32,7 @@ from hpsearch.spec._validation import show
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.spec import Spec
 
-__all__ = ["PATH_HEADROOM", "path_problems", "check_storage", "ray_job_working_dir"]
+__all__ = ["PATH_HEADROOM", "FULL_BELOW_BYTES", "path_problems", "check_storage", "ray_job_working_dir", "storage_full"]
 
 #: Bytes kept free below PATH_MAX under the experiment folder, for the paths written inside it.
 #: Tune names a trial folder ``<trainable>_<trial id>_<n>_<params>``, cut to 130 characters
@@ -175,3 +177,41 @@ def _storage_problem(storage: Path) -> str | None:
                 folder.rmdir()  # only ever an empty folder this check made
             except OSError:
                 pass
+
+
+#: A file system with less room than this for the user is full: Tune's next write (a result, a checkpoint,
+#: an error file) fails, and what it fails on is often a later read of a file that was never written.
+FULL_BELOW_BYTES = 1 << 20
+
+
+def _mount_point(path: Path) -> Path:
+    """The mount point of the file system ``path`` is on: its highest folder on the same device."""
+    path = path.resolve()
+    device = path.stat().st_dev
+    while path.parent != path and path.parent.stat().st_dev == device:
+        path = path.parent
+    return path
+
+
+def storage_full(storage_path: Path, err: OSError) -> str | None:
+    """The line that says the storage is full, when ``err`` came of a full file system; ``None`` otherwise.
+
+    Full: ``err`` is ``ENOSPC`` (or ``EDQUOT``, a quota), or the file system under ``storage_path`` has
+    less than :data:`FULL_BELOW_BYTES` left for the user (Tune then fails on a file it could not write).
+    """
+    import errno  # lazy: only a failed search asks
+
+    existing = _nearest_existing(Path(storage_path))
+    try:
+        stats = os.statvfs(existing)
+        mount = _mount_point(existing)
+    except OSError:
+        return None
+    free, size = stats.f_bavail * stats.f_frsize, stats.f_blocks * stats.f_frsize
+    if err.errno not in (errno.ENOSPC, errno.EDQUOT) and free >= FULL_BELOW_BYTES:
+        return None
+    failed = f"{err.strerror or type(err).__name__}" + (f": {err.filename}" if err.filename else "")
+    return (
+        f"the storage is full: the file system at {mount} has {free / 2**20:.1f} MiB free of "
+        f"{size / 2**20:.1f} MiB, and writing the search's results failed ({failed})"
+    )

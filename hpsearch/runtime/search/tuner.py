@@ -27,7 +27,7 @@ from ray.tune.stopper import CombinedStopper, Stopper
 
 from hpsearch import messages
 from hpsearch.analysis import summarize_experiment
-from hpsearch.errors import ExperimentNotFoundError, PlanError, Problem, SpecError
+from hpsearch.errors import ExperimentNotFoundError, PlanError, Problem, SpecError, StorageFullError
 from hpsearch.experiment import files
 from hpsearch.experiment.check import check_folder
 from hpsearch.experiment.files import experiment_spec, read_outcomes
@@ -63,6 +63,7 @@ from hpsearch.runtime.search.tune_space import to_tune
 from hpsearch.runtime.search.warm_start import with_space
 from hpsearch.runtime.trial.trainable import make_trainable
 from hpsearch.spec import FailureSettings, Spec, load_spec, total_trials, varying_params
+from hpsearch.spec._storage import storage_full
 
 if TYPE_CHECKING:  # pragma: no cover
     from ray.tune import Callback, ResultGrid, Tuner
@@ -563,15 +564,24 @@ def _budget_stopper(spec: Spec) -> Any:
 def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None) -> SearchResult:
     apply_fit_defaults()
     start = time.monotonic()
-    tracker = budget.begin(spec)  # records this run of the search and makes its budget the one the stopper applies
     try:
-        results = tuner.fit()
-    finally:
-        reached = budget.finish(tracker)  # trials a budget stopped are recorded as stopped by it
-    outcomes = {**read_outcomes(spec.experiment_dir), **(recorder.outcomes if recorder is not None else {})}
-    wall_time_s = time.monotonic() - start
-    interrupted = reached is None and _interrupted(spec, results, outcomes)
-    return SearchResult(results, _summarize(spec, wall_time_s, interrupted, reached), spec.experiment_dir)
+        tracker = budget.begin(spec)  # records this stint of the search; its budget is the one the stopper applies
+        try:
+            results = tuner.fit()
+        finally:
+            reached = budget.finish(tracker)  # trials a budget stopped are recorded as stopped by it
+        outcomes = {**read_outcomes(spec.experiment_dir), **(recorder.outcomes if recorder is not None else {})}
+        wall_time_s = time.monotonic() - start
+        interrupted = reached is None and _interrupted(spec, results, outcomes)
+        return SearchResult(results, _summarize(spec, wall_time_s, interrupted, reached), spec.experiment_dir)
+    except OSError as err:  # Tune's, or a record of ours: one line when the storage filled up, not a traceback
+        full = storage_full(spec.storage_path, err)
+        if full is None:
+            raise
+        raise StorageFullError(
+            f"{full}. The search ended; what it wrote before is in {spec.experiment_dir} (hpsearch report reads "
+            f"it). Free some space, then continue it: hpsearch resume {spec.experiment_dir}"
+        ) from err
 
 
 def _interrupted(spec: Spec, results: ResultGrid, outcomes: Mapping[str, str]) -> bool:
