@@ -358,8 +358,8 @@ INTERNALS: tuple[Internal, ...] = (
             "ray._private.worker.global_worker.node and _global_node: Node.get_logs_dir_path(), "
             "get_session_dir_path(), session_name, all_processes"
         ),
-        feature="Ray's log folder named in the experiment; a killed run's leftover Ray processes ended by the next run",
-        without_it="the experiment folder does not say where Ray's logs are, and leftover processes stay",
+        feature="Ray's log folder named in the experiment; a killed run's leftover Ray processes ended by the next run; the loopback check of an embedded Ray's servers",
+        without_it="the experiment folder does not say where Ray's logs are, leftover processes stay, and an embedded Ray's servers go unchecked for the loopback (said in one line)",
         public="none: ray.get_runtime_context() gives no session folder or process list",
         on_missing="warn",
         check=_at("ray_core", "_check_node"),

@@ -44,6 +44,7 @@ import ray  # noqa: F401 - imported before psutil so that Ray's bundled copy is 
 # isort: split
 import psutil
 
+from hpsearch import messages
 from hpsearch.errors import ClusterError
 from hpsearch.runtime.nodes import session
 from hpsearch.runtime.nodes.node_facts import is_loopback
@@ -217,6 +218,13 @@ def check_loopback_only(before: Collection[Listener] = ()) -> None:
     Raises:
         ClusterError: Naming each process, address and port found beyond the loopback.
     """
-    found = beyond_loopback(settled(lambda: session_listeners(before)) or [])
+    readings = settled(lambda: session_listeners(before))
+    if readings is None:  # this Ray does not say which processes it started (internal ray-node, said at start)
+        messages.say(
+            "loopback check not run: the installed Ray does not say which processes it started, so the embedded "
+            "Ray's servers were not checked for listening beyond 127.0.0.1"
+        )
+        return
+    found = beyond_loopback(readings)
     if found:
         raise ClusterError(refusal(found, ray.__version__))
