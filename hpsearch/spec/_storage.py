@@ -193,11 +193,12 @@ def _mount_point(path: Path) -> Path:
     return path
 
 
-def storage_full(storage_path: Path, err: OSError) -> str | None:
+def storage_full(storage_path: Path, err: OSError | EOFError) -> str | None:
     """The line that says the storage is full, when ``err`` came of a full file system; ``None`` otherwise.
 
     Full: ``err`` is ``ENOSPC`` (or ``EDQUOT``, a quota), or the file system under ``storage_path`` has
-    less than :data:`FULL_BELOW_BYTES` left for the user (Tune then fails on a file it could not write).
+    less than :data:`FULL_BELOW_BYTES` left for the user: Tune then fails on a file it could not write,
+    missing (``FileNotFoundError``) or empty (``EOFError`` unpickling a trial's error file).
     """
     import errno  # lazy: only a failed search asks
 
@@ -208,9 +209,13 @@ def storage_full(storage_path: Path, err: OSError) -> str | None:
     except OSError:
         return None
     free, size = stats.f_bavail * stats.f_frsize, stats.f_blocks * stats.f_frsize
-    if err.errno not in (errno.ENOSPC, errno.EDQUOT) and free >= FULL_BELOW_BYTES:
+    no_room = isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    if not no_room and free >= FULL_BELOW_BYTES:
         return None
-    failed = f"{err.strerror or type(err).__name__}" + (f": {err.filename}" if err.filename else "")
+    if isinstance(err, OSError):
+        failed = f"{err.strerror or type(err).__name__}" + (f": {err.filename}" if err.filename else "")
+    else:
+        failed = f"a file left empty: {type(err).__name__}: {err}"
     return (
         f"the storage is full: the file system at {mount} has {free / 2**20:.1f} MiB free of "
         f"{size / 2**20:.1f} MiB, and writing the search's results failed ({failed})"

@@ -574,7 +574,7 @@ def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | Non
         wall_time_s = time.monotonic() - start
         interrupted = reached is None and _interrupted(spec, results, outcomes)
         return SearchResult(results, _summarize(spec, wall_time_s, interrupted, reached), spec.experiment_dir)
-    except OSError as err:  # Tune's, or a record of ours: one line when the storage filled up, not a traceback
+    except (OSError, EOFError) as err:  # Tune's (an error file it left empty) or ours: one line on a full storage
         full = storage_full(spec.storage_path, err)
         if full is None:
             raise

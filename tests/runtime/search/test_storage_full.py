@@ -44,12 +44,12 @@ def test_a_full_storage_ends_the_search_in_one_line_and_keeps_what_it_wrote(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     exp = small_disk / "results" / "full"
-    if code == 1:  # the search itself could not write its results: the one line, naming the disk
-        [line] = [line for line in err.splitlines() if line.startswith("Error: ")]
-        assert line.startswith(f"Error: the storage is full: the file system at {small_disk} has ")
-        assert line.endswith(f"Free some space, then continue it: hpsearch resume {exp}")
-    else:  # or every trial ended on its own full disk, each said in its line, and the search ended cleanly
-        assert code == 0 and "No space left on device" in err
+    # each trial's own line, then the search's: Tune failed unpickling an error file the disk left empty
+    assert code == 1, err
+    assert err.count("No space left on device") >= 1
+    [line] = [line for line in err.splitlines() if line.startswith("Error: ")]
+    assert line.startswith(f"Error: the storage is full: the file system at {small_disk} has ")
+    assert line.endswith(f"Free some space, then continue it: hpsearch resume {exp}")
     results = load_results(exp)  # what it wrote before stays readable
     assert len(results.trials) >= 1
 
