@@ -270,18 +270,16 @@ def test_the_real_limits_are_those_of_the_nearest_existing_folder(tmp_path: Path
 def test_a_full_storage_is_said_in_one_line_naming_its_mount_point(small_disk: Path) -> None:
     import errno
 
+    from full_disk import fill
+
     from hpsearch.spec._storage import storage_full
 
     storage = small_disk / "hpsearch-results"
     storage.mkdir()
     lost = FileNotFoundError(errno.ENOENT, "No such file or directory", str(storage / "exp" / "error.pkl"))
     assert storage_full(storage, lost) is None  # room left: a missing file is not a full disk
-    with pytest.raises(OSError) as filled:  # fill it, as 8 MB checkpoints do
-        with open(storage / "ballast", "wb") as f:
-            for _ in range(64):
-                f.write(b"\0" * (1 << 20))
-                f.flush()
-    assert filled.value.errno == errno.ENOSPC
+    filled = fill(storage)  # as 8 MB checkpoints do
+    assert filled.errno == errno.ENOSPC
     line = storage_full(storage, lost)  # Tune then fails on a file it could not write
     assert line is not None and line.startswith(
         f"the storage is full: the file system at {small_disk} has 0.0 MiB free"
@@ -289,4 +287,4 @@ def test_a_full_storage_is_said_in_one_line_naming_its_mount_point(small_disk: P
     assert line.endswith(
         f"writing the search's results failed (No such file or directory: {storage / 'exp' / 'error.pkl'})"
     )
-    assert storage_full(storage, filled.value) is not None
+    assert storage_full(storage, filled) is not None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from full_disk import fill
 
 from hpsearch.analysis import load_results
 from hpsearch.cli import main
@@ -64,11 +65,7 @@ def test_a_search_whose_storage_fills_up_ends_with_the_one_line_not_tunes_traceb
 
     spec = load_spec({**QUICK_SPEC, "storage_path": str(small_disk / "results")}, check_trainable=False)
     spec.experiment_dir.mkdir(parents=True)
-    with pytest.raises(OSError):
-        with open(small_disk / "ballast", "wb") as f:
-            while True:
-                f.write(b"\0" * (1 << 20))
-                f.flush()
+    fill(small_disk)
 
     class FullTune:
         def fit(self) -> None:
