@@ -28,7 +28,7 @@ from ray import cloudpickle
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
-from ray.tune.search import SearchAlgorithm, Searcher
+from ray.tune.search import Searcher
 
 from hpsearch.errors import SpecError
 from hpsearch.planning.cluster_shape import parse_cluster
@@ -95,16 +95,17 @@ def _result(i: int, *, nan: bool = False) -> dict[str, Any]:
 class _Drive:
     """Tune's calls to a search algorithm: a ``Searcher`` (wrapped in its limiter) or a ``SearchAlgorithm``."""
 
-    def __init__(self, searcher: Any, spec: Spec) -> None:
+    def __init__(self, searcher: Any, spec: Spec, *, restored: bool = False) -> None:
+        """``restored``: a searcher ``restore_from_dir`` brought back, already set up as it was saved."""
         self.searcher = searcher
-        self.spec = spec
+        self.searcher_ids: dict[str, str] = {}  # our trial id -> the SearchAlgorithm's own (it names its trials)
+        if restored:
+            return
         metric, mode = (None, None) if spec.multi_objective else (spec.metric, spec.mode)
         config = to_tune(spec.trial_space(), searcher=spec.searcher.type)
-        if isinstance(searcher, SearchAlgorithm) and not isinstance(searcher, Searcher):
-            searcher.set_search_properties(metric, mode, config)
+        searcher.set_search_properties(metric, mode, config)
+        if not isinstance(searcher, Searcher):  # a SearchAlgorithm makes its trials from the experiment
             searcher.add_configurations({"contract": {"run": lambda config: None, "config": config, "num_samples": 6}})
-        else:
-            searcher.set_search_properties(metric, mode, config)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if isinstance(self.searcher, Searcher):
@@ -112,12 +113,11 @@ class _Drive:
         trial = self.searcher.next_trial()
         if trial is None:
             return None
-        self.searcher_ids = getattr(self, "searcher_ids", {})
         self.searcher_ids[trial_id] = trial.trial_id
         return trial.config
 
     def complete(self, trial_id: str, result: dict[str, Any] | None, *, error: bool = False) -> None:
-        tid = getattr(self, "searcher_ids", {}).get(trial_id, trial_id)
+        tid = self.searcher_ids.get(trial_id, trial_id)
         if result is not None:
             self.searcher.on_trial_result(tid, result)
         self.searcher.on_trial_complete(tid, result=result, error=error)
@@ -158,11 +158,7 @@ def test_every_searcher_survives_tunes_pickles_and_goes_on_after_a_restore(
     cloudpickle.loads(cloudpickle.dumps(searcher))
     restored, _ = search_plugins(spec, 2)
     restored.restore_from_dir(str(tmp_path / "state"))  # Tuner.restore
-    again = _Drive.__new__(_Drive)
-    again.searcher, again.spec = restored, spec
-    if hasattr(drive, "searcher_ids"):
-        again.searcher_ids = {}
-    assert len(_cycle(again, 3, 2)) == 2
+    assert len(_cycle(_Drive(restored, spec, restored=True), 3, 2)) == 2
 
 
 def test_the_searcher_cases_cover_what_the_spec_allows() -> None:
