@@ -11,6 +11,8 @@ that needs them, just before Ray reads them. Each place has its own function:
   readable by its owner only.
 - :func:`apply_tuner_defaults`: before the ``ray.tune.Tuner`` is built.
 - :func:`apply_fit_defaults`: before ``Tuner.fit`` (a new search and a resumed one).
+- :func:`explicit_loggers_only`: around the ``Tuner.fit`` of a new search, whose callbacks name
+  Tune's CSV and JSON loggers; then restored.
 - :func:`apply_trial_defaults`: in every trial driver, before it builds its ``TorchTrainer``;
   Ray Train passes these on to the nested run's controller and workers.
 - :func:`set_torch_master`: on every Train worker of a trial whose Torch set-up hpsearch mirrors
@@ -45,11 +47,13 @@ __all__ = [
     "STATE_API_ADDRESS",
     "LEGACY_TUNE_OUTPUT",
     "TUNE_STATE_EVERY_S",
+    "EXPLICIT_LOGGERS",
     "WORKER_GROUP_START_TIMEOUT",
     "LOOPBACK_ONLY",
     "DRIVER_DEFAULTS",
     "TUNER_DEFAULTS",
     "FIT_DEFAULTS",
+    "NEW_SEARCH_DEFAULTS",
     "TRIAL_DEFAULTS",
     "EMBEDDED_DEFAULTS",
     "SETTINGS",
@@ -57,6 +61,7 @@ __all__ = [
     "pin_state_api",
     "apply_tuner_defaults",
     "apply_fit_defaults",
+    "explicit_loggers_only",
     "apply_trial_defaults",
     "restore_environ",
     "set_torch_master",
@@ -185,6 +190,26 @@ TUNE_STATE_EVERY_S = EnvSetting(
     ),
 )
 
+EXPLICIT_LOGGERS = EnvSetting(
+    name="TUNE_DISABLE_AUTO_CALLBACK_LOGGERS",
+    value="1",
+    why=(
+        "At 1 this documented variable stops Tune from adding its CSV, JSON and TensorBoard loggers by itself. "
+        "A new search names Tune's CSV and JSON loggers among its callbacks (hpsearch reads result.json and "
+        "progress.csv), so only Tune's own TensorBoard logger goes: event files are written when the spec asks "
+        "for them (tracking.tensorboard), as the spec reference says, and the search's process does not import "
+        "torch for them. It is set around the fit of a new search only, and restored: a resumed search's "
+        "callbacks are the ones it was started with, which may not name the loggers."
+    ),
+    measured=(
+        "Read in _create_default_callbacks, ray/tune/utils/callback.py of Ray 2.60.0: without it, Tune adds a "
+        "TBXLoggerCallback whenever tensorboardX imports, and its __init__ imports tensorboardX and with it "
+        "torch. py-spy of the search process of benchmarks/trial_start.py's search (4 trials of a loop whose "
+        "module does not import torch, 2026-12-06): that import took 1.26 of the 6.3 CPU-seconds the process "
+        "used in hpsearch.run."
+    ),
+)
+
 WORKER_GROUP_START_TIMEOUT = EnvSetting(
     name="RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S",
     value=None,  # the spec's failure.worker_start_timeout_s
@@ -270,6 +295,8 @@ DRIVER_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, TRAIN_V2)
 TUNER_DEFAULTS: tuple[EnvSetting, ...] = (LEGACY_TUNE_OUTPUT,)
 #: Set before ``Tuner.fit``.
 FIT_DEFAULTS: tuple[EnvSetting, ...] = (TUNE_STATE_EVERY_S,)
+#: Set around the ``Tuner.fit`` of a new search only (:func:`explicit_loggers_only`), then restored.
+NEW_SEARCH_DEFAULTS: tuple[EnvSetting, ...] = (EXPLICIT_LOGGERS,)
 #: Set in every trial driver (the start timeout comes from the trial's ``failure`` settings).
 TRIAL_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, WORKER_GROUP_START_TIMEOUT)
 #: Set around the ``ray.init`` of an embedded local Ray only (:func:`loopback_only`), then restored.
@@ -283,6 +310,7 @@ SETTINGS: Mapping[str, EnvSetting] = {
         STATE_API_ADDRESS,
         LEGACY_TUNE_OUTPUT,
         TUNE_STATE_EVERY_S,
+        EXPLICIT_LOGGERS,
         WORKER_GROUP_START_TIMEOUT,
         LOOPBACK_ONLY,
         *MLFLOW_PROBE,
@@ -373,6 +401,27 @@ def loopback_only(environ: MutableMapping[str, str] | None = None) -> Iterator[N
             env.pop(LOOPBACK_ONLY.name, None)
         else:
             env[LOOPBACK_ONLY.name] = saved_value
+
+
+@contextlib.contextmanager
+def explicit_loggers_only(environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
+    """Around the ``Tuner.fit`` of a new search: Tune adds no logger of its own (a value already set wins).
+
+    The search's callbacks name Tune's CSV and JSON loggers (``callbacks_for``); its TensorBoard
+    logger comes only with ``tracking.tensorboard``. Afterwards the variable is restored as it was.
+    """
+    env = os.environ if environ is None else environ
+    saved = {s.name: env.get(s.name) for s in NEW_SEARCH_DEFAULTS}
+    for setting in NEW_SEARCH_DEFAULTS:
+        setting.apply(environ=env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
 
 
 @contextlib.contextmanager

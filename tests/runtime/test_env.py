@@ -44,6 +44,17 @@ def test_the_trial_driver_gets_the_specs_start_timeout_over_the_environment() ->
     assert environ == {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1", "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "60.0"}
 
 
+def test_a_new_search_names_its_loggers_and_the_variable_is_put_back_after() -> None:
+    environ: dict[str, str] = {}
+    with env.explicit_loggers_only(environ):
+        assert environ == {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}
+    assert environ == {}
+    environ = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "0"}  # the user's value wins, and stays
+    with env.explicit_loggers_only(environ):
+        assert environ == {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "0"}
+    assert environ == {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "0"}
+
+
 def test_a_setting_whose_value_comes_when_applied_needs_one() -> None:
     with pytest.raises(ValueError, match="RAY_API_SERVER_ADDRESS has no fixed value"):
         env.STATE_API_ADDRESS.apply(environ={})
@@ -56,6 +67,7 @@ def test_every_setting_says_why_and_how_it_was_measured_and_is_applied_somewhere
             env.DRIVER_DEFAULTS,
             env.TUNER_DEFAULTS,
             env.FIT_DEFAULTS,
+            env.NEW_SEARCH_DEFAULTS,
             env.TRIAL_DEFAULTS,
             env.EMBEDDED_DEFAULTS,
             env.MLFLOW_PROBE,

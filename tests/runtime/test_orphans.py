@@ -422,6 +422,8 @@ def _spec(tmp_path: Path):
 
 
 def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reaper_when_on(tmp_path) -> None:
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
     from hpsearch.runtime.nodes.node_watch import NodeWatch
     from hpsearch.runtime.search.outcomes import OutcomeRecorder
     from hpsearch.runtime.search.progress import ProgressPrinter
@@ -429,8 +431,16 @@ def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reap
 
     spec = _spec(tmp_path)
     on = callbacks_for(spec, concurrency=2, workarounds=True)
-    assert [type(c) for c in on] == [OutcomeRecorder, ProgressPrinter, NodeWatch, OrphanReaper]
-    recorder, printer, watch, reaper = on
+    # Tune's CSV and JSON loggers last, named so that Tune adds no TensorBoard logger of its own
+    assert [type(c) for c in on] == [
+        OutcomeRecorder,
+        ProgressPrinter,
+        NodeWatch,
+        OrphanReaper,
+        CSVLoggerCallback,
+        JsonLoggerCallback,
+    ]
+    recorder, printer, watch, reaper, _, _ = on
     assert printer.recorder is recorder and recorder.max_t == ("epoch", 4)
     assert recorder.error_note == watch.note_for  # an errored trial's line names a lost host
     assert reaper.train_dir == spec.experiment_dir / "train" == watch.train_dir
@@ -438,6 +448,8 @@ def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reap
         OutcomeRecorder,
         ProgressPrinter,
         NodeWatch,
+        CSVLoggerCallback,
+        JsonLoggerCallback,
     ]
 
 
@@ -499,7 +511,7 @@ def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_
     on = switch == "1"
     assert [type(c).__name__ for c in seen["callbacks"]] == ["OutcomeRecorder", "ProgressPrinter", "NodeWatch"] + (
         ["OrphanReaper"] if on else []
-    )
+    ) + ["CSVLoggerCallback", "JsonLoggerCallback"]
     assert seen["record_controller"] is on
 
 

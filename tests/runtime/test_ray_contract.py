@@ -12,6 +12,7 @@ second half of this file drives that with a contract broken on purpose.
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -636,3 +637,67 @@ def test_a_controller_unpickles_the_lean_run_without_importing_torch() -> None:
     done = subprocess.run([sys.executable, "-c", check], input=blob, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert done.stdout.decode().split() == ["False", "LeanTorchBackend"]
+
+
+def test_the_usage_tag_counted_by_name_is_rays_own_count() -> None:
+    """Ray's ``_count_callbacks`` and hpsearch's by-name count agree on a search's callbacks of every kind."""
+    from ray.air._internal import usage
+    from ray.air.integrations.mlflow import MLflowLoggerCallback
+    from ray.tune import Callback
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, LoggerCallback
+
+    from hpsearch.runtime.internals import tune_session
+
+    class Custom(Callback):
+        pass
+
+    class CustomLogger(LoggerCallback):
+        pass
+
+    callbacks = [Custom(), Custom(), CustomLogger(), CSVLoggerCallback(), JsonLoggerCallback(), object()]
+    callbacks.append(MLflowLoggerCallback(tracking_uri="file:///nowhere"))
+    original = tune_session._USAGE  # the module the cut patches
+    assert original == usage.__name__
+    assert tune_session.count_callbacks_by_name(callbacks) == dict(usage._count_callbacks(callbacks))
+    assert tune_session.count_callbacks_by_name(None) == dict(usage._count_callbacks(None)) == {}
+
+
+def test_the_usage_check_fails_when_ray_counts_the_callbacks_another_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray.air._internal import usage
+
+    from hpsearch.runtime.internals import tune_session
+
+    source = inspect.getsource(usage).replace("_count_callbacks(callbacks)", "count_by_type(callbacks)")
+    monkeypatch.setattr(inspect, "getsource", lambda obj: source if obj is usage else _getsource(obj))
+    with pytest.raises(ContractBroken, match="usage no longer refers to callback_counts = _count_callbacks"):
+        tune_session._check_callback_usage()
+
+
+_getsource = inspect.getsource
+
+
+def test_with_the_cut_rays_usage_tag_imports_neither_mlflow_nor_wandb_and_the_check_still_holds() -> None:
+    """In a process of its own, as a search's: Tune's tag of the callbacks, with and without the cut."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from ray.air._internal import usage\n"
+        "from ray.tune.logger import CSVLoggerCallback\n"
+        "from hpsearch.runtime.internals import tune_session\n"
+        "cut = sys.argv[1] == 'cut'\n"
+        "if cut:\n"
+        "    assert tune_session.count_callbacks_without_imports()\n"
+        "usage._count_callbacks([CSVLoggerCallback()])\n"
+        "tune_session._check_callback_usage()\n"
+        "print(sorted(m for m in ('mlflow', 'wandb') if m in sys.modules))\n"
+    )
+    imported = {
+        way: subprocess.run(
+            [sys.executable, "-c", script, way], capture_output=True, text=True, check=True, timeout=120
+        ).stdout.strip()
+        for way in ("cut", "ray")
+    }
+    assert imported["cut"] == "[]"
+    assert imported["ray"] == str(sorted(m for m in ("mlflow", "wandb") if importlib.util.find_spec(m)))

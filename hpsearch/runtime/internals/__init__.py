@@ -99,6 +99,8 @@ from hpsearch.runtime.internals.tune_search import SavedSearch, VariantHook, rea
 from hpsearch.runtime.internals.tune_session import (
     DriverSession,
     add_trainable_mixin,
+    count_callbacks_by_name,
+    count_callbacks_without_imports,
     set_trial_retries_left,
     tune_interrupt_installed,
 )
@@ -152,6 +154,8 @@ __all__ = [
     "set_last_lr",
     "set_trial_retries_left",
     "torch_config_with_worker_setup",
+    "count_callbacks_by_name",
+    "count_callbacks_without_imports",
     "tune_interrupt_installed",
     "veto_restarts",
     "watch_worker_reports",

@@ -383,6 +383,17 @@ INTERNALS: tuple[Internal, ...] = (
         check=_at("tune_session", "_check_tune_interrupt"),
     ),
     Internal(
+        key="tune-callback-usage",
+        relies_on="ray.air._internal.usage.tag_callbacks (at every Tuner.fit) calling _count_callbacks, which counts "
+        "the MLflow, W&B, Comet and Aim callbacks and Tune's DEFAULT_CALLBACK_CLASSES by name, other loggers as "
+        "CustomLoggerCallback, the rest as CustomCallback",
+        feature="a search process that imports no MLflow and W&B for Ray's usage tag (~1.1 CPU-s a search)",
+        without_it="Ray's usage tag imports its MLflow, W&B, Comet and Aim integrations at every Tuner.fit, as Ray does",
+        public="none: Tune tags its callbacks at every run, whether or not usage stats are sent",
+        on_missing="warn",
+        check=_at("tune_session", "_check_callback_usage"),
+    ),
+    Internal(
         key="data-object-store-fraction",
         relies_on="ray.data._internal.execution.resource_manager.ResourceManager.DEFAULT_OBJECT_STORE_MEMORY_LIMIT_FRACTION",
         feature="per-trial object-store caps for Ray Data at Ray's default share",
@@ -770,9 +781,10 @@ def preflight(spec: Spec, *, embedded: bool = True) -> None:
             and what to do.
     """
     refused = []
-    for key, detail in broken().items():
-        internal = _BY_KEY[key]
+    for internal in INTERNALS:  # only what this search relies on: a check imports its library (HyperOpt: ~0.9 CPU-s)
         if (internal.used_by is not None and not internal.used_by(spec)) or (internal.embedded_only and not embedded):
+            continue
+        if (detail := _problem(internal.key)) is None:
             continue
         if internal.on_missing == "refuse":
             refused.append(f"  {internal.key} ({internal.feature}): {detail}")

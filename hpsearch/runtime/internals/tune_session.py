@@ -2,14 +2,17 @@
 
 Internals ``tune-session-queues`` and ``tune-session-report`` (:class:`DriverSession`),
 ``trainable-mixins`` (:func:`add_trainable_mixin`), ``tune-interrupt``
-(:func:`tune_interrupt_installed`) and ``tune-trial-retries`` (:func:`set_trial_retries_left`).
+(:func:`tune_interrupt_installed`), ``tune-trial-retries`` (:func:`set_trial_retries_left`) and
+``tune-callback-usage`` (:func:`count_callbacks_by_name`).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from importlib import import_module
 from typing import Any
 
 from hpsearch.errors import IncompatibleLibraryError
@@ -24,9 +27,20 @@ from hpsearch.runtime.internals.registry import (
     available,
 )
 
-__all__ = ["DriverSession", "add_trainable_mixin", "set_trial_retries_left", "tune_interrupt_installed"]
+__all__ = [
+    "DriverSession",
+    "add_trainable_mixin",
+    "count_callbacks_by_name",
+    "count_callbacks_without_imports",
+    "set_trial_retries_left",
+    "tune_interrupt_installed",
+]
 
 _SESSION = "ray.train._internal.session"
+_USAGE = "ray.air._internal.usage"
+#: The integrations' callbacks Ray's usage tag counts by class name, beside Tune's default ones
+#: (``_count_callbacks`` in ray/air/_internal/usage.py imports each class to read its name).
+_INTEGRATION_CALLBACKS = ("WandbLoggerCallback", "MLflowLoggerCallback", "CometLoggerCallback", "AimLoggerCallback")
 _SESSION_QUEUE_ATTRS = ("result_queue", "error_queue", "stop_event", "training_thread", "continue_lock")
 
 
@@ -50,6 +64,21 @@ def _check_mixins() -> None:
 
 def _check_tune_interrupt() -> None:
     _mentions("ray.tune.tune:_setup_signal_catching", f"def {TUNE_INTERRUPT_HANDLER}(", "SIGUSR1")
+
+
+def _check_callback_usage() -> None:
+    # the module's source, not _count_callbacks': in a search's process that name is hpsearch's own once patched
+    _mentions(
+        _USAGE,
+        "callback_counts = _count_callbacks(callbacks)",
+        "def _count_callbacks(",
+        *(f"import {name}" for name in _INTEGRATION_CALLBACKS),
+        "DEFAULT_CALLBACK_CLASSES",
+        'callback_counts["CustomLoggerCallback"] += 1',
+        'callback_counts["CustomCallback"] += 1',
+    )
+    _mentions("ray.tune.tune:run", "air_usage.tag_callbacks(callbacks)")
+    _resolve("ray.tune.utils.callback:DEFAULT_CALLBACK_CLASSES")
 
 
 def _check_trial_retries() -> None:
@@ -154,6 +183,46 @@ def add_trainable_mixin(fn: Callable[..., Any], mixin: type) -> bool:
 def tune_interrupt_installed(handler: Any) -> bool:
     """Whether ``handler`` (the process's SIGUSR1 handler) is Tune's own (internal ``tune-interrupt``)."""
     return available("tune-interrupt") and getattr(handler, "__name__", "") == TUNE_INTERRUPT_HANDLER
+
+
+# ----------------------------------------------------------------------------- the callbacks' usage tag
+
+
+def count_callbacks_by_name(callbacks: Sequence[Any] | None) -> dict[str, int]:
+    """Ray's usage count of a search's callbacks (class name -> count), told by name alone.
+
+    The same counts as Ray's ``_count_callbacks``, which imports the MLflow, W&B, Comet and Aim
+    integrations (and with them MLflow and W&B when installed: about 1.1 CPU-seconds at every
+    ``Tuner.fit``) only to read four class names.
+    """
+    # lazy: Tune's callback classes, needed in the search's process only (a trial's processes use this module too)
+    from ray.tune import Callback
+    from ray.tune.logger import LoggerCallback  # lazy: as above
+    from ray.tune.utils.callback import DEFAULT_CALLBACK_CLASSES  # lazy: as above
+
+    built_in = {*_INTEGRATION_CALLBACKS, *(cls.__name__ for cls in DEFAULT_CALLBACK_CLASSES)}
+    counts: Counter[str] = Counter()
+    for callback in callbacks or ():
+        if not isinstance(callback, Callback):
+            continue  # Tune refuses it later; Ray does not count it either
+        name = type(callback).__name__
+        if name in built_in:
+            counts[name] += 1
+        elif isinstance(callback, LoggerCallback):
+            counts["CustomLoggerCallback"] += 1
+        else:
+            counts["CustomCallback"] += 1
+    return dict(counts)
+
+
+def count_callbacks_without_imports() -> bool:
+    """In the search process, before ``Tuner.fit``: Ray's usage tag counts the callbacks by name
+    (:func:`count_callbacks_by_name`, internal ``tune-callback-usage``). Whether it could."""
+    if not available("tune-callback-usage"):
+        return False
+    usage: Any = import_module(_USAGE)
+    usage._count_callbacks = count_callbacks_by_name
+    return True
 
 
 # ----------------------------------------------------------------------------- a trial's retries

@@ -8,6 +8,7 @@ hears every trial's events (Tune's callbacks, schedulers and searchers run here)
 - :mod:`~hpsearch.runtime.search.check`: ``hpsearch check``: one trial of the spec, cut, restored and judged.
 - :mod:`~hpsearch.runtime.search.plugins`: the searchers and schedulers built from the spec's options.
 - :mod:`~hpsearch.runtime.search.searchers`: Tune's searchers for conditional spaces, warm starts, failed trials.
+- :mod:`~hpsearch.runtime.search.hyperopt_searchers`: HyperOpt's, imported only by a search that uses it.
 - :mod:`~hpsearch.runtime.search.tune_space`: the parsed search space as Tune's domains (``to_tune``).
 - :mod:`~hpsearch.runtime.search.warm_start`: the searcher seeded with points and an earlier search's trials.
 - :mod:`~hpsearch.runtime.search.pbt`: population-based training's schedulers: exploits that copy the donor.

@@ -18,13 +18,10 @@ import optuna
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, MedianStoppingRule
 from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.basic_variant import BasicVariantGenerator
-from ray.tune.search.hyperopt import HyperOptSearch
 
 from hpsearch.runtime.search.pbt import HpsearchPB2, HpsearchPBT
 from hpsearch.runtime.search.searchers import (
     ConditionalVariantGenerator,
-    ConstrainedHyperOptSearch,
-    HpsearchHyperOptSearch,
     HpsearchOptunaSearch,
     OptunaSpace,
     ResumableOptunaSearch,
@@ -197,6 +194,12 @@ def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
 
 
 def _hyperopt_searcher(options: HyperoptOptions, ctx: SearcherContext) -> Any:
+    # lazy: importing HyperOpt costs about 0.9 CPU-seconds, which a search with another searcher never pays
+    from ray.tune.search.hyperopt import HyperOptSearch
+
+    # lazy: as above
+    from hpsearch.runtime.search.hyperopt_searchers import ConstrainedHyperOptSearch, HpsearchHyperOptSearch
+
     common: dict[str, Any] = {
         "metric": ctx.metric,
         "mode": ctx.mode,

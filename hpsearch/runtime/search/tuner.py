@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ray import tune
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.stopper import CombinedStopper, Stopper
 
 from hpsearch import messages
@@ -41,7 +42,7 @@ from hpsearch.planning.for_spec import plan_for
 from hpsearch.planning.planner import Node, Plan
 from hpsearch.runtime import internals, ray_workarounds
 from hpsearch.runtime.datasets import datasets_for_spec
-from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults
+from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults, explicit_loggers_only
 from hpsearch.runtime.nodes import connect as ray_cluster
 from hpsearch.runtime.nodes import ray_logs, session
 from hpsearch.runtime.nodes.node_check import check_nodes
@@ -193,6 +194,8 @@ def callbacks_for(
        gives the recorder the lost host of a trial that errors after losing its workers.
     4. With ``workarounds``, the :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`.
     5. The trackers of ``spec.tracking`` (:mod:`hpsearch.runtime.search.tracking`). Each is checked first.
+    6. Tune's CSV and JSON loggers, named so that a new search's Tune adds no TensorBoard logger of its own
+       (:func:`~hpsearch.runtime.env.explicit_loggers_only`): event files come with ``tracking.tensorboard``.
 
     They are built without starting Ray. With ``autoscaling``, the printer says why trials wait
     for their workers (:mod:`hpsearch.runtime.search.autoscaling`).
@@ -220,7 +223,7 @@ def callbacks_for(
 
         check_tracking(spec)  # a tracker that cannot be set up is refused here (SpecError), not mid-search
         callbacks += tracking_callbacks(spec, recorder)
-    return callbacks
+    return [*callbacks, CSVLoggerCallback(), JsonLoggerCallback()]  # type: ignore[no-untyped-call]  # Ray's, unannotated
 
 
 def _retry_hint(failure: FailureSettings) -> str:
@@ -442,7 +445,8 @@ def _run_locked(
         messages.say(text)
     if stop is None:  # a search, not the check's own run
         _estimate_at_start(spec, plan)
-    return _fit_and_summarize(spec, built.tuner, built.recorder)
+    with explicit_loggers_only():  # its callbacks name Tune's CSV and JSON loggers: Tune adds no TensorBoard one
+        return _fit_and_summarize(spec, built.tuner, built.recorder)
 
 
 @dataclass(frozen=True)
@@ -563,6 +567,8 @@ def _budget_stopper(spec: Spec) -> Any:
 
 def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None) -> SearchResult:
     apply_fit_defaults()
+    if ray_workarounds.workarounds_enabled():
+        internals.count_callbacks_without_imports()  # Ray's usage tag, without importing MLflow and W&B
     start = time.monotonic()
     try:
         tracker = budget.begin(spec)  # records this stint of the search; its budget is the one the stopper applies
