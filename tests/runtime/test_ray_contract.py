@@ -24,6 +24,7 @@ from hpsearch.runtime.internals import (
     INTERNALS,
     ContractBroken,
     Internal,
+    contract_checks,
     ray_core,
     ray_data,
     registry,
@@ -78,9 +79,9 @@ def test_the_session_check_fails_when_a_queue_is_renamed(monkeypatch: pytest.Mon
         "        self.result_queue = self.error_queue = self.stop_event = None\n"
         "        self.training_thread = self.continue_lock = self.training_started = None\n"
     )
-    monkeypatch.setattr(registry.inspect, "getsource", lambda obj: source)
+    monkeypatch.setattr(contract_checks.inspect, "getsource", lambda obj: source)
     with pytest.raises(ContractBroken, match="no longer sets _inter_actor_queue"):
-        registry._assigns("ray.train._internal.session:_TrainSession", "_inter_actor_queue", "result_queue")
+        contract_checks._assigns("ray.train._internal.session:_TrainSession", "_inter_actor_queue", "result_queue")
     assert session.get_session is not None
 
 
@@ -347,10 +348,10 @@ def test_the_coordinator_check_fails_when_ray_no_longer_sizes_elastic_groups_fro
 ) -> None:
     from ray.train.v2._internal.execution.scaling_policy.elastic import ElasticScalingPolicy
 
-    real = registry.inspect.getsource
+    real = contract_checks.inspect.getsource
     method = ElasticScalingPolicy.make_decision_for_non_running_worker_group
     monkeypatch.setattr(
-        registry.inspect, "getsource", lambda obj: "def sized_elsewhere(self): ..." if obj is method else real(obj)
+        contract_checks.inspect, "getsource", lambda obj: "def sized_elsewhere(self): ..." if obj is method else real(obj)
     )
     with pytest.raises(ContractBroken, match=r"no longer refers to self._get_reserved_resources\(\)"):
         ray_data._check_coordinator()
@@ -428,10 +429,10 @@ def test_a_worker_of_a_run_without_datasets_that_asks_for_one_gets_rays_own_key_
 def test_the_callbacks_check_fails_when_ray_no_longer_builds_them_there(monkeypatch: pytest.MonkeyPatch) -> None:
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    real = registry.inspect.getsource
+    real = contract_checks.inspect.getsource
     method = DataParallelTrainer._create_default_callbacks
     monkeypatch.setattr(
-        registry.inspect,
+        contract_checks.inspect,
         "getsource",
         lambda obj: (
             "def _create_default_callbacks(self): return [DatasetsCallback(datasets=self.datasets)]"
@@ -448,9 +449,9 @@ def test_the_callbacks_check_fails_when_a_run_ending_by_itself_no_longer_removes
 ) -> None:
     from ray.train.v2._internal.execution.worker_group.state import WorkerGroupState
 
-    real = registry.inspect.getsource
+    real = contract_checks.inspect.getsource
     monkeypatch.setattr(
-        registry.inspect,
+        contract_checks.inspect,
         "getsource",
         lambda obj: "def shutdown(self): pass" if obj is WorkerGroupState.shutdown else real(obj),
     )

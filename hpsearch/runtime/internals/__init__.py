@@ -28,7 +28,8 @@ processes that check again stay quiet.
 
 The modules, one library area each (the registry first; every other imports it):
 
-- :mod:`~hpsearch.runtime.internals.registry`: every internal, the checking helpers, ``broken``, ``available``, ``preflight``.
+- :mod:`~hpsearch.runtime.internals.registry`: every internal, ``broken``, ``available``, ``preflight``.
+- :mod:`~hpsearch.runtime.internals.contract_checks`: what the checks are made of (``ContractBroken``, a name, a text in a source).
 - :mod:`~hpsearch.runtime.internals.tune_session`: a trial driver's Tune session, the trainable's mixins, SIGUSR1, a trial's retries.
 - :mod:`~hpsearch.runtime.internals.tune_schedulers`: PBT's exploit step and its per-trial state.
 - :mod:`~hpsearch.runtime.internals.tune_search`: the variant generator's trials and Tune's saved search state.
@@ -43,6 +44,7 @@ The modules, one library area each (the registry first; every other imports it):
 - :mod:`~hpsearch.runtime.internals.torch_optim`: PyTorch's ``load_state_dict`` of optimizers and LR schedulers.
 """
 
+from hpsearch.runtime.internals.contract_checks import ContractBroken
 from hpsearch.runtime.internals.hyperopt_search import HyperOptTrialsHook
 from hpsearch.runtime.internals.optuna_search import OptunaStudyHook
 from hpsearch.runtime.internals.ray_core import (
@@ -67,7 +69,6 @@ from hpsearch.runtime.internals.registry import (
     TORCH_BACKEND_CLASS,
     TRAIN_ENV_VARS,
     TUNE_INTERRUPT_HANDLER,
-    ContractBroken,
     Internal,
     available,
     broken,

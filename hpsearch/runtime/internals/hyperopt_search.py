@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpsearch.runtime.internals.registry import _assigns, _resolve, available
+from hpsearch.runtime.internals.contract_checks import _assigns, _resolve
+from hpsearch.runtime.internals.registry import available
 
 __all__ = ["HyperOptTrialsHook"]
 

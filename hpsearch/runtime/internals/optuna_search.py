@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hpsearch.runtime.internals.registry import _assigns, _parameters, available
+from hpsearch.runtime.internals.contract_checks import _assigns, _parameters
+from hpsearch.runtime.internals.registry import available
 
 __all__ = ["OptunaStudyHook"]
 

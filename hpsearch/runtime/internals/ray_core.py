@@ -12,13 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hpsearch.errors import IncompatibleLibraryError
+from hpsearch.runtime.internals.contract_checks import ContractBroken, _assigns, _mentions, _resolve
 from hpsearch.runtime.internals.registry import (
     HEAD_NODE_RESOURCE,
     LOOPBACK_ENV_VAR,
-    ContractBroken,
-    _assigns,
-    _mentions,
-    _resolve,
     available,
     library_versions,
     problem,

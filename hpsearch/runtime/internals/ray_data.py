@@ -11,14 +11,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from importlib import import_module
 
+from hpsearch.runtime.internals.contract_checks import ContractBroken, _mentions, _parameters, _resolve
 from hpsearch.runtime.internals.registry import (
     COORDINATOR,
     DATA_OBJECT_STORE_FRACTION,
     RAY_DATA_FILE_HANDLER,
-    ContractBroken,
-    _mentions,
-    _parameters,
-    _resolve,
     available,
 )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpsearch.runtime.internals.registry import _assigns
+from hpsearch.runtime.internals.contract_checks import _assigns
 
 __all__ = ["TBXWriters"]
 

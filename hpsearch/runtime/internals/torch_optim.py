@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpsearch.runtime.internals.registry import ContractBroken, _unset, available
+from hpsearch.runtime.internals.contract_checks import ContractBroken, _unset
+from hpsearch.runtime.internals.registry import available
 
 __all__ = ["Load", "load_state_dict_targets", "set_last_lr", "wrap_optimizer_load", "wrap_scheduler_loads"]
 

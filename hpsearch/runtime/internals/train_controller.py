@@ -12,19 +12,15 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from hpsearch.runtime.internals.registry import (
-    CONTROLLER_CLASS,
-    FAILURE_POLICY,
-    TRAIN_ENV_VARS,
-    TRAINER,
+from hpsearch.runtime.internals.contract_checks import (
     ContractBroken,
     _assigns,
     _mentions,
     _parameters,
     _resolve,
     _source,
-    available,
 )
+from hpsearch.runtime.internals.registry import CONTROLLER_CLASS, FAILURE_POLICY, TRAIN_ENV_VARS, TRAINER, available
 
 __all__ = [
     "NO_DATASET_SHARD",

@@ -16,14 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpsearch.runtime.internals.registry import (
-    TORCH_BACKEND_CLASS,
-    ContractBroken,
-    _mentions,
-    _parameters,
-    _resolve,
-    available,
-)
+from hpsearch.runtime.internals.contract_checks import ContractBroken, _mentions, _parameters, _resolve
+from hpsearch.runtime.internals.registry import TORCH_BACKEND_CLASS, available
 
 __all__ = ["MIRRORED_BACKENDS", "lean_torch_config", "torch_config_with_worker_setup"]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hpsearch.runtime.internals.registry import _mentions, _parameters, _resolve, available
+from hpsearch.runtime.internals.contract_checks import _mentions, _parameters, _resolve
+from hpsearch.runtime.internals.registry import available
 
 __all__ = ["offer_start_checkpoint", "watch_worker_reports", "wrap_worker_reports"]
 

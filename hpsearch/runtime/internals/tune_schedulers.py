@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hpsearch.runtime.internals.registry import _assigns, _mentions, _parameters, available
+from hpsearch.runtime.internals.contract_checks import _assigns, _mentions, _parameters
+from hpsearch.runtime.internals.registry import available
 
 __all__ = ["Exploit", "ExploitHook"]
 

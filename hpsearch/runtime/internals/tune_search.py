@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpsearch.runtime.internals.registry import ContractBroken, _assigns, _parameters, _resolve, _source, available
+from hpsearch.runtime.internals.contract_checks import ContractBroken, _assigns, _parameters, _resolve, _source
+from hpsearch.runtime.internals.registry import available
 
 __all__ = ["SavedSearch", "VariantHook", "read_search_state", "write_search_state"]
 

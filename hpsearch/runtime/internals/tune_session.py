@@ -16,16 +16,15 @@ from importlib import import_module
 from typing import Any
 
 from hpsearch.errors import IncompatibleLibraryError
-from hpsearch.runtime.internals.registry import (
-    TUNE_INTERRUPT_HANDLER,
+from hpsearch.runtime.internals.contract_checks import (
     ContractBroken,
     _assigns,
     _mentions,
     _parameters,
     _resolve,
     _source,
-    available,
 )
+from hpsearch.runtime.internals.registry import TUNE_INTERRUPT_HANDLER, available
 
 __all__ = [
     "DriverSession",
