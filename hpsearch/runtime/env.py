@@ -7,6 +7,8 @@ that needs them, just before Ray reads them. Each place has its own function:
   local Ray's raylet and workers are started from this process and inherit them.
 - :func:`pin_state_api`: in the search's process, before an embedded local Ray starts.
 - :func:`loopback_only`: around the ``ray.init`` of an embedded local Ray, and only there.
+- :func:`token_authentication`: before the ``ray.init`` of an embedded local Ray: token
+  authentication on, with Ray's token file made by its owner for its owner only.
 - :func:`private_token_file`: after the ``ray.init`` of an embedded local Ray: Ray's token file
   readable by its owner only.
 - :func:`apply_tuner_defaults`: before the ``ray.tune.Tuner`` is built.
@@ -30,12 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpsearch.runtime.internals import loopback_flag
+from hpsearch.runtime.internals import loopback_flag, reload_ray_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpsearch.spec import FailureSettings
@@ -50,12 +53,14 @@ __all__ = [
     "EXPLICIT_LOGGERS",
     "WORKER_GROUP_START_TIMEOUT",
     "LOOPBACK_ONLY",
+    "TOKEN_AUTH",
     "DRIVER_DEFAULTS",
     "TUNER_DEFAULTS",
     "FIT_DEFAULTS",
     "NEW_SEARCH_DEFAULTS",
     "TRIAL_DEFAULTS",
     "EMBEDDED_DEFAULTS",
+    "EMBEDDED_SETTINGS",
     "SETTINGS",
     "apply_driver_defaults",
     "pin_state_api",
@@ -67,6 +72,7 @@ __all__ = [
     "set_torch_master",
     "loopback_only",
     "private_token_file",
+    "token_authentication",
 ]
 
 
@@ -259,6 +265,27 @@ LOOPBACK_ONLY = EnvSetting(
     force=True,
 )
 
+TOKEN_AUTH = EnvSetting(
+    name="RAY_AUTH_MODE",
+    value="token",
+    why=(
+        "At token, Ray's servers refuse a client without the cluster's token. Ray 2.60 turns it on by itself for "
+        "a new local cluster; Ray 2.58 does not, and any local user could then submit a job to hpsearch's "
+        "embedded Ray, which runs code as you. So hpsearch sets it before an embedded Ray starts, and has Ray's "
+        "core read it again (Ray reads it once, at import: hpsearch.runtime.internals.reload_ray_config), as "
+        "Ray 2.60's ray.init does. It stays set, as Ray 2.60 leaves it. A user's token value wins; any other "
+        "value is refused before Ray starts (hpsearch.runtime.nodes.connect)."
+    ),
+    measured=(
+        "The dashboard of an embedded Ray 2.58.1 started as hpsearch starts it answered "
+        "{'authentication_mode': 'disabled'} and served /api/jobs/ without a token. With the variable set and "
+        "ray._raylet.Config.initialize('') called after Ray's import, it answered 'token', refused /api/jobs/ "
+        "and the State API without the token (401), a task saw RAY_AUTH_MODE=token, and the State API client "
+        "(which Ray Train's placement-group cleaner uses) still worked; the same on 2.60.0 (2026-12-06). "
+        "tests/runtime/nodes/test_listening.py checks the refusals in the Ray tier, on the lowest Ray too."
+    ),
+)
+
 MLFLOW_PROBE = (
     EnvSetting(
         name="MLFLOW_HTTP_REQUEST_MAX_RETRIES",
@@ -301,6 +328,8 @@ NEW_SEARCH_DEFAULTS: tuple[EnvSetting, ...] = (EXPLICIT_LOGGERS,)
 TRIAL_DEFAULTS: tuple[EnvSetting, ...] = (TRAIN_HEALTH_CHECK, WORKER_GROUP_START_TIMEOUT)
 #: Set around the ``ray.init`` of an embedded local Ray only (:func:`loopback_only`), then restored.
 EMBEDDED_DEFAULTS: tuple[EnvSetting, ...] = (LOOPBACK_ONLY,)
+#: Set before the ``ray.init`` of an embedded local Ray, and kept (:func:`token_authentication`).
+EMBEDDED_SETTINGS: tuple[EnvSetting, ...] = (TOKEN_AUTH,)
 #: Every setting, once each, by name.
 SETTINGS: Mapping[str, EnvSetting] = {
     s.name: s
@@ -313,6 +342,7 @@ SETTINGS: Mapping[str, EnvSetting] = {
         EXPLICIT_LOGGERS,
         WORKER_GROUP_START_TIMEOUT,
         LOOPBACK_ONLY,
+        TOKEN_AUTH,
         *MLFLOW_PROBE,
     )
 }
@@ -441,12 +471,47 @@ def mlflow_probe(environ: MutableMapping[str, str] | None = None) -> Iterator[No
                 env[name] = value
 
 
+#: Ray's token file, which Ray reads when neither RAY_AUTH_TOKEN nor RAY_AUTH_TOKEN_PATH is set.
+TOKEN_FILE = "~/.ray/auth_token"
+
+
+def token_authentication(environ: MutableMapping[str, str] | None = None, token_file: str | None = None) -> bool:
+    """Before the ``ray.init`` of an embedded local Ray: token authentication on, on every supported Ray.
+
+    Sets :data:`TOKEN_AUTH` (a user's value wins: ``token``; connect refused any other) and, when it
+    changed the environment, has Ray's core read it again. Where Ray would make its token file
+    (``~/.ray/auth_token``, none yet, and no token in the environment), it is made here first, with
+    Ray's own format (64 hex digits) and mode 0600: Ray writes it with the umask's mode. Returns
+    whether the setting was applied here.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(TOKEN_AUTH.name) is not None:
+        return False
+    if not env.get("RAY_AUTH_TOKEN") and not env.get("RAY_AUTH_TOKEN_PATH"):
+        _make_private_token(os.path.expanduser(TOKEN_FILE if token_file is None else token_file))
+    TOKEN_AUTH.apply(environ=env)
+    if environ is None:
+        reload_ray_config()
+    return True
+
+
+def _make_private_token(path: str) -> None:
+    """A new token at ``path``, readable by its owner only; nothing when a file (or a link) is there."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return  # Ray reads the one there; private_token_file makes it private after Ray starts
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(secrets.token_hex(32))  # Ray's generate_new_authentication_token: 256 bits, as hex
+
+
 def private_token_file(path: str | os.PathLike[str] | None = None) -> bool:
     """Make Ray's token file readable by its owner only (Ray writes it with the umask's mode, often 0644).
 
     Only a regular file of this user's, not through a link. Returns whether its mode was changed.
     """
-    token = os.path.expanduser("~/.ray/auth_token") if path is None else os.fspath(path)
+    token = os.path.expanduser(TOKEN_FILE) if path is None else os.fspath(path)
     try:
         info = os.lstat(token)
     except OSError:

@@ -70,6 +70,7 @@ def test_every_setting_says_why_and_how_it_was_measured_and_is_applied_somewhere
             env.NEW_SEARCH_DEFAULTS,
             env.TRIAL_DEFAULTS,
             env.EMBEDDED_DEFAULTS,
+            env.EMBEDDED_SETTINGS,
             env.MLFLOW_PROBE,
         )
         for s in group

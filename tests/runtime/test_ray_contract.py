@@ -351,7 +351,9 @@ def test_the_coordinator_check_fails_when_ray_no_longer_sizes_elastic_groups_fro
     real = contract_checks.inspect.getsource
     method = ElasticScalingPolicy.make_decision_for_non_running_worker_group
     monkeypatch.setattr(
-        contract_checks.inspect, "getsource", lambda obj: "def sized_elsewhere(self): ..." if obj is method else real(obj)
+        contract_checks.inspect,
+        "getsource",
+        lambda obj: "def sized_elsewhere(self): ..." if obj is method else real(obj),
     )
     with pytest.raises(ContractBroken, match=r"no longer refers to self._get_reserved_resources\(\)"):
         ray_data._check_coordinator()

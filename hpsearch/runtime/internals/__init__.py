@@ -51,7 +51,9 @@ from hpsearch.runtime.internals.ray_core import (
     NodeInfo,
     current_node,
     loopback_flag,
+    reload_ray_config,
     set_driver_error_printing,
+    token_mode_in_effect,
 )
 from hpsearch.runtime.internals.ray_data import (
     data_object_store_fraction,
@@ -145,6 +147,7 @@ __all__ = [
     "library_versions",
     "load_state_dict_targets",
     "loopback_flag",
+    "reload_ray_config",
     "offer_start_checkpoint",
     "preflight",
     "problem",
@@ -152,6 +155,7 @@ __all__ = [
     "ray_data_console_handlers",
     "read_search_state",
     "set_driver_error_printing",
+    "token_mode_in_effect",
     "set_last_lr",
     "set_trial_retries_left",
     "torch_config_with_worker_setup",

@@ -1,8 +1,9 @@
 """Ray core: the switch that keeps an embedded Ray on the loopback, the driver's error printing, the node this
-process is connected through, the head node's resource.
+process is connected through, the head node's resource, Ray's settings read again.
 
 Internals ``loopback-switch`` (:func:`loopback_flag`), ``driver-error-printing``
-(:func:`set_driver_error_printing`), ``ray-node`` (:func:`current_node`) and ``head-node-resource``.
+(:func:`set_driver_error_printing`), ``ray-node`` (:func:`current_node`), ``head-node-resource`` and
+``ray-config-reload`` (:func:`reload_ray_config`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
 
 from hpsearch.errors import IncompatibleLibraryError
 from hpsearch.runtime.internals.contract_checks import ContractBroken, _assigns, _mentions, _resolve
@@ -21,7 +24,14 @@ from hpsearch.runtime.internals.registry import (
     problem,
 )
 
-__all__ = ["NodeInfo", "current_node", "loopback_flag", "set_driver_error_printing"]
+__all__ = [
+    "NodeInfo",
+    "current_node",
+    "loopback_flag",
+    "reload_ray_config",
+    "set_driver_error_printing",
+    "token_mode_in_effect",
+]
 
 
 def _check_loopback() -> None:
@@ -56,6 +66,43 @@ def _check_head_resource() -> None:
         raise ContractBroken(
             f"Ray's head-node resource is {value!r}, hpsearch places drivers on {HEAD_NODE_RESOURCE!r}"
         )
+
+
+def _check_config_reload() -> None:
+    _resolve("ray._raylet:Config.initialize")
+    _resolve("ray._raylet:get_authentication_mode")
+    _resolve("ray._raylet:AuthenticationMode.TOKEN")
+    # a new local cluster in token mode gets a token made when it has none (Ray 2.58 and 2.60 alike)
+    _mentions(
+        "ray._private.authentication.authentication_token_setup:ensure_token_if_auth_enabled",
+        "get_authentication_mode() != AuthenticationMode.TOKEN",
+        "generate_and_save_token()",
+    )
+
+
+def reload_ray_config() -> bool:
+    """Have Ray's core read its settings from the environment again, in this process (internal ``ray-config-reload``).
+
+    Ray reads ``RAY_AUTH_MODE`` once, when Ray is imported. Ray 2.60's own ``ray.init`` sets it and calls
+    this for a new local cluster (``_enable_token_auth``); Ray 2.58 does not. Returns whether it could.
+    """
+    if not available("ray-config-reload"):
+        return False
+    _raylet().Config.initialize("")
+    return True
+
+
+def token_mode_in_effect() -> bool | None:
+    """Whether Ray's core in this process runs with token authentication; ``None`` when that cannot be read."""
+    if not available("ray-config-reload"):
+        return None
+    raylet = _raylet()
+    return bool(raylet.get_authentication_mode() == raylet.AuthenticationMode.TOKEN)
+
+
+def _raylet() -> Any:
+    """Ray's compiled core module (its type stubs leave out the names used here)."""
+    return import_module("ray._raylet")
 
 
 @contextlib.contextmanager

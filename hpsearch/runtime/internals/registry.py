@@ -275,6 +275,23 @@ INTERNALS: tuple[Internal, ...] = (
         embedded_only=True,
     ),
     Internal(
+        key="ray-config-reload",
+        relies_on=(
+            "ray._raylet.Config.initialize re-reading RAY_AUTH_MODE from the environment (what Ray 2.60's "
+            "_enable_token_auth calls), get_authentication_mode and AuthenticationMode.TOKEN, and "
+            "ensure_token_if_auth_enabled making ~/.ray/auth_token for a new local cluster in token mode"
+        ),
+        feature="token authentication for an embedded Ray on Ray 2.58, which does not turn it on by itself",
+        without_it=(
+            "on Ray 2.58 an embedded Ray would run without token authentication: connect() checks its dashboard "
+            "and refuses it (exit 2), unless RAY_AUTH_MODE=token is set before Python starts"
+        ),
+        public="RAY_AUTH_MODE=token, read once when Ray is imported, usually before hpsearch can set it",
+        on_missing="warn",
+        check=_at("ray_core", "_check_config_reload"),
+        embedded_only=True,
+    ),
+    Internal(
         key="driver-error-printing",
         relies_on="ray._private.worker._worker_logs_enabled (read by print_worker_logs)",
         feature="a quiet terminal: Ray's error messages to the driver kept off it unless --verbose",

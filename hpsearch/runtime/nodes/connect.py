@@ -10,9 +10,10 @@ Every other server of an embedded Ray listens on 127.0.0.1 as well: the GCS, the
 raylet, the agents, and every worker's (:func:`hpsearch.runtime.env.loopback_only`).
 This is checked right after Ray starts (:mod:`hpsearch.runtime.nodes.listening`). A socket
 beyond the loopback stops the search. An embedded Ray also runs with Ray's token
-authentication where Ray turns it on (Ray 2.60 does for a new local cluster; 2.58 does not),
-with Ray's token file made private (:func:`hpsearch.runtime.env.private_token_file`); a
-``RAY_AUTH_MODE`` that turns it off is refused. On ``--address``, a cluster whose dashboard
+authentication on every supported Ray (Ray 2.60 turns it on for a new local cluster, 2.58 does
+not: :func:`hpsearch.runtime.env.token_authentication` does it there as Ray 2.60 does), with Ray's
+token file readable by its owner only. Its dashboard is asked right after it starts: one that
+answers without the token stops the search. A ``RAY_AUTH_MODE`` that turns it off is refused. On ``--address``, a cluster whose dashboard
 takes a job request without a token gets one warning line. The environment Ray is started with is set by
 :mod:`hpsearch.runtime.env`.
 """
@@ -38,6 +39,7 @@ from hpsearch.runtime.env import (
     loopback_only,
     pin_state_api,
     private_token_file,
+    token_authentication,
 )
 from hpsearch.runtime.nodes import listening, ray_logs
 
@@ -89,6 +91,7 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
         # Ray Train's placement-group cleaner must ask this cluster's State API (see env.STATE_API_ADDRESS).
         port = _free_port()
         pin_state_api(port)
+        token_authentication()  # on Ray 2.58 as on 2.60, with a private token file
         before = listening.driver_listeners()  # this process's own sockets are not the embedded Ray's
         # address="local" always starts a new embedded cluster, never one found on the machine by accident.
         # loopback_only puts every server of it on 127.0.0.1, not only the dashboard (see env.LOOPBACK_ONLY).
@@ -103,7 +106,8 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
             )
         try:  # ... and measured: a server beyond the loopback stops the search before anything is written
             listening.check_loopback_only(before)
-            private_token_file()  # Ray's ~/.ray/auth_token, made with the umask's mode: 0600
+            private_token_file()  # Ray's ~/.ray/auth_token, if Ray made it, with the umask's mode: 0600
+            _require_token(f"127.0.0.1:{port}")
         except ClusterError:
             ray.shutdown()
             ray_logs.abandon()
@@ -143,6 +147,20 @@ def _refuse_auth_off() -> None:
             f"Ray's ports. Unset {AUTH_MODE} (or set {AUTH_MODE}=token), or run on a Ray cluster you started "
             "yourself (`ray start --head`) with --address."
         )
+
+
+def _require_token(dashboard: str) -> None:
+    """Right after an embedded Ray started: its dashboard must refuse a request without the token."""
+    answered = _answers_without_token(dashboard)
+    if answered:
+        raise ClusterError(
+            f"the embedded Ray's dashboard ({dashboard}) took a job request without a token: token "
+            f"authentication is off, and any process on this machine could run code in the search. Set "
+            f"{AUTH_MODE}=token in the environment before Python starts, or run on a Ray cluster you started "
+            "yourself with it (ray start --head) and --address"
+        )
+    if answered is None:
+        messages.say(f"cannot check that the embedded Ray requires a token: its dashboard ({dashboard}) did not answer")
 
 
 def _answers_without_token(dashboard: str) -> bool | None:

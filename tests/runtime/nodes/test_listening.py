@@ -130,6 +130,7 @@ def test_every_server_of_an_embedded_ray_listens_on_loopback_during_a_search(ray
 
 
 @pytest.mark.ray
+@pytest.mark.tier  # on the lowest Ray too: Ray 2.58 does not turn token authentication on by itself
 @pytest.mark.timeout(120)
 def test_a_client_without_the_token_is_refused_by_the_gcs_and_the_dashboard(ray_cluster, tmp_path):
     from ray._raylet import AuthenticationTokenLoader
@@ -498,4 +499,41 @@ def test_a_cluster_that_takes_jobs_without_a_token_is_named_in_one_line(code, op
         server.server_close()
     assert cluster._open_cluster_line("host:6379", None) == (
         "cannot check whether the Ray cluster at host:6379 requires a token: it names no dashboard"
+    )
+
+
+def test_token_authentication_is_turned_on_with_a_private_token_file_made_first(tmp_path) -> None:
+    """What Ray 2.60 does for a new local cluster, and Ray 2.58 does not: on, with a token only its owner reads."""
+    token = tmp_path / "home" / ".ray" / "auth_token"
+    environ: dict[str, str] = {}
+    assert env.token_authentication(environ, token_file=str(token)) is True
+    assert environ == {"RAY_AUTH_MODE": "token"}
+    text = token.read_text(encoding="ascii")
+    assert len(text) == 64 and int(text, 16) >= 0  # Ray's own format: 256 bits as hex
+    assert token.stat().st_mode & 0o777 == 0o600 and token.parent.stat().st_mode & 0o777 == 0o700
+    # a token file already there is Ray's to read, untouched (made private once Ray started)
+    assert env.token_authentication(environ := {}, token_file=str(token)) is True
+    assert token.read_text(encoding="ascii") == text
+    # a user's mode wins (any value but token was refused before), and a token in the environment makes no file
+    assert env.token_authentication(environ := {"RAY_AUTH_MODE": "TOKEN"}, token_file=str(tmp_path / "a")) is False
+    assert environ == {"RAY_AUTH_MODE": "TOKEN"} and not (tmp_path / "a").exists()
+    assert env.token_authentication(environ := {"RAY_AUTH_TOKEN": "x"}, token_file=str(tmp_path / "b")) is True
+    assert environ["RAY_AUTH_MODE"] == "token" and not (tmp_path / "b").exists()
+    # never through a link: one planted at the token's path is left alone, and its target not written
+    target = tmp_path / "elsewhere"
+    (tmp_path / "c").symlink_to(target)
+    assert env.token_authentication({}, token_file=str(tmp_path / "c")) is True and not target.exists()
+
+
+def test_an_embedded_ray_whose_dashboard_takes_jobs_without_a_token_is_refused(monkeypatch, said) -> None:
+    monkeypatch.setattr(cluster, "_answers_without_token", lambda dashboard: True)
+    with pytest.raises(ClusterError, match=r"took a job request without a token: token authentication is off"):
+        cluster._require_token("127.0.0.1:8265")
+    monkeypatch.setattr(cluster, "_answers_without_token", lambda dashboard: False)
+    cluster._require_token("127.0.0.1:8265")
+    assert said.getvalue() == ""
+    monkeypatch.setattr(cluster, "_answers_without_token", lambda dashboard: None)
+    cluster._require_token("127.0.0.1:8265")
+    assert said.getvalue().strip().endswith(
+        "cannot check that the embedded Ray requires a token: its dashboard (127.0.0.1:8265) did not answer"
     )
