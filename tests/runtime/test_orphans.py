@@ -424,6 +424,7 @@ def _spec(tmp_path: Path):
 def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reaper_when_on(tmp_path) -> None:
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
+    from hpsearch.runtime.nodes.listening import LoopbackWatch
     from hpsearch.runtime.nodes.node_watch import NodeWatch
     from hpsearch.runtime.search.outcomes import OutcomeRecorder
     from hpsearch.runtime.search.progress import ProgressPrinter
@@ -437,10 +438,11 @@ def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reap
         ProgressPrinter,
         NodeWatch,
         OrphanReaper,
+        LoopbackWatch,
         CSVLoggerCallback,
         JsonLoggerCallback,
     ]
-    recorder, printer, watch, reaper, _, _ = on
+    recorder, printer, watch, reaper, _, _, _ = on
     assert printer.recorder is recorder and recorder.max_t == ("epoch", 4)
     assert recorder.error_note == watch.note_for  # an errored trial's line names a lost host
     assert reaper.train_dir == spec.experiment_dir / "train" == watch.train_dir
@@ -510,7 +512,7 @@ def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_
     assert ray.is_initialized() is was_up
     on = switch == "1"
     assert [type(c).__name__ for c in seen["callbacks"]] == ["OutcomeRecorder", "ProgressPrinter", "NodeWatch"] + (
-        ["OrphanReaper"] if on else []
+        ["OrphanReaper", "LoopbackWatch"] if on else []
     ) + ["CSVLoggerCallback", "JsonLoggerCallback"]
     assert seen["record_controller"] is on
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import ipaddress
 import logging
 import os
 import re
@@ -174,7 +175,9 @@ def _check_trainer_backend_names() -> None:
 
 
 def lean_torch_config(
-    set_master: Callable[[str, int], object], setup: Callable[[], object] | None = None
+    set_master: Callable[[str, int], object],
+    setup: Callable[[], object] | None = None,
+    loopback_rendezvous: str | None = None,
 ) -> Any | None:
     """A backend config that sets up each trial's Torch process group as Ray's ``TorchConfig()`` does, and that
     the Train controller unpickles without importing torch; ``setup`` (if given) runs on every worker first.
@@ -190,12 +193,16 @@ def lean_torch_config(
 
     ``set_master(addr, port)`` runs on every worker with rank 0's address, as Ray's ``set_env_vars`` does
     (:func:`hpsearch.runtime.env.set_torch_master`: the one module that sets environment variables).
+    ``loopback_rendezvous``: a rendezvous scheme that ``setup`` registers with PyTorch on every worker, used
+    instead of ``env://`` when rank 0's address is a loopback one (every rank on this machine), for gloo and
+    nccl (:mod:`hpsearch.runtime.train.loopback_store`).
     """
     if not available("torch-backend-mirror"):
         return None
     config = _lean_torch_config_class()()
     config.worker_setup = setup
     config.set_master = set_master
+    config.loopback_rendezvous = loopback_rendezvous
     return config
 
 
@@ -222,6 +229,13 @@ def _on_worker_shutdown(destroy_process_group: bool) -> None:
     from ray.train.torch.config import _shutdown_torch  # lazy: torch, on the worker only
 
     _shutdown_torch(destroy_process_group=destroy_process_group)  # type: ignore[no-untyped-call]  # Ray's
+
+
+def _is_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _url_address(addr: str, port: int) -> str:
@@ -257,6 +271,8 @@ def _lean_torch_backend_class() -> type:
             if backend_config.init_method == "env":
                 worker_group.execute(backend_config.set_master, addr=master_addr, port=master_port)
                 url = "env://"
+                if backend_config.loopback_rendezvous and _is_loopback(master_addr):  # every rank on this machine
+                    url = f"{backend_config.loopback_rendezvous}://{_url_address(master_addr, master_port)}"
             else:
                 url = f"tcp://{_url_address(master_addr, master_port)}"
             worker_group.execute(_on_worker_torch_env)
@@ -309,6 +325,7 @@ def _lean_torch_config_class() -> type:
             self.timeout_s = 1800
             self.worker_setup: Callable[[], object] | None = None
             self.set_master: Callable[[str, int], object] | None = None
+            self.loopback_rendezvous: str | None = None
 
         @property
         def backend_cls(self) -> type:

@@ -20,12 +20,23 @@ source, so what is checked is exactly what would be cleaned up.
 ``127.0.0.0/8``, ``::1`` and ``::ffff:127.x.x.x``: ``0.0.0.0``, ``::`` and every interface
 address.
 
-There is one documented exception, and it is not Ray's: PyTorch's rendezvous store
-(``TCPStore``). Rank 0 of each trial's training run serves it on its ``MASTER_PORT``, and
-binds it to every interface, with no option to change that. The store exists only while a
-trial's training run is up, so it cannot be there at the check, which runs before the first
-trial. :func:`beyond_loopback` accepts it only for a given worker PID on its ``MASTER_PORT``
-(``tcp_stores``). That is how ``tests/runtime/nodes/test_listening.py`` checks a running search.
+The check covers the search's life too: :class:`LoopbackWatch`, a Tune callback, reads the same
+sockets again every 30 s while the search runs and when it ends, and says one line for each
+socket it finds beyond the loopback (a trial's own code may open one; the search goes on).
+
+Two servers a trial starts are not Ray's, and both are kept to the loopback on an embedded Ray,
+where every rank is on this machine:
+
+- PyTorch's rendezvous store (``TCPStore``), which rank 0 serves on ``MASTER_PORT``. PyTorch
+  binds it to every interface, with no option for an address; hpsearch's set-up of a trial's
+  process group serves it from a loopback socket instead
+  (:mod:`hpsearch.runtime.train.loopback_store`). With the Ray work-arounds off
+  (``HPSEARCH_RAY_WORKAROUNDS=0``) trials get Ray's own set-up, and the store listens on every
+  interface: :func:`beyond_loopback` accepts it for a given worker PID on its ``MASTER_PORT``
+  (``tcp_stores``), which is how ``tests/runtime/nodes/test_listening.py`` judges a search then.
+- gloo's sockets, which listen on the address the host's name resolves to. On a host whose name
+  resolves beyond the loopback, each worker pins gloo (and NCCL) to the loopback's interface
+  (:func:`hpsearch.runtime.nodes.node_facts.socket_pin`).
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ import ray  # noqa: F401 - imported before psutil so that Ray's bundled copy is 
 
 # isort: split
 import psutil
+from ray.tune import Callback
 
 from hpsearch import messages
 from hpsearch.errors import ClusterError
@@ -59,6 +71,7 @@ __all__ = [
     "settled",
     "refusal",
     "check_loopback_only",
+    "LoopbackWatch",
 ]
 
 #: How long :func:`settled` waits at most for the session's sockets to stop changing, and how often it looks.
@@ -68,6 +81,8 @@ SETTLE_INTERVAL_S = 0.25
 _START_TIME_TOLERANCE_S = 0.05
 #: At most this many sockets are named in the error (the rest are counted).
 _MAX_NAMED = 20
+#: This process's own sockets before it started its embedded Ray (set by :func:`check_loopback_only`).
+_driver_before: frozenset[Listener] = frozenset()
 
 
 @dataclass(frozen=True, order=True)
@@ -218,6 +233,8 @@ def check_loopback_only(before: Collection[Listener] = ()) -> None:
     Raises:
         ClusterError: Naming each process, address and port found beyond the loopback.
     """
+    global _driver_before
+    _driver_before = frozenset(before)  # for the watch while the search runs
     readings = settled(lambda: session_listeners(before))
     if readings is None:  # this Ray does not say which processes it started (internal ray-node, said at start)
         messages.say(
@@ -228,3 +245,51 @@ def check_loopback_only(before: Collection[Listener] = ()) -> None:
     found = beyond_loopback(readings)
     if found:
         raise ClusterError(refusal(found, ray.__version__))
+
+
+class LoopbackWatch(Callback):
+    """While the search runs: the embedded Ray session's sockets read again every ``every_s``, and at the end.
+
+    One line for each socket found beyond the loopback, once (the search goes on: such a socket is a
+    trial's own code's, since Ray's were checked at the start). Silent on ``--address``, where this
+    process started no Ray session.
+    """
+
+    #: How often the sockets are read while trials run; a reading takes a few milliseconds a process.
+    EVERY_S = 30.0
+
+    def __init__(self, every_s: float = EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s = every_s
+        self.clock = clock
+        self._next = 0.0
+        self.said: list[Listener] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"every_s": self.every_s, "clock": self.clock}  # a restored search reads afresh
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]  # a fresh watch, as built
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        now = self.clock()
+        if now >= self._next:
+            self._next = now + self.every_s
+            self.look()
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.look()
+
+    def look(self) -> None:
+        """Read the session's sockets now; one line for each new one beyond the loopback."""
+        readings = session_listeners(_driver_before)
+        if readings is None:
+            return
+        for found in beyond_loopback(readings):
+            if found in self.said:
+                continue
+            self.said.append(found)
+            messages.say(
+                f"warning: {found} listens beyond the loopback while the search runs: other machines can reach "
+                "that port. hpsearch's embedded Ray and its trials' process groups keep to 127.0.0.1; a trial's "
+                "own code opened this one"
+            )

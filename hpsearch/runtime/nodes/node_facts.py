@@ -174,12 +174,18 @@ def socket_pin(
 ) -> dict[str, str]:
     """The variables a Train worker needs so that gloo (and NCCL) use the interface of the node's Ray IP.
 
-    Only where the host's name resolves to a loopback address (or not at all) while the node's
-    Ray IP is not a loopback one, ``GLOO_SOCKET_IFNAME`` is not set already, and an interface
-    holds that IP: then ``GLOO_SOCKET_IFNAME``, and ``NCCL_SOCKET_IFNAME`` when it is not set
-    either. Empty everywhere else (an embedded Ray's loopback IP included).
+    gloo listens on, and tells its peers, the address the host's name resolves to. Two cases need
+    the node's interface instead, where ``GLOO_SOCKET_IFNAME`` is not set already and an interface
+    holds the node's IP:
+
+    - the host's name resolves to a loopback address (or not at all) while the node's Ray IP is
+      not a loopback one: the other hosts' workers could not reach this one;
+    - the node's Ray IP is a loopback one (an embedded Ray: every rank on this machine) while the
+      host's name resolves beyond it: gloo would listen where other machines reach it.
+
+    Then ``GLOO_SOCKET_IFNAME``, and ``NCCL_SOCKET_IFNAME`` when it is not set either. Empty elsewhere.
     """
-    if environ.get(GLOO_IFNAME) or interface is None or is_loopback(node_ip) or not _name_is_loopback(resolved):
+    if environ.get(GLOO_IFNAME) or interface is None or is_loopback(node_ip) == _name_is_loopback(resolved):
         return {}
     pin = {GLOO_IFNAME: interface}
     if not environ.get(NCCL_IFNAME):

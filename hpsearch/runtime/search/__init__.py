@@ -4,6 +4,7 @@ Code here runs in the one process that drives Tune: it checks, plans, builds the
 hears every trial's events (Tune's callbacks, schedulers and searchers run here).
 
 - :mod:`~hpsearch.runtime.search.tuner`: builds a ``ray.tune.Tuner`` from a spec and a plan, runs and resumes a search.
+- :mod:`~hpsearch.runtime.search.banner`: what a search says when it starts: the search, its folder, Ray's logs.
 - :mod:`~hpsearch.runtime.search.preflight`: what ``run`` and ``resume`` check before anything is written or Ray starts.
 - :mod:`~hpsearch.runtime.search.check`: ``hpsearch check``: one trial of the spec, cut, restored and judged.
 - :mod:`~hpsearch.runtime.search.plugins`: the searchers and schedulers built from the spec's options.

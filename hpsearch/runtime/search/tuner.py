@@ -34,7 +34,7 @@ from hpsearch.experiment.check import check_folder
 from hpsearch.experiment.files import experiment_spec, read_outcomes
 from hpsearch.experiment.folder_lock import FolderLock
 from hpsearch.experiment.layout import CHECK_FILE, EPOCH, TRAIN_RUNS_DIR
-from hpsearch.formatting import duration, plural
+from hpsearch.formatting import duration
 from hpsearch.formatting import hours as fmt_hours
 from hpsearch.planning.autoscale import addable_nodes, plan_run
 from hpsearch.planning.estimate import estimate, timing_from, workload_for
@@ -44,10 +44,11 @@ from hpsearch.runtime import internals, ray_workarounds
 from hpsearch.runtime.datasets import datasets_for_spec
 from hpsearch.runtime.env import apply_fit_defaults, apply_tuner_defaults, explicit_loggers_only
 from hpsearch.runtime.nodes import connect as ray_cluster
-from hpsearch.runtime.nodes import ray_logs, session
+from hpsearch.runtime.nodes import session
+from hpsearch.runtime.nodes.listening import LoopbackWatch
 from hpsearch.runtime.nodes.node_check import check_nodes
 from hpsearch.runtime.nodes.node_watch import NodeWatch
-from hpsearch.runtime.search import budget, grow, progress
+from hpsearch.runtime.search import banner, budget, grow, progress
 from hpsearch.runtime.search.autoscaling import (
     Autoscaling,
     failure_for,
@@ -192,7 +193,8 @@ def callbacks_for(
     2. The :class:`~hpsearch.runtime.search.progress.ProgressPrinter`. It prints what the recorder decided.
     3. The :class:`~hpsearch.runtime.nodes.node_watch.NodeWatch`. It says when a node leaves or joins, and
        gives the recorder the lost host of a trial that errors after losing its workers.
-    4. With ``workarounds``, the :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`.
+    4. With ``workarounds``, the :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`, and the
+       :class:`~hpsearch.runtime.nodes.listening.LoopbackWatch` (an embedded Ray's sockets, read again).
     5. The trackers of ``spec.tracking`` (:mod:`hpsearch.runtime.search.tracking`). Each is checked first.
     6. Tune's CSV and JSON loggers, named so that a new search's Tune adds no TensorBoard logger of its own
        (:func:`~hpsearch.runtime.env.explicit_loggers_only`): event files come with ``tracking.tensorboard``.
@@ -216,6 +218,8 @@ def callbacks_for(
     callbacks: list[Callback] = [recorder, printer, watch]
     if workarounds:
         callbacks.append(_reaper(spec))
+        if internals.available("torch-backend-mirror"):  # trials' stores on the loopback: any other socket is said
+            callbacks.append(LoopbackWatch())
     if spec.tracking.enabled():  # after the recorder, because each tracker tags a run with the status it decided
         # lazy: the trackers' module loads Ray's logger callbacks; a search without tracking never needs it
         from hpsearch.runtime.search.tracking import tracking_callbacks
@@ -438,10 +442,10 @@ def _run_locked(
     files.write_spec(exp_dir, spec.to_dict())
     files.write_plan(exp_dir, {**plan.as_dict(), **scaling})
     _record_session(exp_dir)
-    logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
+    logs_line = banner.record_ray_logs(exp_dir, address, verbose=verbose)
     # Tune writes its own state into the folder from here on
     built = _build(spec, nodes, plan, datasets, autoscaling=autoscaling, stop=stop)
-    for text in _banner(spec, plan, logs_line, scaling):
+    for text in banner.banner(spec, plan, logs_line, scaling):
         messages.say(text)
     if stop is None:  # a search, not the check's own run
         _estimate_at_start(spec, plan)
@@ -708,7 +712,7 @@ def _resume_locked(
     )
     # Trials a budget stopped run again from their latest checkpoint, so they do not count as ended.
     done = [t for t, r in files.read_outcome_records(exp_dir).items() if not r.get("ended_by")]
-    logs_line = _record_ray_logs(exp_dir, address, verbose=verbose)
+    logs_line = banner.record_ray_logs(exp_dir, address, verbose=verbose)
     messages.say(
         f"resuming {spec.name} in {exp_dir}: {len(done)} trial(s) already ended, "
         f"{plan.max_concurrent_trials} at once" + ("; retrying errored trials" if retry_errored else "")
@@ -744,57 +748,3 @@ def resume_with_summary(experiment_dir: str | Path, **kwargs: Any) -> tuple[Resu
     _deprecated("resume_with_summary", "resume")
     result = resume(experiment_dir, **kwargs)
     return result.result_grid, result.summary
-
-
-def _record_ray_logs(exp_dir: Path, address: str | None, *, verbose: bool) -> str:
-    """Note in the experiment folder where this Ray session keeps its logs; return the banner's line about it."""
-    logs = ray_logs.describe(address)
-    try:
-        files.append_ray_logs(exp_dir, logs)
-    except OSError:  # the search matters more than this note, and the banner still says where the logs are
-        pass
-    shown = "" if verbose else " (--verbose shows them here)"
-    if logs.logs_dir is None:  # a Ray Client driver has no session folder of its own
-        return f"Ray's logs: on the cluster's nodes{shown}; this driver's: {logs.driver_log}"
-    where = " on this node (each node keeps its own)" if address else ""
-    return f"Ray's logs: {logs.logs_dir}{where}{shown}"
-
-
-def _banner(spec: Spec, plan: Plan, logs_line: str = "", scaling: Mapping[str, Any] | None = None) -> list[str]:
-    """The lines ``run`` says before the first trial: the search, its folder, the cluster, Ray's logs, the plan's notes."""
-    entry = (scaling or {}).get("autoscaling")
-    grows = [_describe_autoscaling(spec, plan, entry)] if entry else []
-    return [
-        *_banner_head(spec, plan),
-        *grows,
-        *([logs_line] if logs_line else []),
-        *(f"note: {w}" for w in plan.warnings),
-    ]
-
-
-def _describe_autoscaling(spec: Spec, plan: Plan, entry: Mapping[str, Any]) -> str:
-    """The banner's line for an autoscaling cluster, from the plan file's ``autoscaling`` entry."""
-    at_start = entry["at_start"]
-    up = plural(entry["nodes_at_start"], "node")
-    fits = (
-        f"{at_start['max_concurrent_trials']} trial(s) at once fit on the {up} up now"
-        if not at_start.get("waits_for_autoscaler")
-        else f"no trial fits on the {up} up now ({at_start['reason']})"
-    )
-    return (
-        f"autoscaling cluster {entry['cluster']}: {fits}, {plan.max_concurrent_trials} with every node the "
-        f"autoscaler can add ({entry['max_nodes']} nodes); trials beyond what fits wait for a node up to "
-        f"{spec.failure.start_timeout_s(autoscaling=True):g} s (failure.node_start_timeout_s)"
-    )
-
-
-def _banner_head(spec: Spec, plan: Plan) -> list[str]:
-    largest = spec.scaling.largest()
-    worker = ", ".join(f"{k}: {v:g}" for k, v in largest.worker_bundle().items())
-    up_to = "up to " if spec.scaling.searched() else ""  # with searched scaling, the plan is for the largest trial
-    return [
-        f"{spec.name}: {plural(total_trials(spec), 'trial')} ({spec.searcher.type} searcher, "
-        f"{spec.scheduler.type} scheduler), {plan.max_concurrent_trials} at once; each trial = {up_to}"
-        f"{largest.num_workers} worker(s) of {{{worker}}} + a driver of {{CPU: {spec.resources.driver_cpus:g}}}",
-        f"experiment folder {spec.experiment_dir}",
-    ]

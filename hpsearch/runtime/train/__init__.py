@@ -4,4 +4,5 @@
 - :mod:`~hpsearch.runtime.train.aggregate`: every rank's report combined into the one report Tune sees.
 - :mod:`~hpsearch.runtime.train.worker`: what runs in each Train worker around the user's loop.
 - :mod:`~hpsearch.runtime.train.transplant`: a run that starts from another trial's checkpoint (pbt/pb2).
+- :mod:`~hpsearch.runtime.train.loopback_store`: rank 0's rendezvous store on the loopback, every rank on this machine.
 """

@@ -75,6 +75,7 @@ from hpsearch.runtime.internals import (
 from hpsearch.runtime.nodes.node_check import pin_worker_interface
 from hpsearch.runtime.rank_watch import Watchdog
 from hpsearch.runtime.train.controller import CheckpointRules, ReportChannel, aggregating_callback, fit_serving
+from hpsearch.runtime.train.loopback_store import SCHEME, prepare_worker
 from hpsearch.runtime.train.worker import worker_loop
 from hpsearch.runtime.trial import pbt_driver, reuse
 from hpsearch.spec import Aggregate, FailureSettings, Scaling
@@ -216,13 +217,16 @@ def _torch_config(workers: int, record_controller: bool) -> Any:
 
     On a host whose name resolves to a loopback address each worker first pins gloo's interface to
     its node's IP, or the other hosts' workers cannot reach it (node_check). With the work-arounds
-    on, a config the controller unpickles without importing torch (internals.lean_torch_config).
+    on, a config the controller unpickles without importing torch (internals.lean_torch_config),
+    whose workers, when every rank is on this machine, keep gloo and rank 0's rendezvous store on
+    the loopback (runtime/train/loopback_store).
     """
+    if record_controller:  # every rank on this machine (an embedded Ray): gloo and rank 0's store on the loopback
+        lean = lean_torch_config(set_torch_master, prepare_worker, SCHEME)
+        if lean is not None:
+            return lean
     setup = pin_worker_interface if workers > 1 and available("torch-backend-start") else None
-    torch_config = lean_torch_config(set_torch_master, setup) if record_controller else None
-    if torch_config is None and setup is not None:
-        torch_config = torch_config_with_worker_setup(setup)
-    return torch_config
+    return torch_config_with_worker_setup(setup) if setup is not None else None
 
 
 def _run_config(

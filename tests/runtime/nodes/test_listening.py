@@ -36,7 +36,6 @@ from hpsearch.runtime.nodes.listening import Listener
 LOOPS = Path(__file__).resolve().parents[2] / "listening_loops.py"
 LOOPBACK_OFF = Path(__file__).resolve().parents[2] / "loopback_off.py"
 LOOPBACK = frozenset({"127.0.0.1", "::ffff:127.0.0.1", "::1"})
-EVERY_INTERFACE = frozenset({"0.0.0.0", "::"})
 
 
 def _spec(folder: Path, name: str, hold_dir: Path) -> Path:
@@ -104,17 +103,21 @@ def test_every_server_of_an_embedded_ray_listens_on_loopback_during_a_search(ray
     sockets = seen["sockets"]
     print("\n".join(f"{name:28} {pid:>7}  {ip}:{port}" for name, pid, ip, port in sockets))
 
-    # The one socket beyond the loopback: PyTorch's TCPStore, which rank 0 serves on MASTER_PORT for the
-    # trial's process group (torch binds it to every interface; Ray has no say in it).
+    # Nothing beyond the loopback, PyTorch's rendezvous store included: with every rank on this machine, rank 0
+    # serves it from a loopback socket (runtime/train/loopback_store.py), where PyTorch's own env:// binds it to
+    # every interface; and gloo's own sockets stay on the loopback too.
     rank0 = seen["ranks"][0]
     beyond = [(name, pid, ip, port) for name, pid, ip, port in sockets if ip not in LOOPBACK]
-    assert [(pid, port) for _, pid, _, port in beyond] == [(rank0["pid"], int(rank0["master_port"]))], beyond
-    assert beyond[0][2] in EVERY_INTERFACE
+    assert beyond == [], beyond
     assert rank0["master_addr"] == "127.0.0.1"  # the node's address, which the workers connect to
-    # hpsearch's own judgement agrees: only the TCPStore, and only as rank 0's on its MASTER_PORT.
-    store = (rank0["pid"], int(rank0["master_port"]))
-    assert [(s.pid, s.port) for s in listening.beyond_loopback(seen["listeners"])] == [store]
-    assert listening.beyond_loopback(seen["listeners"], tcp_stores=[store]) == []
+    store = [
+        (name, pid, ip, port)
+        for name, pid, ip, port in sockets
+        if (pid, port) == (rank0["pid"], int(rank0["master_port"]))
+    ]
+    assert [ip for _, _, ip, _ in store] == ["127.0.0.1"], store  # the store, served on the loopback
+    # hpsearch's own judgement agrees
+    assert listening.beyond_loopback(seen["listeners"]) == []
 
     # ... and Ray's servers are all there, on the loopback.
     on_loopback = {name for name, _, ip, _ in sockets if ip in LOOPBACK}
@@ -534,6 +537,55 @@ def test_an_embedded_ray_whose_dashboard_takes_jobs_without_a_token_is_refused(m
     assert said.getvalue() == ""
     monkeypatch.setattr(cluster, "_answers_without_token", lambda dashboard: None)
     cluster._require_token("127.0.0.1:8265")
-    assert said.getvalue().strip().endswith(
-        "cannot check that the embedded Ray requires a token: its dashboard (127.0.0.1:8265) did not answer"
+    assert (
+        said.getvalue()
+        .strip()
+        .endswith("cannot check that the embedded Ray requires a token: its dashboard (127.0.0.1:8265) did not answer")
     )
+
+
+# ----------------------------------------------------------------------------- the watch while the search runs
+
+
+def test_the_watch_reads_the_sockets_every_interval_and_says_each_one_beyond_the_loopback_once(
+    monkeypatch, said
+) -> None:
+    import pickle
+
+    now = [0.0]
+    readings = [
+        [Listener("raylet", 10, "127.0.0.1", 6000)],
+        [Listener("raylet", 10, "127.0.0.1", 6000), Listener("ray::RayTrainWorker", 42, "0.0.0.0", 6006)],
+        [Listener("ray::RayTrainWorker", 42, "0.0.0.0", 6006)],
+    ]
+    reads: list[int] = []
+
+    def session_listeners(before):
+        reads.append(1)
+        return readings[min(len(reads), len(readings)) - 1]
+
+    monkeypatch.setattr(listening, "session_listeners", session_listeners)
+    watch = listening.LoopbackWatch(every_s=30, clock=lambda: now[0])
+    watch.on_step_end(1, [])  # the first step reads
+    now[0] = 10.0
+    watch.on_step_end(2, [])  # within the interval: no reading
+    assert len(reads) == 1 and said.getvalue() == ""
+    now[0] = 31.0
+    watch.on_step_end(3, [])
+    watch.on_experiment_end([])  # the end reads too; the same socket is not said again
+    assert len(reads) == 3
+    lines = said.getvalue().strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(
+        "warning: ray::RayTrainWorker (PID 42) on tcp 0.0.0.0:6006 listens beyond the loopback while the search "
+        "runs: other machines can reach that port. hpsearch's embedded Ray and its trials' process groups keep "
+        "to 127.0.0.1; a trial's own code opened this one"
+    )
+    watch.clock = time.monotonic  # Tune pickles its callbacks (with the search's clock): a restored watch reads afresh
+    restored = pickle.loads(pickle.dumps(watch))
+    assert restored.every_s == 30 and restored.said == []
+
+
+def test_the_watch_is_silent_where_this_process_started_no_ray(monkeypatch, said) -> None:
+    monkeypatch.setattr(listening, "session_listeners", lambda before: None)
+    listening.LoopbackWatch().on_experiment_end([])
+    assert said.getvalue() == ""

@@ -68,7 +68,12 @@ def _assess(facts, **options):
         (("127.0.1.1",), "10.0.0.2", "veth0", {GLOO_IFNAME: "eth1"}, {}),  # the user's gloo choice stays
         (("127.0.1.1",), "10.0.0.2", "veth0", {GLOO_IFNAME: ""}, {GLOO_IFNAME: "veth0", NCCL_IFNAME: "veth0"}),
         (("10.0.0.2", "127.0.1.1"), "10.0.0.2", "veth0", {}, {}),  # gloo takes the first address: the right one
-        (("127.0.0.1",), "127.0.0.1", "lo", {}, {}),  # an embedded Ray stays on the loopback
+        (("127.0.0.1",), "127.0.0.1", "lo", {}, {}),  # an embedded Ray on a loopback-named host: gloo is there
+        ((), "127.0.0.1", "lo", {}, {}),  # no name: gloo takes 127.0.0.1
+        # an embedded Ray on a host whose name resolves beyond the loopback: gloo kept to it (measured: else
+        # gloo listened on the name's 10.77.0.1, in a network namespace of hpsearch's tests)
+        (("10.77.0.1",), "127.0.0.1", "lo", {}, {GLOO_IFNAME: "lo", NCCL_IFNAME: "lo"}),
+        (("10.77.0.1",), "127.0.0.1", "lo", {GLOO_IFNAME: "eth0"}, {}),  # the user's choice stays
         (("127.0.1.1",), "10.0.0.2", None, {}, {}),  # no interface holds the IP: nothing to pin to
     ],
 )
