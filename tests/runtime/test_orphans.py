@@ -567,3 +567,61 @@ def test_a_report_never_taken_gives_up_after_the_timeout_and_no_queue_means_noth
     assert wait_for_forwarded_reports(stuck, timeout_s=0.3, settle_s=0.0, poll_s=0.01) is False
     assert 0.3 <= time.monotonic() - started < 2
     assert wait_for_forwarded_reports(_driver(None, _Queue([False]))) is True  # no report was ever forwarded
+
+
+def test_after_the_search_the_drain_waits_for_groups_still_in_use_and_removes_one_left_unused(
+    tmp_path, world, monkeypatch, said
+) -> None:
+    """Tune's last clean-up ends its cached trial actors after the reaper's last call: their groups are drained."""
+    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.ray.is_initialized", lambda: True)
+    worker = {"placement_group_id": "cached", "state": "ALIVE"}
+    views = iter(
+        [
+            ([_group("cached", WORKERS), _group("freed", WORKERS)], [worker], "01000000"),  # both in use... then
+            ([_group("cached", WORKERS)], [], "01000000"),  # the cached actor's workers died; Ray freed the other
+            ([_group("cached", WORKERS)], [], "01000000"),
+            ([_group("cached", WORKERS)], [], "01000000"),
+            ([_group("cached", WORKERS)], [], "01000000"),
+            ([_group("cached", WORKERS)], [], "01000000"),
+            ([_group("cached", WORKERS)], [], "01000000"),
+            ([_group("cached", WORKERS)], [], "01000000"),
+            ([], [], "01000000"),
+        ]
+    )
+    removed: list[str] = []
+    state = {"live_state": lambda: next(views), "remove_group": removed.append, "clock": lambda: world.now}
+    sweeper = OrphanReaper(tmp_path, worker_bundles=WORKERS, **state)
+    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.time.sleep", lambda s: setattr(world, "now", world.now + s))
+    sweeper.drain(timeout_s=15, unused_s=3)
+    assert removed == ["cached"]  # once unused for 3 s: Ray Train's cleaner had its chance first
+    assert "removed placement group cached: after the search: a trial's worker group no process used" in said.getvalue()
+
+
+def test_the_drain_returns_at_once_when_nothing_is_left_and_gives_up_at_its_deadline(
+    tmp_path, world, monkeypatch, said
+) -> None:
+    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.ray.is_initialized", lambda: True)
+    looks: list[int] = []
+
+    def live_state():
+        looks.append(1)
+        return [], [], "01000000"
+
+    OrphanReaper(tmp_path, worker_bundles=WORKERS, live_state=live_state, clock=lambda: world.now).drain()
+    assert looks == [1]
+    worker = {"placement_group_id": "busy", "state": "ALIVE"}
+    removed: list[str] = []
+    reaper = OrphanReaper(
+        tmp_path,
+        worker_bundles=WORKERS,
+        live_state=lambda: ([_group("busy", WORKERS)], [worker], "01000000"),
+        remove_group=removed.append,
+        clock=lambda: world.now,
+    )
+    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.time.sleep", lambda s: setattr(world, "now", world.now + s))
+    start = world.now
+    reaper.drain(timeout_s=15)
+    assert removed == [] and world.now - start == pytest.approx(15.0)  # a group in use is never removed
+    monkeypatch.setattr("hpsearch.runtime.ray_workarounds.ray.is_initialized", lambda: False)
+    reaper.drain()  # no Ray in this process: nothing to ask
+    assert said.getvalue() == ""

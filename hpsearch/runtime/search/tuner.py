@@ -248,7 +248,7 @@ def _max_t(spec: Spec) -> tuple[str, float] | None:
     return (time_attr, max_t) if max_t is not None else None
 
 
-def _reaper(spec: Spec) -> Callback:
+def _reaper(spec: Spec) -> ray_workarounds.OrphanReaper:
     """The callback that frees what a stopped trial's nested run leaves behind (see hpsearch.runtime.ray_workarounds)."""
     shapes = worker_shapes(spec)
     if spec.resources.driver_node == "any":
@@ -580,6 +580,8 @@ def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | Non
             results = tuner.fit()
         finally:
             reached = budget.finish(tracker)  # trials a budget stopped are recorded as stopped by it
+        if ray_workarounds.workarounds_enabled():  # what Tune's last clean-up of cached trial actors left
+            _reaper(spec).drain()
         outcomes = {**read_outcomes(spec.experiment_dir), **(recorder.outcomes if recorder is not None else {})}
         wall_time_s = time.monotonic() - start
         interrupted = reached is None and _interrupted(spec, results, outcomes)
