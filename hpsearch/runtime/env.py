@@ -497,11 +497,13 @@ def token_authentication(environ: MutableMapping[str, str] | None = None, token_
 
 def _make_private_token(path: str) -> None:
     """A new token at ``path``, readable by its owner only; nothing when a file (or a link) is there."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
         return  # Ray reads the one there; private_token_file makes it private after Ray starts
+    except OSError:
+        return  # a home that cannot be written: Ray makes it, or says why it cannot
     with os.fdopen(fd, "w", encoding="ascii") as out:
         out.write(secrets.token_hex(32))  # Ray's generate_new_authentication_token: 256 bits, as hex
 

@@ -526,6 +526,9 @@ def test_token_authentication_is_turned_on_with_a_private_token_file_made_first(
     target = tmp_path / "elsewhere"
     (tmp_path / "c").symlink_to(target)
     assert env.token_authentication({}, token_file=str(tmp_path / "c")) is True and not target.exists()
+    # a home where no token file can be made: Ray makes it, or says why it cannot; never a traceback here
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    assert env.token_authentication({}, token_file=str(tmp_path / "file" / ".ray" / "auth_token")) is True
 
 
 def test_an_embedded_ray_whose_dashboard_takes_jobs_without_a_token_is_refused(monkeypatch, said) -> None:
