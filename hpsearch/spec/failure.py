@@ -25,6 +25,20 @@ class FailureSettings(StrictModel):
     #: first epoch or a long evaluation every few epochs must never be killed. Ranks that end their
     #: loops having reported unequally fail their trial at once, whatever this says.
     report_timeout_s: PositiveFloat | None = None
+    #: Ray Train's preemption options (Ray 2.60): how long the surviving workers may keep running past a
+    #: drained node's deadline, to finish a just-in-time checkpoint, and whether Ray Train's own report and
+    #: preemption collectives may complete without the preempted workers. Ray's defaults: 0 and false.
+    preemption_grace_s: float = Field(default=0.0, ge=0.0, le=3600.0, allow_inf_nan=False)
+    relax_collectives_on_preemption: bool = False
+
+    def preemption_options(self) -> dict[str, float | bool]:
+        """The preemption options set away from Ray's defaults, by Ray Train's ``FailureConfig`` names."""
+        chosen: dict[str, float | bool] = {}
+        if self.preemption_grace_s:
+            chosen["preemption_grace_s"] = self.preemption_grace_s
+        if self.relax_collectives_on_preemption:
+            chosen["relax_collectives_on_preemption"] = True
+        return chosen
 
     def start_timeout_s(self, autoscaling: bool) -> float:
         """The worker-group start timeout a trial gets: longer on an autoscaling cluster, to let a node boot."""

@@ -4,16 +4,19 @@ used as its controller uses them; no Ray is started."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import ray
 from ray.exceptions import ActorDiedError
 from ray.train import FailureConfig
 from ray.train.v2._internal.execution.failure_handling.default import DefaultFailurePolicy
 from ray.train.v2._internal.execution.failure_handling.failure_policy import FailureDecision
 from ray.train.v2.api.exceptions import WorkerGroupError
 
+from hpsearch.errors import SpecError
 from hpsearch.experiment import files
 from hpsearch.experiment.failures import Failure, mask, not_retried_line, same
 from hpsearch.runtime import retries
@@ -121,3 +124,61 @@ def test_tune_retries_a_repeated_trial_no_more_and_its_line_is_the_repeat(tmp_pa
     assert _own_line("SameFailureError: failed the same way", text) == (
         "failed the same way twice (ValueError: nan at epoch 2); not retried again"
     )
+
+
+# ----------------------------------------------------------------------------- Ray Train's preemption options
+
+
+def test_the_nested_runs_failure_config_takes_the_preemption_options_only_when_set(monkeypatch) -> None:
+    """failure.preemption_grace_s and relax_collectives_on_preemption reach Ray Train's FailureConfig as given;
+    left at Ray's defaults they are not passed at all, so a Ray without them (2.58) builds the same run."""
+    from ray.train import UserCallback
+
+    from hpsearch.runtime.trial import driver
+    from hpsearch.spec import FailureSettings
+
+    monkeypatch.setenv("RAY_TRAIN_V2_ENABLED", "1")
+    plain = driver._run_config("run", "/tmp/s", UserCallback(), FailureSettings(), {}).failure_config
+    assert (plain.max_failures, plain.controller_failure_limit, plain.max_preemption_failures) == (1, 2, 1)
+    assert FailureSettings().preemption_options() == {}
+    chosen = FailureSettings(preemption_grace_s=30, relax_collectives_on_preemption=True)
+    assert chosen.preemption_options() == {"preemption_grace_s": 30.0, "relax_collectives_on_preemption": True}
+    if "preemption_grace_s" not in inspect.signature(type(plain)).parameters:  # Ray 2.58: refused at preflight
+        pytest.skip(f"Ray {ray.__version__}'s FailureConfig has no preemption options (the next test refuses them)")
+    config = driver._run_config("run", "/tmp/s", UserCallback(), chosen, {}).failure_config
+    assert (config.preemption_grace_s, config.relax_collectives_on_preemption) == (30.0, True)
+
+
+def test_a_ray_without_the_preemption_options_refuses_a_spec_that_sets_them(monkeypatch) -> None:
+    from dataclasses import dataclass
+
+    from ray.train.v2.api import config as train_config
+
+    from hpsearch.runtime.search.preflight import check_preemption_options
+    from hpsearch.spec import load_spec
+
+    @dataclass
+    class OlderFailureConfig:  # Ray 2.58's, in its names
+        max_failures: int = 0
+        controller_failure_limit: int = -1
+        max_preemption_failures: int = -1
+
+    spec = load_spec(
+        {
+            "name": "p",
+            "trainable": "loops:quadratic",
+            "metric": "loss",
+            "mode": "min",
+            "search_space": {"x": 1},
+            "failure": {"preemption_grace_s": 20},
+        }
+    )
+    monkeypatch.setattr(train_config, "FailureConfig", OlderFailureConfig)
+    with pytest.raises(SpecError) as refused:
+        check_preemption_options(spec)
+    [problem] = [str(p) for p in refused.value.problems]
+    assert problem.startswith("failure.preemption_grace_s: the installed Ray (") and problem.endswith(
+        "has no such option in Ray Train's FailureConfig (Ray 2.60 has it); remove it from the spec, or install "
+        "ray==2.60.0"
+    )
+    check_preemption_options(load_spec({**spec.to_dict(), "failure": {}}))  # nothing set: nothing to refuse

@@ -89,6 +89,8 @@ def test_minimal_dict_spec_gets_every_default() -> None:
             "worker_start_timeout_s": 60.0,
             "node_start_timeout_s": 900.0,
             "report_timeout_s": None,
+            "preemption_grace_s": 0.0,
+            "relax_collectives_on_preemption": False,
         },
         "checkpoint": {"num_to_keep": 2},
         "aggregate": {"default": "mean", "metrics": {}},
@@ -1047,3 +1049,21 @@ def test_the_old_name_failure_still_resolves_with_a_deprecation_warning() -> Non
     assert {"Failure", "FailureSettings"} <= set(spec_package.__all__)
     with pytest.raises(AttributeError, match="no attribute 'Failures'"):
         spec_package.Failures  # noqa: B018  # the attribute access is what is tested
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [(0, True), (30, True), (3600, True), (-1, False), (3601, False), (".inf", False), (".nan", False), ("a", False)],
+)
+def test_the_preemption_grace_period_is_a_finite_number_of_seconds_up_to_an_hour(value, accepted, spec_dir) -> None:
+    text = yaml.safe_dump({**copy.deepcopy(BASE), "failure": {"preemption_grace_s": 0}}).replace(
+        "preemption_grace_s: 0", f"preemption_grace_s: {value}"
+    )
+    path = spec_dir / "s.yaml"
+    path.write_text(text, encoding="utf-8")
+    if accepted:
+        assert load_spec(path).failure.preemption_grace_s == float(value)
+    else:
+        with pytest.raises(SpecError) as refused:
+            load_spec(path)
+        assert [p.split(":")[0] for p in problems_of(refused.value)] == ["failure.preemption_grace_s"]

@@ -17,8 +17,11 @@ first refusal is the one printed. Each is a one-block ``Error:`` with exit statu
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from pathlib import Path
+
+import ray
 
 from hpsearch.errors import ExperimentExistsError, Problem, SpecError
 from hpsearch.experiment.files import is_experiment
@@ -31,7 +34,29 @@ from hpsearch.runtime.search.autoscaling import Autoscaling, autoscaling_for
 from hpsearch.runtime.search.budget import check_not_spent
 from hpsearch.spec import Spec, check_storage, total_trials
 
-__all__ = ["check_resume_overrides", "preflight"]
+__all__ = ["check_preemption_options", "check_resume_overrides", "preflight"]
+
+
+def check_preemption_options(spec: Spec) -> None:
+    """Refuse ``failure``'s preemption options when the installed Ray Train's ``FailureConfig`` lacks them."""
+    from ray.train.v2.api.config import FailureConfig  # lazy: Ray Train, only when the spec sets one
+
+    chosen = spec.failure.preemption_options()
+    if not chosen:
+        return
+    taken = inspect.signature(FailureConfig).parameters
+    missing = [name for name in chosen if name not in taken]
+    if missing:
+        raise SpecError(
+            [
+                Problem(
+                    f"failure.{name}",
+                    f"the installed Ray ({ray.__version__}) has no such option in Ray Train's FailureConfig "
+                    "(Ray 2.60 has it); remove it from the spec, or install ray==2.60.0",
+                )
+                for name in missing
+            ]
+        )
 
 
 def preflight(
@@ -66,6 +91,7 @@ def preflight(
     if resuming:
         check_not_spent(spec)  # say at once if the budget is already spent, with the --set that raises it
     _check_tracking(spec)  # a tracker that cannot be set up is refused before anything is written
+    check_preemption_options(spec)
     embedded = not (address or job_cluster_address())
     internals.preflight(spec, embedded=embedded)  # a Ray it cannot run on is refused before anything is written
     autoscaling = None

@@ -242,6 +242,7 @@ def _run_config(
             max_failures=failure.worker_retries,
             controller_failure_limit=failure.controller_retries,
             max_preemption_failures=failure.worker_retries,
+            **failure.preemption_options(),  # type: ignore[arg-type]  # V2's names; only those set (preflight)
         ),
         checkpoint_config=train.CheckpointConfig(**checkpoint_config),
         logging_config=train.LoggingConfig(log_level="WARNING"),
