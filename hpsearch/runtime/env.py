@@ -440,26 +440,23 @@ def explicit_loggers_only(environ: MutableMapping[str, str] | None = None) -> It
     The search's callbacks name Tune's CSV and JSON loggers (``callbacks_for``); its TensorBoard
     logger comes only with ``tracking.tensorboard``. Afterwards the variable is restored as it was.
     """
-    env = os.environ if environ is None else environ
-    saved = {s.name: env.get(s.name) for s in NEW_SEARCH_DEFAULTS}
-    for setting in NEW_SEARCH_DEFAULTS:
-        setting.apply(environ=env)
-    try:
+    with _applied(NEW_SEARCH_DEFAULTS, environ):
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                env.pop(name, None)
-            else:
-                env[name] = value
 
 
 @contextlib.contextmanager
 def mlflow_probe(environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
     """Around the first contact with an MLflow server: one try of at most 10 s; the variables restored after."""
+    with _applied(MLFLOW_PROBE, environ):
+        yield
+
+
+@contextlib.contextmanager
+def _applied(settings: tuple[EnvSetting, ...], environ: MutableMapping[str, str] | None) -> Iterator[None]:
+    """``settings`` applied for the span of the ``with``; each variable then restored as it was, or removed."""
     env = os.environ if environ is None else environ
-    saved = {s.name: env.get(s.name) for s in MLFLOW_PROBE}
-    for setting in MLFLOW_PROBE:
+    saved = {s.name: env.get(s.name) for s in settings}
+    for setting in settings:
         setting.apply(environ=env)
     try:
         yield
