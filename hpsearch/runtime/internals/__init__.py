@@ -53,7 +53,6 @@ from hpsearch.runtime.internals.ray_core import (
     loopback_flag,
     reload_ray_config,
     set_driver_error_printing,
-    token_mode_in_effect,
 )
 from hpsearch.runtime.internals.ray_data import (
     data_object_store_fraction,
@@ -155,7 +154,6 @@ __all__ = [
     "ray_data_console_handlers",
     "read_search_state",
     "set_driver_error_printing",
-    "token_mode_in_effect",
     "set_last_lr",
     "set_trial_retries_left",
     "torch_config_with_worker_setup",

@@ -30,7 +30,6 @@ __all__ = [
     "loopback_flag",
     "reload_ray_config",
     "set_driver_error_printing",
-    "token_mode_in_effect",
 ]
 
 
@@ -70,8 +69,6 @@ def _check_head_resource() -> None:
 
 def _check_config_reload() -> None:
     _resolve("ray._raylet:Config.initialize")
-    _resolve("ray._raylet:get_authentication_mode")
-    _resolve("ray._raylet:AuthenticationMode.TOKEN")
     # a new local cluster in token mode gets a token made when it has none (Ray 2.58 and 2.60 alike)
     _mentions(
         "ray._private.authentication.authentication_token_setup:ensure_token_if_auth_enabled",
@@ -88,21 +85,9 @@ def reload_ray_config() -> bool:
     """
     if not available("ray-config-reload"):
         return False
-    _raylet().Config.initialize("")
+    raylet: Any = import_module("ray._raylet")  # its type stubs leave out Config
+    raylet.Config.initialize("")
     return True
-
-
-def token_mode_in_effect() -> bool | None:
-    """Whether Ray's core in this process runs with token authentication; ``None`` when that cannot be read."""
-    if not available("ray-config-reload"):
-        return None
-    raylet = _raylet()
-    return bool(raylet.get_authentication_mode() == raylet.AuthenticationMode.TOKEN)
-
-
-def _raylet() -> Any:
-    """Ray's compiled core module (its type stubs leave out the names used here)."""
-    return import_module("ray._raylet")
 
 
 @contextlib.contextmanager

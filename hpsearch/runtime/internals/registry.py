@@ -278,8 +278,8 @@ INTERNALS: tuple[Internal, ...] = (
         key="ray-config-reload",
         relies_on=(
             "ray._raylet.Config.initialize re-reading RAY_AUTH_MODE from the environment (what Ray 2.60's "
-            "_enable_token_auth calls), get_authentication_mode and AuthenticationMode.TOKEN, and "
-            "ensure_token_if_auth_enabled making ~/.ray/auth_token for a new local cluster in token mode"
+            "_enable_token_auth calls), and ensure_token_if_auth_enabled making ~/.ray/auth_token for a new local "
+            "cluster in token mode"
         ),
         feature="token authentication for an embedded Ray on Ray 2.58, which does not turn it on by itself",
         without_it=(
