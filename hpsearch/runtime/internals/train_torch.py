@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import ipaddress
 import logging
 import os
 import re
@@ -19,6 +18,7 @@ from typing import Any
 
 from hpsearch.runtime.internals.contract_checks import ContractBroken, _mentions, _parameters, _resolve
 from hpsearch.runtime.internals.registry import TORCH_BACKEND_CLASS, available
+from hpsearch.runtime.nodes.node_facts import is_loopback
 
 __all__ = ["MIRRORED_BACKENDS", "lean_torch_config", "torch_config_with_worker_setup"]
 
@@ -231,13 +231,6 @@ def _on_worker_shutdown(destroy_process_group: bool) -> None:
     _shutdown_torch(destroy_process_group=destroy_process_group)  # type: ignore[no-untyped-call]  # Ray's
 
 
-def _is_loopback(addr: str) -> bool:
-    try:
-        return ipaddress.ip_address(addr.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
 def _url_address(addr: str, port: int) -> str:
     return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"  # Ray's build_address: IPv6 in brackets
 
@@ -271,7 +264,7 @@ def _lean_torch_backend_class() -> type:
             if backend_config.init_method == "env":
                 worker_group.execute(backend_config.set_master, addr=master_addr, port=master_port)
                 url = "env://"
-                if backend_config.loopback_rendezvous and _is_loopback(master_addr):  # every rank on this machine
+                if backend_config.loopback_rendezvous and is_loopback(master_addr):  # every rank on this machine
                     url = f"{backend_config.loopback_rendezvous}://{_url_address(master_addr, master_port)}"
             else:
                 url = f"tcp://{_url_address(master_addr, master_port)}"

@@ -39,11 +39,11 @@ __all__ = ["check_preemption_options", "check_resume_overrides", "preflight"]
 
 def check_preemption_options(spec: Spec) -> None:
     """Refuse ``failure``'s preemption options when the installed Ray Train's ``FailureConfig`` lacks them."""
-    from ray.train.v2.api.config import FailureConfig  # lazy: Ray Train, only when the spec sets one
-
     chosen = spec.failure.preemption_options()
     if not chosen:
         return
+    from ray.train.v2.api.config import FailureConfig  # lazy: Ray Train, only when the spec sets one
+
     taken = inspect.signature(FailureConfig).parameters
     missing = [name for name in chosen if name not in taken]
     if missing:
