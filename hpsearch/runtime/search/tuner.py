@@ -571,7 +571,8 @@ def _budget_stopper(spec: Spec) -> Any:
 
 def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | None) -> SearchResult:
     apply_fit_defaults()
-    if ray_workarounds.workarounds_enabled():
+    workarounds = ray_workarounds.workarounds_enabled()  # read once, for the usage tag and the drain alike
+    if workarounds:
         internals.count_callbacks_without_imports()  # Ray's usage tag, without importing MLflow and W&B
     start = time.monotonic()
     try:
@@ -580,7 +581,7 @@ def _fit_and_summarize(spec: Spec, tuner: Tuner, recorder: OutcomeRecorder | Non
             results = tuner.fit()
         finally:
             reached = budget.finish(tracker)  # trials a budget stopped are recorded as stopped by it
-        if ray_workarounds.workarounds_enabled():  # what Tune's last clean-up of cached trial actors left
+        if workarounds:  # what Tune's last clean-up of cached trial actors left
             _reaper(spec).drain()
         outcomes = {**read_outcomes(spec.experiment_dir), **(recorder.outcomes if recorder is not None else {})}
         wall_time_s = time.monotonic() - start
