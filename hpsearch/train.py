@@ -33,6 +33,13 @@ with no process group can read every shard too (``torch.distributed.checkpoint.l
 Which checkpoints are kept (``checkpoint.num_to_keep`` in the spec): the best by the
 search metric, and always the latest, from which a restarted trial resumes.
 
+Drained nodes (a spot reclaim, ``ray drain-node``): :func:`report` asks Ray Train whether a node of the
+worker group is being drained, at every call on every rank (``ray.train.get_preemption_info()``, a barrier),
+and saves a checkpoint at the first report after a notice even where the loop's cadence would not; Ray Train
+restarts the worker group from it at the drain's deadline, counted apart from failures
+(``failure.preemption_retries``). On a Ray without the call (:func:`preemption_notices`) it checkpoints at the
+loop's cadence only.
+
 Population-based training (``scheduler: pbt`` or ``pb2``): when the scheduler exploits, the
 weaker trial's next run starts from the donor's checkpoint, with a mutated config.
 :func:`restore` loads the donor's checkpoint (model, optimizer state, LR scheduler, epoch) and
@@ -52,12 +59,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import ray
 import ray.train
 import torch
 
 from hpsearch.experiment import files
 
-__all__ = ["report", "restore", "apply_hyperparameters", "STATE_FILE", "SHARDS_DIR"]
+__all__ = ["report", "restore", "apply_hyperparameters", "preemption_notices", "STATE_FILE", "SHARDS_DIR"]
 
 #: The file, inside each checkpoint directory, that holds the training state.
 STATE_FILE = "hpsearch_state.pt"
@@ -162,8 +170,18 @@ def report(
     """Report one epoch's metrics from this rank, with a checkpoint from rank 0 (from every rank when FSDP
     shards the model: each writes its shard).
 
-    Call it on every rank, once per epoch. ``epoch`` is added to the metrics (the
-    schedulers count epochs, which survive restarts; Tune's iteration count does not).
+    Call it on every rank, once per epoch (or per step: every rank equally often). ``epoch`` is added to the
+    metrics (the schedulers count epochs, which survive restarts; Tune's iteration count does not).
+
+    A drained node (a spot reclaim): where Ray Train tells a loop of one (:func:`preemption_notices`), each
+    call first asks ``ray.train.get_preemption_info()``, which is a barrier like ``ray.train.report``: every
+    rank must call it equally often, and every rank calls this equally often, so the rule holds. The first
+    report after a notice saves a checkpoint even with ``checkpoint=False``, once per notice (not again
+    while no new node is drained); Ray Train restarts the worker group from it at the drain's deadline. Rank 0
+    records the notice once in its attempt's folder (``preemption.json``: the drained hosts, the deadline,
+    this ``epoch`` and report; see :mod:`hpsearch.experiment.preemptions`). A checkpoint saved in the middle
+    of an epoch holds that ``epoch``: :func:`restore` returns the epoch after it, so a loop that reports
+    more than once per epoch saves its place within the epoch in ``extra`` and continues from there.
 
     Args:
         metrics: This rank's metrics; hpsearch aggregates them across ranks.
@@ -171,10 +189,12 @@ def report(
         model: The model (DDP- or FSDP-wrapped, or not).
         optimizer: Its optimizer, saved with it.
         scheduler: An LR scheduler (anything with ``state_dict``), saved with it.
-        checkpoint: False to report without saving (e.g. to checkpoint every k epochs).
+        checkpoint: False to report without saving (e.g. to checkpoint every k epochs); a drain notice saves
+            anyway, once.
         extra: Anything else picklable to save (e.g. a data-loader position).
     """
     metrics = {**metrics, "epoch": epoch}
+    checkpoint = _NOTICES.before_report(epoch, checkpoint)
     if not checkpoint:
         ray.train.report(metrics, checkpoint=None)
         return
@@ -182,6 +202,7 @@ def report(
     rank = ray.train.get_context().get_world_rank()
     if rank != 0 and not sharded:
         ray.train.report(metrics, checkpoint=None)
+        _NOTICES.saved()
         return
     with tempfile.TemporaryDirectory() as folder:
         if sharded:  # every rank, in the same order: the shards are written collectively
@@ -199,6 +220,64 @@ def report(
             }
             torch.save(state, os.path.join(folder, STATE_FILE))
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
+    _NOTICES.saved()
+
+
+def preemption_notices() -> bool:
+    """Whether the installed Ray Train tells a loop that a node of its worker group is being drained.
+
+    It does through ``ray.train.get_preemption_info()`` (Ray Train V2's public API, alpha): in Ray 2.60, and
+    in the Ray 2.58.1 this project's CI installs as its lowest. On a Ray Train without it, :func:`report`
+    checkpoints at the loop's own cadence only, and nothing is said. The one place hpsearch asks.
+    """
+    return hasattr(ray.train, "get_preemption_info")
+
+
+class _Notices:
+    """What this worker's reports know of a drain: the latest notice read, and whether a checkpoint was saved
+    since. One per process: a Train worker process runs one attempt of one trial."""
+
+    def __init__(self) -> None:
+        self.latest: Any = None  # the latest PreemptionInfo Ray gave (every rank gets rank 0's)
+        self.pending = False  # a notice came and no checkpoint was saved since
+        self.reports = 0  # this process's calls of report, from 1
+
+    def before_report(self, epoch: int, checkpoint: bool) -> bool:
+        """Ask Ray whether a node is being drained (a barrier: every rank, every report); whether this report saves."""
+        self.reports += 1
+        info = ray.train.get_preemption_info() if preemption_notices() else None
+        if info is not None and info != self.latest:  # a new notice (another node drained: Ray merges them)
+            self.latest, self.pending = info, True
+            if ray.train.get_context().get_world_rank() == 0:
+                _record_notice(info, epoch, self.reports, forced=not checkpoint)
+        return checkpoint or self.pending
+
+    def saved(self) -> None:
+        """A report with a checkpoint returned: the notice's checkpoint is in storage."""
+        self.pending = False
+
+
+_NOTICES = _Notices()
+
+
+def _record_notice(info: Any, epoch: int, report: int, *, forced: bool) -> None:
+    """Rank 0: record a drain notice in this attempt's folder (``preemption.json``), once; a record, never an error."""
+    folder = files.current_attempt()
+    if folder is None:  # not under hpsearch's worker wrapper (a loop run by Ray Train alone): nowhere to keep it
+        return
+    try:
+        nodes_now = ray.nodes()  # type: ignore[no-untyped-call]  # Ray's API is unannotated
+        hosts = {str(n.get("NodeID")): str(n.get("NodeManagerHostname") or "") for n in nodes_now}
+        deadline = info.deadline_ms / 1000.0 if info.deadline_ms else None
+        nodes = [
+            {"node_id": node, "host": hosts.get(node, ""), "ranks": sorted(ranks)}
+            for node, ranks in sorted(info.preempted_node_to_ranks.items())
+        ]
+        files.append_notice(
+            folder, deadline=deadline, nodes=nodes, epoch=epoch, report=report, saved_epoch=epoch, forced=forced
+        )
+    except Exception:  # noqa: BLE001 - the checkpoint matters, not its record
+        pass
 
 
 def restore(

@@ -7,7 +7,8 @@ objects, not on pixels.
 
 - :mod:`~hpsearch.analysis._load`: :func:`load_results`, the folder read into the trials and history tables.
 - :mod:`~hpsearch.analysis._results`: :class:`Results` and its tables' fixed columns.
-- :mod:`~hpsearch.analysis._workers`: ``Results.workers``, each trial's worker-group starts over time.
+- :mod:`~hpsearch.analysis._workers`: ``Results.workers``, each trial's worker-group starts over time, and
+  ``Results.preemptions``, the restarts drained nodes caused.
 - :mod:`~hpsearch.analysis._view`: the protocol the modules that ``Results`` calls read it through (no import cycle).
 - :mod:`~hpsearch.analysis._summary`: :class:`SearchSummary`, the summary file and the closing tables.
 - :mod:`~hpsearch.analysis._tables`: :func:`best_trials`, the metrics at each trial's best epoch.
@@ -55,7 +56,7 @@ from hpsearch.analysis._summary import (
     summarize_experiment,
 )
 from hpsearch.analysis._tables import best_trials
-from hpsearch.analysis._workers import WORKER_COLUMNS, workers_table
+from hpsearch.analysis._workers import PREEMPTION_COLUMNS, WORKER_COLUMNS, preemptions_table, workers_table
 from hpsearch.errors import ExperimentNotFoundError, ResultsError
 from hpsearch.experiment.layout import STATUSES
 
@@ -69,6 +70,8 @@ __all__ = [
     "HISTORY_COLUMNS",
     "WORKER_COLUMNS",
     "workers_table",
+    "PREEMPTION_COLUMNS",
+    "preemptions_table",
     "best_trials",
     "cost_table",
     "SearchSummary",

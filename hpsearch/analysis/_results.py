@@ -18,7 +18,7 @@ import pandas as pd
 
 from hpsearch.analysis._lineage import lineage_table
 from hpsearch.analysis._pareto import hypervolume, pareto_table
-from hpsearch.analysis._workers import workers_table
+from hpsearch.analysis._workers import preemptions_table, workers_table
 from hpsearch.experiment.layout import STATUSES
 from hpsearch.formatting import number
 from hpsearch.spec.constraints import Constraint
@@ -172,6 +172,12 @@ class Results:
         """The Train workers each trial had over time: one row per start of its worker group (see
         :func:`workers_table`); an elastic trial's resizes show as starts with another ``workers``."""
         return workers_table(self)
+
+    @property
+    def preemptions(self) -> pd.DataFrame:
+        """Drained nodes (spot reclaims): one row per attempt whose loop read a drain notice, with the restart
+        that followed (see :func:`preemptions_table`). A restart is Ray Train's, inside the trial: never an error."""
+        return preemptions_table(self)
 
     @property
     def best(self) -> pd.Series | None:

@@ -61,6 +61,9 @@ class TrialOutcome:
     ended_by: str | None = None  # the budget that stopped it (it was running when a budget ended the search)
     driver_time_s: float | None = None  # from its driver's start to its end, over its runs
     resource_hours: dict[str, float] = field(default_factory=dict)  # its resources times its driver time
+    # restarts of its worker group because a node of it was drained (a spot reclaim): Ray Train's, inside the
+    # trial, never an error (its status says how it ended; experiment/preemptions.py)
+    preempted: int = 0
 
 
 @dataclass
@@ -244,9 +247,16 @@ def _trial_outcomes(results: Results) -> list[TrialOutcome]:
                     for c in resource_columns
                     if _number(row[c]) is not None
                 },
+                preempted=_preempted(results, trial_id),
             )
         )
     return out
+
+
+def _preempted(results: Results, trial_id: str) -> int:
+    """How many times a trial's worker group started again because a node of it was drained."""
+    folder = files.trial_folder(results.experiment_dir, trial_id)
+    return sum(p.restarted for p in files.read_preemptions(folder)) if folder is not None else 0
 
 
 def _number(value: Any) -> float | None:

@@ -1,12 +1,13 @@
 """The experiment folder, without Ray: its names, its trial statuses, its readers and writers, the ranking.
 
 - :mod:`~hpsearch.experiment.layout`: every file and folder name, and :data:`TrialStatus`.
-- :mod:`~hpsearch.experiment.files`: the readers and writers of every file hpsearch writes (re-exporting the next five).
+- :mod:`~hpsearch.experiment.files`: the readers and writers of every file hpsearch writes (re-exporting the next six).
 - :mod:`~hpsearch.experiment.folder_io`: low-level reading and writing, and the folder's safety rules for paths and links.
 - :mod:`~hpsearch.experiment.folder_format`: the folder's format version; a newer one refused.
 - :mod:`~hpsearch.experiment.spec_as_run`: the spec as run, written once and read back by one reader.
 - :mod:`~hpsearch.experiment.usage`: every run of each trial's driver and of the search (budgets, resource-hours).
 - :mod:`~hpsearch.experiment.attempts`: a trial's attempt folders, each rank's log and progress record.
+- :mod:`~hpsearch.experiment.preemptions`: the drain notices an attempt's loop read, and the restart that followed.
 - :mod:`~hpsearch.experiment.tune_files`: Ray Tune's own files (trial folders, its experiment state), read as data.
 - :mod:`~hpsearch.experiment.trial_status`: the one rule for a trial's status, from its records and Tune's files.
 - :mod:`~hpsearch.experiment.metrics`: a report's metrics flattened as Tune does, and its epoch.

@@ -5,6 +5,11 @@ first rank to come (:func:`claim_attempt`); each rank keeps its log and a small 
 there, which :func:`read_rank_progress` reads back as
 :class:`~hpsearch.experiment.worker_ranks.AttemptProgress` for the decisions of
 :mod:`hpsearch.experiment.worker_ranks`. The controller's output is ``logs/controller.log``.
+
+A Train worker's own attempt folder reaches the helpers the user's loop calls (:func:`hpsearch.train.report`
+records a drain notice there) through this module, which both import: :func:`set_current_attempt` as the
+loop starts (hpsearch's wrapper around it), :func:`current_attempt` where it is needed. One per process: a
+Train worker process runs one attempt.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ __all__ = [
     "claim_attempt",
     "write_rank_progress",
     "read_rank_progress",
+    "set_current_attempt",
+    "current_attempt",
 ]
 
 
@@ -189,3 +196,17 @@ def _rank_progress(rank: int, data: Mapping[str, Any], folder: Path) -> RankProg
         pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
         counted=data.get("counted") is not False,
     )
+
+
+#: The attempt folder this process's loop runs in, while hpsearch's wrapper runs it (``None``: none).
+_CURRENT: list[Path] = []
+
+
+def set_current_attempt(folder: PathLike | None) -> None:
+    """Say (``None``: forget) which attempt folder this process's loop runs in: a Train worker runs one attempt."""
+    _CURRENT[:] = [] if folder is None else [Path(folder)]
+
+
+def current_attempt() -> Path | None:
+    """The attempt folder this process's loop runs in (:func:`set_current_attempt`), or ``None`` outside one."""
+    return _CURRENT[0] if _CURRENT else None

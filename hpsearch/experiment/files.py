@@ -7,8 +7,9 @@ the tests build fake experiments with the same writers. File names are in
 names this one re-exports: the low-level access and its safety rules
 (:mod:`~hpsearch.experiment.folder_io`), the folder's format
 (:mod:`~hpsearch.experiment.folder_format`), the spec as run
-(:mod:`~hpsearch.experiment.spec_as_run`), the usage records (:mod:`~hpsearch.experiment.usage`)
-and a trial's attempts and rank logs (:mod:`~hpsearch.experiment.attempts`).
+(:mod:`~hpsearch.experiment.spec_as_run`), the usage records (:mod:`~hpsearch.experiment.usage`),
+a trial's attempts and rank logs (:mod:`~hpsearch.experiment.attempts`) and the drain notices its
+attempts read (:mod:`~hpsearch.experiment.preemptions`).
 
 Readers never raise on a damaged file: a missing or half-written file reads as
 ``None`` (or as the lines that parse), because a folder of a running or killed search
@@ -29,9 +30,11 @@ from hpsearch.experiment.attempts import (
     attempt_numbers,
     claim_attempt,
     controller_log,
+    current_attempt,
     logs_dir,
     rank_log,
     read_rank_progress,
+    set_current_attempt,
     write_rank_progress,
 )
 from hpsearch.experiment.failures import Failure
@@ -67,6 +70,13 @@ from hpsearch.experiment.layout import (
     WORKER_GROUP_FILE,
     TrialStatus,
     is_experiment,
+)
+from hpsearch.experiment.preemptions import (
+    Preemption,
+    append_notice,
+    append_reason,
+    missing_reasons,
+    read_preemptions,
 )
 from hpsearch.experiment.spec_as_run import (
     MAX_FOLDER_SPEC_BYTES,
@@ -131,6 +141,13 @@ __all__ = [
     "rank_log",
     "write_rank_progress",
     "read_rank_progress",
+    "set_current_attempt",
+    "current_attempt",
+    "Preemption",
+    "append_notice",
+    "append_reason",
+    "missing_reasons",
+    "read_preemptions",
     "WORKER_STARTS_KEPT",
     "append_ray_logs",
     "read_ray_logs",
@@ -158,6 +175,8 @@ class Outcome:
         ended_by: The budget that stopped it (``max_wall_time``, ...; see :mod:`hpsearch.spec.budget`), else
             ``None``. Such a trial was running when a budget ended the search: it is ``stopped``, its checkpoints
             kept, and ``hpsearch resume`` continues it from its latest checkpoint.
+        preempted: How many times its worker group started again because a node of it was drained (a spot
+            reclaim; see :mod:`hpsearch.experiment.preemptions`): restarts, never errors.
     """
 
     trial_id: str
@@ -167,6 +186,7 @@ class Outcome:
     ended_at: float | None = None
     error: str = ""
     ended_by: str | None = None
+    preempted: int = 0
 
     def as_record(self) -> dict[str, Any]:
         record = asdict(self)

@@ -25,6 +25,7 @@ One search is one folder, ``<storage_path>/<name>/``::
                 hpsearch_attempt.json  its number and worker placement group (ATTEMPT_FILE)
                 rank-<R>.log    rank R's stdout and stderr while its loop ran (RANK_LOG)
                 rank-<R>.json   rank R's progress: started, reports, in a report, ended (RANK_PROGRESS)
+                preemption.json one line per drain notice its loop read, and each drained node's reason (PREEMPTION_FILE)
         hpsearch_missing_metric.json  the metric a run of the trial missed    (MISSING_METRIC_FILE)
         hpsearch_failures.jsonl the loop's failures, one line each, compared for repeats (FAILURES_FILE)
         hpsearch_lineage.jsonl  pbt/pb2: one line per exploit (donor, epoch, configs) (LINEAGE_FILE)
@@ -63,6 +64,7 @@ __all__ = [
     "ATTEMPT_FILE",
     "RANK_LOG",
     "RANK_PROGRESS",
+    "PREEMPTION_FILE",
     "MISSING_METRIC_FILE",
     "FAILURES_FILE",
     "LINEAGE_FILE",
@@ -159,6 +161,10 @@ RANK_LOG: Final = "rank-{rank}.log"
 #: In an attempt's folder: rank R's progress (started, reports completed, inside a report, how its
 #: loop ended), replaced whole at each change.
 RANK_PROGRESS: Final = "rank-{rank}.json"
+#: In an attempt's folder: one JSON line per notice that a node of the worker group is being drained (a spot
+#: reclaim; written by rank 0 in :func:`hpsearch.train.report`), and one per drained node with the reason the
+#: drain gave (written by the trial driver once Ray shows it); see :mod:`hpsearch.experiment.preemptions`.
+PREEMPTION_FILE: Final = "preemption.json"
 #: Written into ``train/<trial_id>/`` by the trial driver when a run of the trial reported without the
 #: search's metric: which search (a token per ``run``/``resume``) and what was missing, so that Tune's
 #: retries of the trial in the same search fail at once instead of running the loop again.

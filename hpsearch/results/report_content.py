@@ -33,6 +33,7 @@ __all__ = [
     "pareto_table",
     "trials_table",
     "errors",
+    "preemptions_table",
     "TrialLogs",
     "trial_logs",
     "failing_log",
@@ -88,6 +89,12 @@ def facts(results: Results) -> list[tuple[str, str]]:
         facts.append(("Ended by its budget", results.ended_reason or results.ended_by))
     if results.resource_hours:
         facts.append(("Resource-hours", resource_hours(results.resource_hours)))
+    restarts = results.preemptions["restarted"]
+    if restarts.any():  # Ray Train's restarts inside the trials: no trial errored of them
+        restarted = results.preemptions[restarts]["trial_id"].nunique()
+        facts.append(
+            ("Preempted", f"{plural(int(restarts.sum()), 'restart')} of {plural(restarted, 'trial')}, not errors")
+        )
     if searcher:
         extra = f" ({searcher['sampler']})" if searcher.get("sampler") else ""
         facts.append(("Searcher", f"{searcher.get('type', 'random')}{extra}"))
@@ -179,6 +186,29 @@ def errors(results: Results) -> list[dict[str, str]]:
         }
         for r in trials.itertuples(index=False)
     ]
+
+
+def preemptions_table(results: Results) -> pd.DataFrame:
+    """Each drain notice a trial's loop read, as the report lists it: the drained hosts, the drain's reason, the
+    seconds of warning it gave, the epoch of the notice and of the checkpoint saved then, and the restart: the
+    attempt that continued, from the checkpoint of which epoch, and the reports lost (made again)."""
+    columns = {
+        "trial_id": "trial_id",
+        "attempt": "attempt",
+        "hosts": "hosts",
+        "reason": "reason",
+        "warning_s": "warning (s)",
+        "epoch": "notice at epoch",
+        "saved_epoch": "saved epoch",
+        "restart_attempt": "restarted as attempt",
+        "restored_epoch": "from epoch",
+        "reports_lost": "reports lost",
+    }
+    table = results.preemptions[list(columns)].copy()
+    table["hosts"] = [", ".join(h for h in hosts if h) or "-" for hosts in table["hosts"]]
+    table["reason"] = [reason or "-" for reason in table["reason"]]
+    shown: pd.DataFrame = gaps(table).rename(columns=columns)
+    return shown
 
 
 @dataclass

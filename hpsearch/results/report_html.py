@@ -100,7 +100,7 @@ def render_html(results: Results, figures: list[Figure], *, base: Path | None = 
         out += [f"<h2>PBT lineage ({len(exploits)} exploits)</h2>", _table_html(exploits, results)]
     best = content.best_table(results)
     out += [f"<h2>{e(content.best_title(results))}</h2>", _table_html(best, results, mark_best=True)]
-    out += _errors_html(results, logs)
+    out += _errors_html(results, logs) + _preemptions_html(results)
     out += [
         f"<h2>All trials ({len(results.trials)})</h2>",
         "<details><summary>show the table</summary>",
@@ -197,6 +197,19 @@ def _errors_html(results: Results, logs: dict[str, TrialLogs]) -> list[str]:
         )
     out.append("</table></div>")
     return out
+
+
+def _preemptions_html(results: Results) -> list[str]:
+    """Each drain notice a trial's loop read and the restart that followed (nothing when no node was drained)."""
+    table = content.preemptions_table(results)
+    if table.empty:
+        return []
+    return [
+        f"<h2>Preempted ({len(table)})</h2>",
+        "<p class='muted'>Nodes drained under a trial (a spot reclaim): Ray Train started its workers again from "
+        "the latest checkpoint, inside the trial. Restarts, not errors.</p>",
+        _table_html(table, results),
+    ]
 
 
 def _logs_section_html(logs: dict[str, TrialLogs]) -> list[str]:

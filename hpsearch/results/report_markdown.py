@@ -81,6 +81,7 @@ def render_markdown(
         lines.append(f"- {_md_code(x['trial_id'])}: {_md_code(x['error'])} ({_md_code(x['file'])}{link})")
     if not errors:
         lines.append("No trial errored.")
+    lines += _preemptions_md(results)
     lines += ["", f"## All trials ({len(results.trials)})", "", _table_md(content.trials_table(results))]
     if logs:
         lines += [
@@ -103,6 +104,22 @@ def render_markdown(
         fence = "`" * max(3, _longest_backticks(text) + 1)  # no line of the spec can close it (CommonMark 4.5)
         lines += ["", f"{fence}yaml", text, fence]
     return "\n".join(lines) + "\n"
+
+
+def _preemptions_md(results: Results) -> list[str]:
+    """Each drain notice a trial's loop read and the restart that followed (nothing when no node was drained)."""
+    table = content.preemptions_table(results)
+    if table.empty:
+        return []
+    return [
+        "",
+        f"## Preempted ({len(table)})",
+        "",
+        "Nodes drained under a trial (a spot reclaim): Ray Train started its workers again from the latest "
+        "checkpoint, inside the trial. Restarts, not errors.",
+        "",
+        _table_md(table),
+    ]
 
 
 def _table_md(table: pd.DataFrame) -> str:

@@ -15,6 +15,12 @@ class FailureSettings(StrictModel):
     worker_retries: int = Field(default=1, ge=0)
     trial_retries: int = Field(default=0, ge=0)
     controller_retries: int = Field(default=2, ge=0)
+    #: Worker-group restarts after a node of the trial was drained (a spot reclaim: Ray Train's
+    #: ``max_preemption_failures``), counted apart: a preemption never spends ``worker_retries`` or
+    #: ``trial_retries``. Ray's own default is no limit; bounded here like every other retry, so a trial on
+    #: nodes drained again and again ends in an error instead of restarting for ever. A loop that fails while it
+    #: drains restarts as that failure, counted against ``worker_retries`` (Ray Train's rule).
+    preemption_retries: int = Field(default=10, ge=0, le=1000)
     worker_start_timeout_s: PositiveFloat = 60.0
     #: On an autoscaling cluster (``run --cluster`` with ``min..max`` counts): how long a worker group
     #: may wait for a node the autoscaler starts, in place of ``worker_start_timeout_s`` when longer.

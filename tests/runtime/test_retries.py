@@ -139,7 +139,8 @@ def test_the_nested_runs_failure_config_takes_the_preemption_options_only_when_s
 
     monkeypatch.setenv("RAY_TRAIN_V2_ENABLED", "1")
     plain = driver._run_config("run", "/tmp/s", UserCallback(), FailureSettings(), {}).failure_config
-    assert (plain.max_failures, plain.controller_failure_limit, plain.max_preemption_failures) == (1, 2, 1)
+    # preemptions are counted apart, by failure.preemption_retries (10), never against worker_retries (1)
+    assert (plain.max_failures, plain.controller_failure_limit, plain.max_preemption_failures) == (1, 2, 10)
     assert FailureSettings().preemption_options() == {}
     chosen = FailureSettings(preemption_grace_s=30, relax_collectives_on_preemption=True)
     assert chosen.preemption_options() == {"preemption_grace_s": 30.0, "relax_collectives_on_preemption": True}

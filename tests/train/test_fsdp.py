@@ -73,6 +73,9 @@ class _RayTrain:
     def get_checkpoint(self) -> Any:
         return self.latest
 
+    def get_preemption_info(self) -> Any:
+        return None  # no node of the run is drained (hpsearch.train.report asks at every report)
+
 
 def _build(kind: str, lr: float = 1e-2) -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
     """A small MLP with dropout (the random states matter), wrapped as ``kind`` says, its AdamW and StepLR."""
@@ -143,6 +146,7 @@ def _round_trips(kind: str, storage: Path) -> dict[str, Any]:
 
     fake = _RayTrain(storage)
     ray.train.report, ray.train.get_checkpoint = fake.report, fake.get_checkpoint  # type: ignore[assignment]
+    ray.train.get_preemption_info = fake.get_preemption_info  # type: ignore[assignment]
     seen: dict[str, Any] = {}
 
     model, optimizer, scheduler = _build(kind)
@@ -261,6 +265,7 @@ def _digits(monkeypatch: pytest.MonkeyPatch, storage: Path, **config: Any) -> tu
     recorder = _Recorder(storage)
     monkeypatch.setattr(ray.train, "report", recorder.report)
     monkeypatch.setattr(ray.train, "get_checkpoint", lambda: None)
+    monkeypatch.setattr(ray.train, "get_preemption_info", lambda: None, raising=False)  # no node drained
     monkeypatch.setattr(ray.train, "get_context", lambda: _Context(0, 1))
     monkeypatch.setattr(ray.train.torch, "get_device", lambda: torch.device("cpu"))
     monkeypatch.setattr(ray.train.torch, "prepare_model", lambda model, **kwargs: model)  # 1 worker: as is

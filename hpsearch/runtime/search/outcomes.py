@@ -9,7 +9,9 @@ A ``done`` result at or past the scheduler's ``max_t`` (of its ``time_attr``) me
 ran to its end; it was not stopped.
 
 Each end is appended at once to ``hpsearch_trials.jsonl``
-(:func:`hpsearch.experiment.files.append_outcome`), so it survives an interrupted search.
+(:func:`hpsearch.experiment.files.append_outcome`), so it survives an interrupted search. It counts
+the restarts of the trial's worker group that a drained node caused (``preempted``): Ray Train makes
+them inside the trial, so a trial that finished after them finished, and none of them is an error.
 
 The recorder also writes to ``hpsearch_usage.jsonl``
 (:func:`hpsearch.experiment.files.record_trial_stint`). For each run of a trial's driver it
@@ -33,7 +35,14 @@ from typing import Any
 from ray.tune import Callback
 
 from hpsearch import messages
-from hpsearch.experiment.files import Outcome, append_outcome, read_rank_progress, record_trial_stint, run_dir
+from hpsearch.experiment.files import (
+    Outcome,
+    append_outcome,
+    read_preemptions,
+    read_rank_progress,
+    record_trial_stint,
+    run_dir,
+)
 from hpsearch.experiment.layout import ERRORED, FINISHED, STOPPED, TUNE_ERROR_FILE, TrialStatus
 from hpsearch.experiment.metrics import report_epoch as last_epoch  # the shared epoch rule, by the name callers use
 from hpsearch.experiment.tracebacks import short_error
@@ -148,6 +157,16 @@ class OutcomeRecorder(Callback):
         except Exception:  # noqa: BLE001 - the note is a courtesy; never fail the search over it
             return ""
 
+    def _preempted(self, trial_id: str) -> int:
+        """How many times the trial's worker group started again because a node of it was drained: restarts
+        Ray Train made inside the trial, never an error of it (its records: :mod:`hpsearch.experiment.preemptions`)."""
+        if self.experiment_dir is None:
+            return 0
+        try:
+            return sum(p.restarted for p in read_preemptions(run_dir(self.experiment_dir, trial_id)))
+        except Exception:  # noqa: BLE001 - a count in the record, never a reason to fail the search
+            return 0
+
     def _ran_to_max_t(self, result: dict[str, Any]) -> bool:
         if self.max_t is None:
             return False
@@ -190,6 +209,7 @@ class OutcomeRecorder(Callback):
             last_epoch=last_epoch(trial.last_result),
             ended_at=time.time(),
             error=error,
+            preempted=self._preempted(trial.trial_id),
         )
         self.outcomes[trial.trial_id] = status
         self.records[trial.trial_id] = outcome

@@ -10,7 +10,9 @@ In the worker, rank 0 records the run's worker placement group for a reused tria
 (:func:`hpsearch.runtime.trial.reuse.record_worker_group`). Every rank keeps its log and its progress
 (reports entered and completed, how its loop ended) in its attempt's folder of the trial's
 ``logs/`` (:class:`hpsearch.runtime.rank_watch.RankRecord`), which the trial driver watches for
-unequal reports and stalls. Every report is made plain Python before Ray sees it
+unequal reports and stalls. While the loop runs, the process knows that attempt's folder
+(:func:`hpsearch.experiment.files.set_current_attempt`), where :func:`hpsearch.train.report` records a notice
+that a node of the worker group is being drained. Every report is made plain Python before Ray sees it
 (:func:`plain_reports`). The loop's return value is dropped.
 """
 
@@ -20,6 +22,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from hpsearch.experiment import files
 from hpsearch.runtime.internals import wrap_worker_reports
 from hpsearch.runtime.rank_watch import RankRecord
 from hpsearch.runtime.train import transplant
@@ -55,6 +58,8 @@ def worker_loop(
         if run_folder is not None:
             reuse.record_worker_group(run_folder)
             record = RankRecord.start(run_folder)
+        # where hpsearch.train.report records a drain notice the loop reads (experiment/preemptions.py)
+        files.set_current_attempt(record.folder if record is not None else None)
         transplant.take_over(workarounds)  # a run from a donor's checkpoint (pbt/pb2): the loop sees it as its own
         plain_reports()
         try:
@@ -63,6 +68,8 @@ def worker_loop(
             if record is not None:
                 record.end(err)
             raise
+        finally:
+            files.set_current_attempt(None)
         if record is not None:
             record.end()
 

@@ -37,6 +37,11 @@ a later report's barrier) end the trial at once, and with ``failure.report_timeo
 sent no report for that long: its controller is ended, with its workers, and the trial fails with
 one line (:class:`~hpsearch.runtime.rank_watch.RankHangError`) naming the ranks.
 
+A drained node (``ray drain-node``, a spot reclaim) restarts the worker group from its latest checkpoint,
+counted apart from the failures, up to ``failure.preemption_retries`` times (Ray Train's
+``max_preemption_failures``); after its nested run the driver adds to each drain notice its loop recorded
+the reason the drain gave, which Ray shows only once the node is gone (:mod:`hpsearch.experiment.preemptions`).
+
 An elastic trial (``scaling.num_workers: {min, max}``) gets Ray's ``ScalingConfig(num_workers=(min,
 max))``. Ray sizes its worker group from what its autoscaling coordinator reserves for it: each
 node's total resources less the requests made before the trial's. Tune's trial drivers are not
@@ -54,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ray
 from ray import train, tune
 
 from hpsearch import messages
@@ -177,6 +183,28 @@ def run_nested(
     finally:
         if channel is not None:
             channel.close()
+        _record_drain_reasons(trial_folder)
+
+
+def _record_drain_reasons(trial_folder: str) -> None:
+    """Add to the trial's drain notices the reason each drained node's drain gave, where Ray now shows it.
+
+    Ray shows a drain's reason message (``ray drain-node --reason-message``) only once the node is gone
+    (``ray.nodes()``' ``DeathReasonMessage``), after the worker group's restart; the loop's notice could not
+    hold it. A record, so it never fails the trial; a node still there is looked up again after the next run.
+    """
+    try:
+        wanted = files.missing_reasons(trial_folder)
+        if not wanted:
+            return
+        gone = ray.nodes()  # type: ignore[no-untyped-call]  # Ray's API is unannotated
+        said = {str(node.get("NodeID")): str(node.get("DeathReasonMessage") or "") for node in gone}
+        for folder, node_ids in wanted.items():
+            for node_id in node_ids:
+                if said.get(node_id):
+                    files.append_reason(folder, node_id, said[node_id])
+    except Exception:  # noqa: BLE001 - the reason is a courtesy: the notice and the restart are recorded without it
+        pass
 
 
 def _refuse_a_known_failure(trial_folder: str, search_token: str, required: Mapping[str, str] | Sequence[str]) -> None:
@@ -241,7 +269,9 @@ def _run_config(
         failure_config=train.FailureConfig(  # type: ignore[call-arg]  # V2's FailureConfig has these limits
             max_failures=failure.worker_retries,
             controller_failure_limit=failure.controller_retries,
-            max_preemption_failures=failure.worker_retries,
+            # counted apart: a drained node's restart never spends worker_retries (in every supported Ray's
+            # FailureConfig, Ray 2.58.1's included); its own bound, as Ray's default has none
+            max_preemption_failures=failure.preemption_retries,
             **failure.preemption_options(),  # type: ignore[arg-type]  # V2's names; only those set (preflight)
         ),
         checkpoint_config=train.CheckpointConfig(**checkpoint_config),

@@ -82,3 +82,46 @@ def until_released(config: dict) -> None:
         ray.train.report({"loss": scaled_loss(config["x"], epoch), "host": socket.gethostname(), "epoch": epoch})
         if Path(config["release"]).exists():
             return
+
+
+def drained(config: dict) -> None:
+    """DDP across the hosts, a report every ``step_s`` seconds: ``steps`` reports an epoch over ``epochs`` epochs,
+    checkpointed through hpsearch.train at each epoch's end only. So a checkpoint within an epoch is the one a
+    drain notice brings (hpsearch.train.report saves at the first report after it, once).
+
+    Rank 0 writes ``epoch-<e>-step-<s>`` into ``config["progress_dir"]`` once step s of epoch e is reported, so a
+    test knows where the loop is (when to drain a host) and which steps ran twice. The step is saved with each
+    checkpoint (``extra``): a run restarted from a notice's checkpoint continues the epoch after that step;
+    ``started_at`` is the epoch this run started in.
+    """
+    from pathlib import Path
+
+    import ray.train.torch
+
+    from hpsearch import train as hp
+
+    context = ray.train.get_context()
+    model = ray.train.torch.prepare_model(torch.nn.Linear(1, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    steps, place = config["steps"], {}
+    start = hp.restore(model=model, optimizer=optimizer, extra=place)
+    first_epoch, first_step = start, 1
+    if place.get("step", steps) < steps:  # saved within an epoch (a notice's checkpoint): the rest of that epoch
+        first_epoch, first_step = start - 1, place["step"] + 1
+    for epoch in range(first_epoch, config["epochs"] + 1):
+        for step in range(first_step if epoch == first_epoch else 1, steps + 1):
+            loss = model(torch.ones(1, 1)).pow(2).sum()
+            optimizer.zero_grad()
+            loss.backward()  # DDP all-reduces the gradient across the hosts
+            optimizer.step()
+            time.sleep(config["step_s"])
+            hp.report(
+                {"loss": float(loss), "step": step, "started_at": first_epoch},
+                epoch=epoch,
+                model=model,
+                optimizer=optimizer,
+                checkpoint=step == steps,
+                extra={"step": step},
+            )
+            if context.get_world_rank() == 0:
+                Path(config["progress_dir"], f"epoch-{epoch}-step-{step}").touch()
