@@ -11,6 +11,14 @@ Each term is a :class:`NodeGroup`: nodes of one shape, with a count that is fixe
 node is the head and its minimum is at least 1; a head group of ``1..3x{...}`` has
 the head plus up to two workers of the same shape.
 
+A group of spot (preemptible) nodes is marked by a bare ``spot`` among its resources,
+``0..4x{CPU: 8, GPU: 1, spot}`` (``spot: true`` reads the same; ``spot: false`` is an on-demand
+group, so ``spot`` cannot name a custom resource). The head group cannot be spot: the search
+process and the trial drivers run on the head. Each node of a spot group carries Ray's own
+market-type label (:data:`SPOT_LABEL` ``: spot``), as a running cluster's spot nodes do when they
+were started with ``RAY_NODE_MARKET_TYPE=spot``, so a plan tells the trials on spot nodes apart
+(:func:`is_spot`).
+
 In a YAML file a node entry takes ``count: 3``, ``count: "0..4"`` (quoted: ``0..4``
 is a string to YAML either way) or ``min_count: 0`` with ``max_count: 4`` (both):
 
@@ -18,7 +26,7 @@ is a string to YAML either way) or ``min_count: 0`` with ``max_count: 4`` (both)
 
     nodes:
       - {CPU: 8, memory: 32}
-      - {CPU: 8, GPU: 8, min_count: 0, max_count: 4}
+      - {CPU: 8, GPU: 8, min_count: 0, max_count: 4, spot: true}
 
 :func:`parse_node_groups` gives the groups; :func:`nodes_at` expands them to the
 planner's :class:`~hpsearch.planning.planner.Node` list at the minimum size, the
@@ -57,6 +65,10 @@ __all__ = [
     "nodes_at",
     "fmt_count",
     "cluster_text",
+    "is_spot",
+    "SPOT_KEY",
+    "SPOT_LABEL",
+    "SPOT_VALUE",
     "MAX_NODES",
     "MAX_NODE_GROUPS",
     "MAX_RESOURCES",
@@ -81,6 +93,12 @@ MAX_NUMBER_DIGITS = 32
 MAX_TEXT_CHARS = 4096
 #: The largest description file read, in bytes (a description is a few lines of YAML).
 MAX_FILE_BYTES = 64 * 1024
+#: The key that marks a node group as spot capacity: bare (``{CPU: 8, spot}``) or ``spot: true``.
+SPOT_KEY = "spot"
+#: The node label a spot node carries, and its value: Ray's own (``ray.io/market-type``, set from a node's
+#: ``RAY_NODE_MARKET_TYPE``), so the nodes of a running cluster and of a description read alike.
+SPOT_LABEL = "ray.io/market-type"
+SPOT_VALUE = "spot"
 
 _TERM = re.compile(r"^\s*(?:(\S.*?)\s*[x×*]\s*)?(\{.*\})\s*$", re.S)
 _COUNT = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$")
@@ -109,13 +127,14 @@ class NodeGroup:
     ``resources`` is per node, ``memory`` in bytes (as :class:`Node`), keys as Ray names them
     (``CPU``, ``GPU``, ``memory``, custom ones). ``min_count >= 0`` (the head group's >= 1) and
     ``max_count >= min_count``. The first group is the head group (``is_head``); its first node
-    is the head, any others are workers of the same shape.
+    is the head, any others are workers of the same shape. ``spot``: preemptible nodes (never the head group's).
     """
 
     resources: dict[str, float]
     min_count: int
     max_count: int
     is_head: bool
+    spot: bool = False
 
     @property
     def autoscaling(self) -> bool:
@@ -135,18 +154,29 @@ def fmt_count(group: _Counted) -> str:
     return f"{group.min_count}..{group.max_count}" if group.max_count > group.min_count else str(group.min_count)
 
 
+def is_spot(node: Node) -> bool:
+    """Whether a node is spot capacity: it carries :data:`SPOT_LABEL` ``: spot`` (described, or Ray's own label)."""
+    return str(node.labels.get(SPOT_LABEL, "")).lower() == SPOT_VALUE
+
+
+def _shape_text(group: NodeGroup, exact: bool) -> str:
+    """One group's shape as ``--cluster`` writes it: ``{CPU: 8, GPU: 1}``, ``{CPU: 8, GPU: 1, spot}``."""
+    text = fmt_resources(group.resources, exact=exact)
+    return f"{text[:-1]}, {SPOT_KEY}}}" if group.spot else text
+
+
 def cluster_text(groups: Sequence[NodeGroup], *, exact: bool = True) -> str:
     """The groups as ``--cluster`` text: the one writer of it, ``1x{CPU: 8, memory: 32} + 0..4x{CPU: 8, GPU: 8}``.
 
     ``exact`` (the default): what :func:`parse_node_groups` reads back to the same groups, ``memory``
     a number of GiB (``hpsearch plan --format json``'s ``cluster``, the RayJob's ``run --cluster``).
-    Otherwise for people, ``memory: 32 GiB`` (the title of ``hpsearch plan``).
+    Otherwise for people, ``memory: 32 GiB`` (the title of ``hpsearch plan``). A spot group ends in ``, spot}``.
 
     Example:
-        >>> cluster_text(parse_node_groups("1x{memory: 32, CPU: 8} + 0..2x{CPU: 4, memory: 16}"))
-        '1x{CPU: 8, memory: 32} + 0..2x{CPU: 4, memory: 16}'
+        >>> cluster_text(parse_node_groups("1x{memory: 32, CPU: 8} + 0..2x{CPU: 4, spot, memory: 16}"))
+        '1x{CPU: 8, memory: 32} + 0..2x{CPU: 4, memory: 16, spot}'
     """
-    return " + ".join(f"{fmt_count(g)}x{fmt_resources(g.resources, exact=exact)}" for g in groups)
+    return " + ".join(f"{fmt_count(g)}x{_shape_text(g, exact)}" for g in groups)
 
 
 def parse_node_groups(text: str) -> list[NodeGroup]:
@@ -210,7 +240,7 @@ def nodes_at(groups: Sequence[NodeGroup], size: Literal["min", "max"] | Sequence
     """The groups' nodes at their minimum or maximum size, or at one count per group.
 
     The head group's first node is the head (``node_id="head"``); the others are
-    ``node1``, ``node2``, ... in group order.
+    ``node1``, ``node2``, ... in group order. A spot group's nodes carry :data:`SPOT_LABEL` ``: spot``.
 
     Raises:
         ValueError: ``size`` gives a count per group that is outside a group's range, or the
@@ -236,10 +266,12 @@ def nodes_at(groups: Sequence[NodeGroup], size: Literal["min", "max"] | Sequence
         raise ValueError(f"{sum(counts):,} nodes is more than a cluster may have ({MAX_NODES:,})")
     nodes: list[Node] = []
     for group, count in zip(groups, counts, strict=True):
+        labels = {SPOT_LABEL: SPOT_VALUE} if group.spot else {}
         for _ in range(count):
             i = len(nodes)
             head = group.is_head and i == 0
-            nodes.append(Node(dict(group.resources), node_id="head" if head else f"node{i}", is_head=head))
+            node_id = "head" if head else f"node{i}"
+            nodes.append(Node(dict(group.resources), node_id=node_id, is_head=head, labels=dict(labels)))
     return nodes
 
 
@@ -403,11 +435,44 @@ def _amount(key: str, amount: Any) -> float | None:
     return float(amount) * (GB if key == MEMORY else 1)
 
 
+def _spot(value: Mapping[Any, Any], where: str, head: bool, problems: list[Problem]) -> bool:
+    """Whether a shape marks its group spot (a bare ``spot``, or ``spot: true``); a problem for another value,
+    or for the head group, whose head node runs the search and the trial drivers."""
+    flag = value.get(SPOT_KEY, False)
+    if flag is None:  # written bare: {CPU: 8, spot}
+        flag = True
+    if not isinstance(flag, bool):
+        problems.append(
+            Problem(
+                f"{where}.{SPOT_KEY}",
+                f"marks the group as spot nodes: write it bare ({{CPU: 8, spot}}) or spot: true, got {_shown(flag)} "
+                "(a custom resource cannot be named spot)",
+            )
+        )
+        return False
+    if flag and head:
+        problems.append(
+            Problem(
+                f"{where}.{SPOT_KEY}",
+                "the head group (the first) cannot be spot: the search process and the trial drivers run on the "
+                "head node; put the spot nodes in a later group",
+            )
+        )
+        return False
+    return flag
+
+
 def _groups(
     shapes: list[tuple[tuple[int, int] | None, Any, str]], problems: list[Problem], source: str | None = None
 ) -> list[NodeGroup]:
     groups: list[NodeGroup] = []
-    for counts, value, where in shapes:
+    for i, (counts, value, where) in enumerate(shapes):
+        spot = _spot(value, where, i == 0, problems) if isinstance(value, Mapping) else False
+        if isinstance(value, Mapping) and SPOT_KEY in value:
+            value = {k: v for k, v in value.items() if k != SPOT_KEY}
+            if not value:
+                problems.append(Problem(where, "a spot group needs its resources too, e.g. {CPU: 8, GPU: 1, spot}"))
+                continue
         if not isinstance(value, Mapping) or not value:
             problems.append(Problem(where, f"must be a non-empty mapping of resources, got {_shown(value)}"))
             continue
@@ -425,7 +490,7 @@ def _groups(
                 continue
             resources[name] = per_node
         if counts is not None:
-            groups.append(NodeGroup(resources, counts[0], counts[1], is_head=not groups))
+            groups.append(NodeGroup(resources, counts[0], counts[1], is_head=not groups, spot=spot))
     if problems:
         raise ClusterShapeError(problems, source=source)
     if not groups:

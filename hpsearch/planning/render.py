@@ -9,6 +9,7 @@ from hpsearch.formatting import duration, hours, plural, text_table
 from hpsearch.planning.cluster_shape import cluster_text
 from hpsearch.planning.helper_cpu import HELPER_CPU
 from hpsearch.planning.planner import Plan
+from hpsearch.planning.preemption import Cadence, spot_lines
 from hpsearch.planning.resources import GB, MEMORY, fmt_resources
 from hpsearch.spec.budget import format_duration
 
@@ -33,8 +34,10 @@ def _cell(key: str, used: float, total: float) -> str:
     return f"{used:g}/{total:g} ({_pct(used, total)})"
 
 
-def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> str:
-    """A readable plan: per-trial demand, trials at once, per-node placement, utilisation, idle, warnings."""
+def render_plan(plan: Plan, *, title: str, total_trials: int | None = None, cadence: Cadence | None = None) -> str:
+    """A readable plan: per-trial demand, trials at once, per-node placement, utilisation, idle, warnings; with
+    workers on spot nodes, what a preemption costs a trial at the checkpoint ``cadence`` (``None``: one per report,
+    assumed; :func:`~hpsearch.planning.estimate.workload.cadence_for` reads the spec's)."""
     d = plan.demand
     driver_where = "on the head node" if d.driver_node == "head" else "on any node"
     lines = [
@@ -84,6 +87,7 @@ def render_plan(plan: Plan, *, title: str, total_trials: int | None = None) -> s
         "  idle            " + (fmt_resources({k: idle[k] for k in keys if idle[k] > 1e-9})[1:-1] or "nothing"),
     ]
     lines += _helper_lines(plan)
+    lines += spot_lines(plan, cadence)
     if plan.warnings:
         lines += ["  notes"] + [f"    - {w}" for w in plan.warnings]
     return "\n".join(lines)
@@ -158,7 +162,9 @@ def describe_groups(plan: AutoscalingPlan) -> str:
     return cluster_text(plan.groups, exact=False)
 
 
-def render_autoscaling(plan: AutoscalingPlan, *, title: str, total_trials: int | None = None) -> str:
+def render_autoscaling(
+    plan: AutoscalingPlan, *, title: str, total_trials: int | None = None, cadence: Cadence | None = None
+) -> str:
     """An autoscaling cluster's plans: at the minimum size, at the maximum size, and what each extra node adds.
 
     At the minimum size a spec whose trial does not fit yet is not refused: its trials wait for
@@ -168,7 +174,7 @@ def render_autoscaling(plan: AutoscalingPlan, *, title: str, total_trials: int |
     lines = [title, ""]
     min_title = f"At the minimum size ({plural(low, 'node')})"
     if plan.at_min is not None:
-        lines.append(render_plan(plan.at_min, title=min_title, total_trials=total_trials))
+        lines.append(render_plan(plan.at_min, title=min_title, total_trials=total_trials, cadence=cadence))
     else:
         lines += [
             min_title,
@@ -177,7 +183,12 @@ def render_autoscaling(plan: AutoscalingPlan, *, title: str, total_trials: int |
         ]
     lines += [
         "",
-        render_plan(plan.at_max, title=f"At the maximum size ({plural(high, 'node')})", total_trials=total_trials),
+        render_plan(
+            plan.at_max,
+            title=f"At the maximum size ({plural(high, 'node')})",
+            total_trials=total_trials,
+            cadence=cadence,
+        ),
     ]
     if plan.per_node:
         lines += ["", "As the autoscaler adds nodes (the other groups at their minimum)"]
@@ -260,6 +271,7 @@ def render_estimate(est: Estimate, *, title: str | None = None) -> str:
         + (f"; {_spread(est.restarts, _count)} restart(s)" if est.restarts.high > 0 else "")
         + f"; the slots train {_spread(est.utilisation, _share)} of the time",
     ]
+    lines += _preemption_lines(est)
     budget = _budget_lines(est)
     lines += [f"  budget          {budget[0]}"] + [f"                  {b}" for b in budget[1:]]
     stalled = sum(1 for r in est.runs if r.stalled)
@@ -270,6 +282,48 @@ def render_estimate(est: Estimate, *, title: str | None = None) -> str:
     )
     lines += ["  notes"] + [f"    - {n}" for n in notes]
     return "\n".join(lines)
+
+
+def _figure(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def _chance(share: float) -> str:
+    """``about 4.2%``, or ``under 0.1%`` for what rounds to nothing."""
+    return "under 0.1%" if share < 0.001 else f"about {100 * share:.2g}%"
+
+
+def _preemption_lines(est: Estimate) -> list[str]:
+    """``--preemption-rate``: the expected preemptions, what each costs its trial, the extra wall time and
+    resource-hours (an expectation added to each simulated run, not simulated). Empty without a rate or spot nodes."""
+    p = est.preemption()
+    if p is None or "expected_preemptions" not in p:
+        return []
+    w, t = est.workload, est.timing
+    extra = ", ".join(f"{k} +{_dict_spread(s, hours)}" for k, s in p["extra_resource_hours"].items())
+    lines = [
+        f"  preemptions     {t.preemption_rate:g} per spot node-hour (--preemption-rate) x "
+        f"{_dict_spread(p['spot_node_hours'], _figure)} spot node-hours under the trials' workers: "
+        f"{_dict_spread(p['expected_preemptions'], _figure)} expected",
+        f"                  each costs its trial {_seconds(est.lost_per_preemption_s)} of training (half a checkpoint "
+        f"interval of {w.cadence.mean:g} epoch(s) at {_seconds(t.epoch_s)} each) + {_seconds(t.restart_s)} to restart "
+        f"(a restarted run's start-up) = {_seconds(est.per_preemption_s)}",
+        f"                  {' '.join(w.cadence.lines())}",
+        f"                  expected extra: wall time +{_dict_spread(p['extra_wall_time_s'], duration)}, "
+        f"resource-hours {extra or 'none'}",
+    ]
+    if p["beyond_retries"] is not None and p["per_spot_trial"] > 0:
+        lines.append(
+            f"                  a trial on spot nodes expects {p['per_spot_trial']:.2g} preemption(s); "
+            f"failure.preemption_retries {w.preemption_retries}: {_chance(p['beyond_retries'])} of them are "
+            "preempted more often and error"
+        )
+    lines.append(
+        f"                  an expectation added to each run, not simulated: the extra slot-time spread over the "
+        f"{est.slots} trial(s) at once; not counted: preemptions during redone work, the budget's limits, the wait "
+        "for a replacement node, and the preemption notice's checkpoint (the loss counted as if none came in time)"
+    )
+    return lines
 
 
 def _ended(est: Estimate) -> str:

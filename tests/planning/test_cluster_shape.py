@@ -21,7 +21,9 @@ from hpsearch.planning.cluster_shape import (
     MAX_TEXT_CHARS,
     ClusterShapeError,
     NodeGroup,
+    cluster_text,
     fmt_count,
+    is_spot,
     nodes_at,
     parse_cluster,
     parse_node_groups,
@@ -246,11 +248,86 @@ def test_yaml_node_group_errors(tmp_path: Path, entries: list[str], messages: li
     assert [str(p) for p in info.value.problems] == messages
 
 
+# ----------------------------------------------------------------------------- spot groups
+
+_HEAD_SPOT = (
+    "the head group (the first) cannot be spot: the search process and the trial drivers run on the head node; "
+    "put the spot nodes in a later group"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1x{CPU: 4} + 0..4x{CPU: 8, GPU: 1, spot}",
+        "1x{CPU: 4} + 0..4x{spot, GPU: 1, CPU: 8}",
+        "1x{CPU: 4} + 0..4x{CPU: 8, GPU: 1, spot: true}",
+    ],
+)
+def test_a_bare_spot_marks_a_group_and_its_nodes_carry_rays_market_type_label(text: str) -> None:
+    head, spot = parse_node_groups(text)
+    assert (head.spot, spot.spot, spot.resources) == (False, True, {"CPU": 8.0, "GPU": 1.0})
+    nodes = nodes_at([head, spot], "max")
+    assert [dict(n.labels) for n in nodes] == [{}] + [{"ray.io/market-type": "spot"}] * 4
+    assert [is_spot(n) for n in nodes] == [False] + [True] * 4
+
+
+def test_cluster_text_writes_spot_back_and_reads_back_to_the_same_groups() -> None:
+    groups = parse_node_groups("1x{CPU: 4, spot: false} + 2x{CPU: 8, memory: 16, spot} + 0..3x{GPU: 1, CPU: 2}")
+    assert [g.spot for g in groups] == [False, True, False]
+    text = cluster_text(groups)
+    assert text == "1x{CPU: 4} + 2x{CPU: 8, memory: 16, spot} + 0..3x{CPU: 2, GPU: 1}"
+    assert parse_node_groups(text) == groups
+    assert cluster_text(groups, exact=False) == "1x{CPU: 4} + 2x{CPU: 8, memory: 16 GiB, spot} + 0..3x{CPU: 2, GPU: 1}"
+
+
+def test_a_yaml_file_marks_a_spot_group_with_spot_true(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "nodes:\n  - {CPU: 8}\n  - {CPU: 8, GPU: 8, count: '0..4', spot: true}\n  - CPU: 2\n    spot: false\n"
+    )
+    groups = parse_node_groups(str(path))
+    assert [(g.spot, g.min_count, g.max_count) for g in groups] == [(False, 1, 1), (True, 0, 4), (False, 1, 1)]
+    assert parse_node_groups(cluster_text(groups)) == groups
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("1x{CPU: 4, spot} + 2x{CPU: 8}", f"--cluster term 1.spot: {_HEAD_SPOT}", id="head"),
+        pytest.param("1..3x{CPU: 8, spot: true}", f"--cluster term 1.spot: {_HEAD_SPOT}", id="head-group-range"),
+        pytest.param(
+            "1x{CPU: 4} + 2x{CPU: 8, spot: 1}",
+            "--cluster term 2.spot: marks the group as spot nodes: write it bare ({CPU: 8, spot}) or spot: true, "
+            "got 1 (a custom resource cannot be named spot)",
+            id="a-number",
+        ),
+        pytest.param(
+            "1x{CPU: 4} + 2x{spot}",
+            "--cluster term 2: a spot group needs its resources too, e.g. {CPU: 8, GPU: 1, spot}",
+            id="nothing-else",
+        ),
+    ],
+)
+def test_a_bad_spot_group_is_refused_in_one_line(text: str, message: str) -> None:
+    with pytest.raises(ClusterShapeError) as info:
+        parse_node_groups(text)
+    assert str(info.value) == message
+
+
+def test_a_spot_head_in_a_file_is_refused_naming_the_file_and_the_node(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text("- {CPU: 8, spot: true}\n- {CPU: 8, count: 2}\n")
+    with pytest.raises(ClusterShapeError) as info:
+        parse_node_groups(str(path))
+    assert str(info.value) == f"--cluster {path}: nodes[0].spot: {_HEAD_SPOT}"
+
+
 QUICK = Path(__file__).resolve().parents[2] / "search_spaces" / "digits_quick.yaml"
 
 
-def groups_of(text: str) -> list[tuple[dict[str, float], int, int, bool]]:
-    return [(g.resources, g.min_count, g.max_count, g.is_head) for g in parse_node_groups(text)]
+def groups_of(text: str) -> list[tuple[dict[str, float], int, int, bool, bool]]:
+    return [(g.resources, g.min_count, g.max_count, g.is_head, g.spot) for g in parse_node_groups(text)]
 
 
 @pytest.mark.parametrize(
@@ -259,6 +336,7 @@ def groups_of(text: str) -> list[tuple[dict[str, float], int, int, bool]]:
         "1x{CPU: 8, memory: 32} + 0..2x{CPU: 4, memory: 16}",
         "1x{memory: 32.5, CPU: 8} + 0..4x{GPU: 8, CPU: 2.5, memory: 0.3}",
         "1..3x{CPU: 8, accel/x-1.0: 0.25}",
+        "1x{CPU: 8} + 0..2x{CPU: 4, GPU: 1, spot}",
     ],
 )
 def test_the_cluster_of_plan_as_json_is_read_back_by_cluster_to_the_same_groups(

@@ -601,11 +601,17 @@ def test_plan_estimate_needs_the_epochs_when_the_spec_does_not_say(
     assert wall["low"] < wall["high"]
 
 
+_OPTIONS_OF_ESTIMATE = (
+    "Error: --epoch-time, --startup, --teardown, --epochs and --preemption-rate are options of --estimate\n"
+)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--epoch-time", "5"], "Error: --epoch-time, --startup, --teardown and --epochs are options of --estimate\n"),
-        (["--epochs", "3"], "Error: --epoch-time, --startup, --teardown and --epochs are options of --estimate\n"),
+        (["--epoch-time", "5"], _OPTIONS_OF_ESTIMATE),
+        (["--preemption-rate", "0.1"], _OPTIONS_OF_ESTIMATE),
+        (["--epochs", "3"], _OPTIONS_OF_ESTIMATE),
         (
             ["--estimate", *FLAGS, "--emit", "rayjob", "--image", "x"],
             "Error: --estimate adds to the plan and --emit rayjob writes a RayJob instead of it: give one of them\n",

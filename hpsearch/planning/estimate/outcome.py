@@ -7,6 +7,9 @@ mutation). It also gets its own epoch time, within :data:`~.timing.EPOCH_VARIATI
 one (configs differ, and trials in lockstep would all report at the same instant), and, when
 ``epochs`` is searched, its epoch count. The range is the runs' 10th to 90th percentiles
 (:data:`~.spread.PERCENTILES`) with the median.
+
+Preemptions of spot nodes (``--preemption-rate``) are not simulated: their expected cost is added to each
+run after it (:func:`~hpsearch.planning.preemption.expected_cost`), and read as a range like the rest.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from hpsearch.planning.estimate.engine import _POLICIES, SimulatedSearch, simula
 from hpsearch.planning.estimate.spread import PERCENTILES, Spread
 from hpsearch.planning.estimate.timing import Timing
 from hpsearch.planning.estimate.workload import Workload
+from hpsearch.planning.preemption import PreemptionCost, beyond_retries, expected_cost
 
 __all__ = ["SEEDS", "Estimate", "estimate"]
 
@@ -92,6 +96,73 @@ class Estimate:
     def busy(self) -> Spread:
         return Spread.of(r.busy_s / (self.slots * r.wall_s) if r.wall_s > 0 else 0.0 for r in self.runs)
 
+    @property
+    def lost_per_preemption_s(self) -> float:
+        """The training one preemption loses on average: half a checkpoint interval of epochs."""
+        return self.workload.cadence.mean * self.timing.epoch_s / 2
+
+    @property
+    def per_preemption_s(self) -> float:
+        """What one preemption costs its trial: the lost training plus a restart (``Timing.restart_s``)."""
+        return self.lost_per_preemption_s + self.timing.restart_s
+
+    def preemptions(self) -> list[PreemptionCost]:
+        """Each run's expected preemption cost (an expectation added after the run, not simulated); empty without
+        ``--preemption-rate`` or without a trial on spot nodes."""
+        rate, w = self.timing.preemption_rate, self.workload
+        if rate is None or not w.spot:
+            return []
+        return [
+            expected_cost(
+                rate=rate,
+                spot_nodes_per_trial=w.spot.nodes_per_trial,
+                busy_s=r.busy_s,
+                each_s=self.per_preemption_s,
+                slots=self.slots,
+                resources=w.resources,
+            )
+            for r in self.runs
+        ]
+
+    def per_trial_preemptions(self) -> float:
+        """The preemptions a trial on spot nodes expects, in the median run (its slot time, its spot nodes)."""
+        rate, w = self.timing.preemption_rate or 0.0, self.workload
+        held = Spread.of(r.busy_s / r.started for r in self.runs if r.started).median
+        return rate * w.spot.nodes_per_spot_trial * held / 3600.0
+
+    def preemption(self) -> dict[str, Any] | None:
+        """``--preemption-rate``'s figures for ``as_dict`` (``None`` without a rate and without spot nodes)."""
+        w, t = self.workload, self.timing
+        if t.preemption_rate is None and not w.spot:
+            return None
+        costs = self.preemptions()
+        out: dict[str, Any] = {
+            "model": "an analytic expectation added to each simulated run, not simulated",
+            "rate_per_spot_node_hour": t.preemption_rate,
+            "spot_trials_at_once": len(w.spot.trials),
+            "spot_nodes_per_trial": w.spot.nodes_per_trial,
+            "checkpoint": w.cadence.as_dict(),
+            "lost_per_preemption_s": self.lost_per_preemption_s,
+            "restart_per_preemption_s": t.restart_s,
+            "per_preemption_s": self.per_preemption_s,
+        }
+        if costs:
+            mean = self.per_trial_preemptions()
+            out |= {
+                "spot_node_hours": Spread.of(c.spot_node_hours for c in costs).as_dict(),
+                "expected_preemptions": Spread.of(c.preemptions for c in costs).as_dict(),
+                "extra_wall_time_s": Spread.of(c.extra_wall_s for c in costs).as_dict(),
+                "extra_resource_hours": {
+                    k: Spread.of(c.extra_resource_hours[k] for c in costs).as_dict() for k in w.resources
+                },
+                "per_spot_trial": mean,
+                "preemption_retries": w.preemption_retries,
+                "beyond_retries": (
+                    beyond_retries(mean, w.preemption_retries) if w.preemption_retries is not None else None
+                ),
+            }
+        return out
+
     def budget(self) -> list[dict[str, Any]]:
         """Each modelled budget limit: its spec key, its value, in how many runs it ends the search, and when."""
         w = self.workload
@@ -142,6 +213,7 @@ class Estimate:
                 f"the first {w.slots} trial(s) start in {t.startup_s:.3g} s, as the check's first run did; later ones "
                 f"in {t.warm_startup_s:.3g} s, as its restored run did (Ray's processes and files warm)"
             )
+        out += self._spot_notes()
         if w.scheduler in ("pbt", "pb2", "hyperband"):
             out.append(
                 f"each pause or exploit tears a nested run down and starts it again: {t.teardown_s:.3g} s + "
@@ -149,8 +221,24 @@ class Estimate:
             )
         return out + list(w.notes) + list(t.notes)
 
+    def _spot_notes(self) -> list[str]:
+        """A rate without spot nodes adds nothing; spot nodes without a rate are not counted."""
+        w, rate = self.workload, self.timing.preemption_rate
+        if rate is not None and not w.spot:
+            return [
+                "--preemption-rate adds nothing: no trial's workers sit on a spot node (mark a --cluster group "
+                "spot: 0..4x{CPU: 8, GPU: 1, spot})"
+            ]
+        if rate is None and w.spot:
+            return [
+                f"{len(w.spot.trials)} of the {w.spot.trials_at_once} trials at once put workers on spot nodes; "
+                "preemptions not counted: --preemption-rate R (preemptions per spot node-hour) adds them"
+            ]
+        return []
+
     def as_dict(self) -> dict[str, Any]:
         w = self.workload
+        preemption = self.preemption()
         return {
             "model": "discrete-event simulation of the trial slots (a model of the schedule, not a run)",
             "runs": len(self.runs),
@@ -171,6 +259,7 @@ class Estimate:
             "utilisation": self.utilisation.as_dict(),
             "budget": self.budget(),
             "notes": self.notes(),
+            **({"preemption": preemption} if preemption is not None else {}),
         }
 
 

@@ -44,6 +44,8 @@ class Timing:
         given: The command-line flags that gave (or overrode) a figure.
         check_file: The check's measurements file read, if any.
         notes: What people should know about the figures (a failed check, a figure left at 0).
+        preemption_rate: Preemptions per spot node-hour (``--preemption-rate``); ``None``: not given, and
+            preemptions are not counted.
     """
 
     epoch_s: float
@@ -58,6 +60,7 @@ class Timing:
     given: tuple[str, ...] = ()
     check_file: str | None = None
     notes: tuple[str, ...] = ()
+    preemption_rate: float | None = None
 
     @property
     def restart_s(self) -> float:
@@ -92,6 +95,7 @@ class Timing:
             "source": self.source,
             "given": list(self.given),
             "check_file": self.check_file,
+            **({"preemption_rate": self.preemption_rate} if self.preemption_rate is not None else {}),
         }
 
 
@@ -111,6 +115,7 @@ def timing_from(
     startup_s: float | None = None,
     teardown_s: float | None = None,
     workers: int | None = None,
+    preemption_rate: float | None = None,
 ) -> Timing:
     """A trial's costs from ``hpsearch check``'s record (``check``, read from ``check_file``) and the flags.
 
@@ -118,6 +123,7 @@ def timing_from(
     (``startup_s``, which holds the first epoch) and the median time between reports (``report_s``):
     the start-up is their difference. Likewise the restored run's (``restore_startup_s``). ``workers``: the
     spec's workers per trial, to say when the check ran another number (it runs 2 at least).
+    ``preemption_rate``: ``--preemption-rate``, preemptions per spot node-hour (kept as given).
 
     Raises:
         PlanError: neither gives the time per epoch and the start-up: one message saying to run the
@@ -170,6 +176,7 @@ def timing_from(
         given=given,
         check_file=check_file if check is not None else None,
         notes=tuple(notes),
+        preemption_rate=preemption_rate,
     )
 
 

@@ -1,7 +1,8 @@
 """A search as the model runs it (``Workload``): how many trials, how many at once, each trial's epoch count,
 the scheduler and its options, one trial's resources, the budget's limits, and how many trials share the
-plan's busiest node. :func:`workload_for` reads it from a spec and its plan; :func:`epochs_for` finds the
-epoch counts (``--epochs``, else ``search_space.epochs``, else asha's or hyperband's ``max_t``).
+plan's busiest node, and its trials on spot nodes. :func:`workload_for` reads it from a spec and its plan;
+:func:`epochs_for` finds the epoch counts (``--epochs``, else ``search_space.epochs``, else asha's or hyperband's
+``max_t``); :func:`cadence_for` the checkpoint cadence (``search_space.checkpoint_every``, else every report).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 
 from hpsearch.errors import PlanError
 from hpsearch.planning.planner import Plan
+from hpsearch.planning.preemption import CHECKPOINT_EVERY_KEY, Cadence, SpotTrials, spot_trials
 from hpsearch.spec import Spec, total_trials
 from hpsearch.spec.space import ChoiceParam, ConstParam, GridParam, IntParam
 
-__all__ = ["EPOCHS_KEY", "Workload", "epochs_for", "workload_for", "trial_resources"]
+__all__ = ["EPOCHS_KEY", "Workload", "epochs_for", "workload_for", "trial_resources", "cadence_for"]
 
 #: The config key the shipped loops read their epoch count from (``search_space.epochs``).
 EPOCHS_KEY = "epochs"
@@ -41,6 +43,10 @@ class Workload:
         notes: What people should know about the workload (a key not modelled, an assumption).
         node_slots: The most trials the plan puts on one node at once (their workers).
         node_cpus: That node's CPUs (``None``: unknown; trials sharing it are taken not to slow each other).
+        spot: The plan's trials at once that place workers on spot nodes (none: no preemption is counted).
+        cadence: How often a trial saves a checkpoint (what a preemption loses).
+        preemption_retries: ``failure.preemption_retries``, which bounds a trial's preemption restarts (``None``:
+            unknown).
     """
 
     trials: int
@@ -55,6 +61,9 @@ class Workload:
     notes: tuple[str, ...] = ()
     node_slots: int = 1
     node_cpus: float | None = None
+    spot: SpotTrials = field(default_factory=SpotTrials)
+    cadence: Cadence = field(default_factory=Cadence)
+    preemption_retries: int | None = None
 
     def trials_on_node(self, running: int) -> int:
         """With ``running`` trials at once, how many share the busiest node (the plan's share of it)."""
@@ -119,6 +128,19 @@ def epochs_for(spec: Spec, epochs: int | None = None) -> tuple[tuple[int, ...], 
     return values, source
 
 
+def cadence_for(spec: Spec) -> Cadence:
+    """How often the spec's trials save a checkpoint: ``search_space.checkpoint_every`` (whole epochs, the key the
+    shipped loops read; searched: each of its values), else a checkpoint every report (epoch), assumed."""
+    param = spec.search_space.get(CHECKPOINT_EVERY_KEY)
+    if param is None:
+        return Cadence()
+    values = _epoch_values(param)
+    if values is None:
+        return Cadence((1,), f"assumed: search_space.{CHECKPOINT_EVERY_KEY} is not whole epochs the model can read")
+    searched = " (searched: their mean)" if len(values) > 1 else ""
+    return Cadence(values, f"search_space.{CHECKPOINT_EVERY_KEY}{searched}, as the shipped loops read it")
+
+
 def workload_for(spec: Spec, plan: Plan, *, epochs: int | None = None) -> Workload:
     """The spec's search on the plan's trials at once, each trial's epoch count from :func:`epochs_for`.
 
@@ -159,6 +181,9 @@ def workload_for(spec: Spec, plan: Plan, *, epochs: int | None = None) -> Worklo
         max_resource_hours=dict(budget.max_resource_hours),
         epochs_from=source,
         notes=tuple(notes),
+        spot=spot_trials(plan),
+        cadence=cadence_for(spec),
+        preemption_retries=spec.failure.preemption_retries,
     )
 
 
