@@ -31,8 +31,10 @@ from hpsearch.planning.autoscale import plan_autoscaling
 from hpsearch.planning.cluster_shape import cluster_text, nodes_at, parse_node_groups
 from hpsearch.planning.estimate import Estimate, Timing, epochs_for, estimate, timing_from, workload_for
 from hpsearch.planning.for_spec import plan_for
+from hpsearch.planning.preemption import preemption_rate
 from hpsearch.planning.rayjob import KUBERAY_SINCE, job_name, rayjob_manifest, rayjob_plan
 from hpsearch.planning.render import describe_groups, render_autoscaling, render_estimate, render_plan
+from hpsearch.planning.shares import Entry, render_status, shared_plan, status_rows
 from hpsearch.planning.versus import versus_lines
 from hpsearch.results.optuna_export import to_optuna_study
 from hpsearch.results.report import write_report
@@ -47,7 +49,7 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 #: The options of ``plan --estimate`` (their argparse dests): given without --estimate, each is refused.
-_ESTIMATE_OPTIONS = ("epoch_time", "startup", "teardown", "epochs")
+_ESTIMATE_OPTIONS = ("epoch_time", "startup", "teardown", "epochs", "preemption_rate")
 #: The options of ``plan --emit rayjob`` (their argparse dests): given without --emit, each is refused.
 _RAYJOB_OPTIONS = ("image", "storage_pvc", "namespace", "auth_token", "pre_running_deadline", "fs_group")
 VERBOSE_HELP = (
@@ -57,7 +59,9 @@ VERBOSE_HELP = (
 
 
 def _load(args: argparse.Namespace) -> Spec:
-    return load_spec(args.spec, overrides=args.set or ())
+    priority = getattr(args, "priority", None)  # run --priority: resources.priority, for this run
+    extra = [f"resources.priority={priority!r}"] if priority is not None else []
+    return load_spec(args.spec, overrides=[*(args.set or ()), *extra])
 
 
 def _workers_text(scaling: Scaling) -> str:
@@ -89,6 +93,38 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     result = run(spec, address=args.address, overwrite=args.overwrite, verbose=args.verbose, cluster=args.cluster)
     return _report_search(spec, result.summary)
+
+
+def _priority(text: str) -> float:
+    """An argparse type: ``--priority``, a number above 0 and at most 1000."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 1000:
+        raise argparse.ArgumentTypeError(f"must be a number above 0 and at most 1000, got {text!r}")
+    return value
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """List the hpsearch searches running on a Ray cluster: who runs each, its priority and share of the
+    cluster, its trials at once, running, done and in all, its best value and its experiment folder."""
+    import ray  # lazy: Ray takes seconds to import; only status and plan --address need it here
+
+    from hpsearch.runtime.nodes.connect import connect  # lazy: as above
+    from hpsearch.runtime.nodes.register import listing  # lazy: as above
+
+    started = connect(args.address)
+    try:
+        searches, nodes = listing()
+    finally:
+        if started:
+            ray.shutdown()
+    if args.format == "json":
+        print(json.dumps({"address": args.address, "nodes": len(nodes), "searches": status_rows(searches)}, indent=2))
+    else:
+        print(render_status(searches, nodes, f"the cluster at {args.address}"))
+    return EXIT_OK
 
 
 def _positive_int(text: str) -> int:
@@ -218,7 +254,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     simulation of the schedule from `hpsearch check`'s measurements (or --epoch-time and --startup).
     """
     if not args.estimate and any(vars(args)[dest] is not None for dest in _ESTIMATE_OPTIONS):
-        raise PlanError("--epoch-time, --startup, --teardown and --epochs are options of --estimate")
+        raise PlanError("--epoch-time, --startup, --teardown, --epochs and --preemption-rate are options of --estimate")
     if args.estimate and args.emit:
         raise PlanError("--estimate adds to the plan and --emit rayjob writes a RayJob instead of it: give one of them")
     if args.emit or any(vars(args)[dest] is not None and vars(args)[dest] is not False for dest in _RAYJOB_OPTIONS):
@@ -239,20 +275,30 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from hpsearch.runtime.nodes.connect import cluster_nodes, connect
 
         started = connect(args.address)
+        running: list[Entry] = []
         try:
             nodes = cluster_nodes()
+            if args.address:  # the searches already on the cluster: what this one would get beside them
+                from hpsearch.runtime.nodes.register import listing  # lazy: as above
+
+                running = [entry for entry, _ in listing()[0]]
         finally:
             if started:
                 ray.shutdown()
         where = f"the cluster at {args.address}" if args.address else "this machine"
     plan = plan_for(spec, nodes)
     est = estimate(workload_for(spec, plan, epochs=args.epochs), timing) if timing is not None else None
+    beside = shared_plan(spec, plan, nodes, running) if args.address else None
     if args.format == "json":
         out = {"name": spec.name, "total_trials": total_trials(spec), **plan.as_dict()}
+        if beside is not None:
+            out["shared"] = beside
         print(json.dumps({**out, "estimate": est.as_dict()} if est is not None else out, indent=2))
     else:
         title = f"Plan for {spec.name} on {where} ({plural(len(nodes), 'node')})"
         print(render_plan(plan, title=title, total_trials=total_trials(spec)))
+        if beside is not None:
+            print("\n" + beside["text"])
         if est is not None:
             print("\n" + render_estimate(est, title=_estimate_title(spec, est, "")))
     return EXIT_OK
@@ -270,6 +316,7 @@ def _estimate_inputs(spec: Spec, args: argparse.Namespace) -> Timing:
         startup_s=args.startup,
         teardown_s=args.teardown,
         workers=spec.scaling.largest().planned_workers,
+        preemption_rate=preemption_rate(args.preemption_rate) if args.preemption_rate is not None else None,
     )
     epochs_for(spec, args.epochs)
     return timing
@@ -467,6 +514,15 @@ def _parser() -> argparse.ArgumentParser:
     _estimate_flags(plan_p)
     _rayjob_flags(plan_p)
     _results_commands(sub)
+    status_p = sub.add_parser(
+        "status", help="list the searches running on a Ray cluster", description=cmd_status.__doc__
+    )
+    status_p.add_argument(
+        "--address", default="auto", help="the Ray cluster (default: 'auto', the one on this machine)"
+    )
+    status_p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    status_p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    status_p.set_defaults(func=cmd_status)
     return parser
 
 
@@ -496,6 +552,13 @@ def _run_command(sub: _Subcommands) -> None:
         "--overwrite", action="store_true", help="delete an existing experiment folder of the same name first"
     )
     run_p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    run_p.add_argument(
+        "--priority",
+        type=_priority,
+        metavar="P",
+        help="with --address: this search's weight in the cluster's shares beside other searches "
+        "(resources.priority; default 1)",
+    )
     run_p.add_argument(
         "--cluster",
         metavar="SHAPE",
@@ -583,6 +646,12 @@ def _estimate_flags(plan_p: argparse.ArgumentParser) -> None:
         type=_positive_int,
         metavar="N",
         help="epochs per trial (default: the spec's search_space.epochs; asha and hyperband: else max_t)",
+    )
+    est.add_argument(
+        "--preemption-rate",
+        metavar="R",
+        help="preemptions per spot node-hour (a number >= 0): the expected extra wall time and resource-hours of "
+        "trials whose workers sit on spot nodes (--cluster '... + 0..4x{CPU: 8, GPU: 1, spot}')",
     )
 
 

@@ -10,5 +10,7 @@
   maximum size, and what each extra node adds.
 - :mod:`~hpsearch.planning.rayjob`: the plan as a KubeRay ``RayJob`` (``hpsearch plan --emit rayjob``).
 - :mod:`~hpsearch.planning.estimate`: how long a search will take and what it will use (``hpsearch plan --estimate``).
+- :mod:`~hpsearch.planning.shares`: fair shares of one cluster between the searches on it (the register's rules).
+- :mod:`~hpsearch.planning.preemption`: spot nodes in a plan, and what a preemption costs a trial (``--preemption-rate``).
 - :mod:`~hpsearch.planning.versus`: the estimate made as a search started, set next to what happened.
 """

@@ -22,3 +22,6 @@ class Resources(StrictModel):
     #: Run the next trial in a finished trial's driver actor (Tune's ``reuse_actors``), which saves
     #: starting a process per trial; the previous nested run is ended first (runtime/trial/reuse.py).
     reuse_actors: bool = True
+    #: This search's weight on a cluster other searches share (``--address``): shares of the cluster are
+    #: in proportion to it (planning/shares.py). It changes nothing for a search alone.
+    priority: float = Field(default=1.0, gt=0, le=1000, allow_inf_nan=False)

@@ -12,6 +12,7 @@ The tests share one cluster (its start costs ~25 s), in the order they are writt
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -78,6 +79,99 @@ def test_trials_spanning_two_hosts_all_reduce_over_the_bridge_and_write_to_the_s
     assert set(history["sum"]) == {3.0}  # 1 + 2, summed over the bridge
     print(done.stdout[-3000:])
     print(done.stderr[-3000:])
+
+
+def _team_spec(hosts: Hosts, name: str, **changes: Any) -> Path:
+    """A search of two 1-worker trials: each host (1 CPU) holds one 0.8-CPU worker, the head also the 0.1-CPU
+    drivers, so the cluster holds 2 trials at once, and so does each search's own plan."""
+    return _spec(
+        hosts.shared / f"{name}-spec",
+        hosts.shared / "team-results",
+        name=name,
+        trainable=f"{DATA / 'span_loop.py'}:one_rank",
+        search_space={"x": {"type": "float", "low": 0.0, "high": 1.0}, "epochs": 3, "sleep_s": 4.0},
+        scaling={"num_workers": 1, "resources_per_worker": {"CPU": 0.8}},
+        # A trial whose worker group waited for room another search holds would fail: no retries, and a
+        # start timeout well under the 80 s such a wait took before searches shared the cluster.
+        failure={"trial_retries": 0, "controller_retries": 0, "worker_start_timeout_s": 45},
+        **changes,
+    )
+
+
+def _status(hosts: Hosts, *args: str) -> Any:
+    done = _hpsearch(hosts, "h1", "status", "--address", hosts.address, *args, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout) if "json" in args else done.stdout
+
+
+def test_searches_sharing_the_cluster_take_fair_turns_and_a_higher_priority_one_gets_room_as_trials_end(
+    hosts: Hosts,
+) -> None:
+    """Two searches start at once on the 2-trial cluster; once both are registered, a third joins at priority 2.
+
+    Every search registers with the cluster's register: each gets a share, none starts a trial its
+    share cannot place, so no trial waits out its start timeout (45 s) for room another search holds.
+    The third waits, says who holds the room, and trains as soon as a trial of the others ends.
+    `hpsearch status` lists the three, in text and JSON, and none once they have ended.
+    """
+    results = hosts.shared / "team-results"
+    specs = {name: _team_spec(hosts, name) for name in ("team-a", "team-b")}
+    specs["team-c"] = _team_spec(hosts, "team-c")
+    runs = {name: hosts.popen("h1", [sys.executable, "-m", "hpsearch", "run", str(specs[name]), "--address",
+                                     hosts.address]) for name in ("team-a", "team-b")}  # fmt: skip
+    errs: dict[str, str] = {}
+    try:
+        deadline = time.monotonic() + 300
+        # Both registered: the first to register took the room its plan asks for while alone, and the
+        # other waits for it to give it back, or each has one.
+        while len(_status(hosts, "--format", "json")["searches"]) < 2:
+            for run in runs.values():
+                assert run.poll() is None, run.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the two searches did not register within 300 s"
+            time.sleep(1)
+        c_joined = time.time()
+        runs["team-c"] = hosts.popen(
+            "h1", [sys.executable, "-m", "hpsearch", "run", str(specs["team-c"]), "--address", hosts.address,
+                   "--priority", "2"],
+        )  # fmt: skip
+        while len(listed := _status(hosts, "--format", "json")["searches"]) < 3:
+            assert runs["team-c"].poll() is None, runs["team-c"].communicate()[1][-3000:]
+            assert time.monotonic() < deadline + 120, f"team-c did not register: {listed}"
+            time.sleep(2)
+        text = _status(hosts)
+        for name, run in runs.items():
+            out, errs[name] = run.communicate(timeout=600)
+            assert run.returncode == 0, errs[name][-4000:]
+    finally:
+        for name, run in runs.items():
+            if run.poll() is None:
+                run.kill()
+            if name not in errs:  # what each said, for a failure's report
+                print(f"--- {name}\n{run.communicate()[1][-3000:]}")
+    said = "\n".join(f"--- {name}\n{err[-2500:]}" for name, err in errs.items()) + f"\n--- status\n{text}"
+    shares = {row["name"]: row for row in listed}
+    print(said, json.dumps(listed, indent=1), sep="\n")
+    assert shares["team-c"]["priority"] == 2.0 and shares["team-c"]["share"] == 1, listed
+    assert sorted(shares[n]["share"] for n in ("team-a", "team-b")) == [0, 1], listed  # priority 2 counts twice
+    assert {"user", "host", "folder", "trial_needs", "running", "done", "total", "best"} <= set(shares["team-c"])
+    assert shares["team-c"]["folder"] == str(results / "team-c") and shares["team-c"]["total"] == 2, listed
+    for name in specs:
+        assert name in text, said
+        summary = json.loads((results / name / SUMMARY_FILE).read_text())
+        assert summary["counts"] == {"finished": 2, "stopped": 0, "errored": 0}, said
+    assert "cannot start" not in said and "cannot be placed" not in said, said  # no trial waited on Ray for room
+    assert re.search(
+        r"hpsearch: waiting: [12] trials?, the cluster's room is held by search team-[ab] \(", errs["team-c"]
+    ), said
+    spans = {name: _intervals(results / name) for name in specs}
+    every = [span for group in spans.values() for span in group]
+    assert _most_at_once(every) <= 2, spans  # never more trials than the cluster holds: none waited for room
+    first_c = min(first for first, _ in spans["team-c"])
+    others_ended = sorted(last for name in ("team-a", "team-b") for _, last in spans[name])
+    # team-c trained once a trial of the others had ended, before they had all ended ...
+    assert others_ended[0] < first_c < others_ended[-1], spans
+    print(f"team-c joined at {c_joined:.0f}, first trained at {first_c:.0f}; spans {spans}")
+    assert _status(hosts, "--format", "json")["searches"] == []  # ... and every search left the register
 
 
 @pytest.mark.full

@@ -428,6 +428,7 @@ def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reap
     from hpsearch.runtime.nodes.node_watch import NodeWatch
     from hpsearch.runtime.search.outcomes import OutcomeRecorder
     from hpsearch.runtime.search.progress import ProgressPrinter
+    from hpsearch.runtime.search.room import RoomKeeper
     from hpsearch.runtime.search.tuner import callbacks_for
 
     spec = _spec(tmp_path)
@@ -437,12 +438,13 @@ def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reap
         OutcomeRecorder,
         ProgressPrinter,
         NodeWatch,
+        RoomKeeper,
         OrphanReaper,
         LoopbackWatch,
         CSVLoggerCallback,
         JsonLoggerCallback,
     ]
-    recorder, printer, watch, reaper, _, _, _ = on
+    recorder, printer, watch, _, reaper, _, _, _ = on
     assert printer.recorder is recorder and recorder.max_t == ("epoch", 4)
     assert recorder.error_note == watch.note_for  # an errored trial's line names a lost host
     assert reaper.train_dir == spec.experiment_dir / "train" == watch.train_dir
@@ -450,6 +452,7 @@ def test_the_callbacks_are_the_recorder_the_printer_the_node_watch_then_the_reap
         OutcomeRecorder,
         ProgressPrinter,
         NodeWatch,
+        RoomKeeper,
         CSVLoggerCallback,
         JsonLoggerCallback,
     ]
@@ -511,9 +514,12 @@ def test_build_tuner_reads_the_switch_for_its_callbacks_and_its_nested_runs(tmp_
     tuner.build_tuner(_spec(tmp_path), nodes=[Node({"CPU": 2.0, "memory": 8e9}, "head", is_head=True)])
     assert ray.is_initialized() is was_up
     on = switch == "1"
-    assert [type(c).__name__ for c in seen["callbacks"]] == ["OutcomeRecorder", "ProgressPrinter", "NodeWatch"] + (
-        ["OrphanReaper", "LoopbackWatch"] if on else []
-    ) + ["CSVLoggerCallback", "JsonLoggerCallback"]
+    assert [type(c).__name__ for c in seen["callbacks"]] == [
+        "OutcomeRecorder",
+        "ProgressPrinter",
+        "NodeWatch",
+        "RoomKeeper",
+    ] + (["OrphanReaper", "LoopbackWatch"] if on else []) + ["CSVLoggerCallback", "JsonLoggerCallback"]
     assert seen["record_controller"] is on
 
 

@@ -81,11 +81,13 @@ def test_minimal_dict_spec_gets_every_default() -> None:
             "driver_memory_gb": 1.0,
             "worker_memory_gb": 0.7,
             "reuse_actors": True,
+            "priority": 1.0,
         },
         "failure": {
             "worker_retries": 1,
             "trial_retries": 0,
             "controller_retries": 2,
+            "preemption_retries": 10,
             "worker_start_timeout_s": 60.0,
             "node_start_timeout_s": 900.0,
             "report_timeout_s": None,

@@ -46,6 +46,7 @@ from hpsearch.runtime.nodes import listening, ray_logs
 __all__ = [
     "connect",
     "job_cluster_address",
+    "shared_cluster",
     "cluster_nodes",
     "waiting_worker_groups",
     "count_waiting",
@@ -65,9 +66,11 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
             only (see :mod:`hpsearch.runtime.nodes.ray_logs`).
         num_cpus: CPUs for an embedded local Ray (default: all of this machine's).
     """
+    global _SHARED
     if ray.is_initialized():
         return False
     address = address or job_cluster_address()
+    _SHARED = bool(address)
     if not address:
         _refuse_auth_off()  # before anything starts
     apply_driver_defaults()
@@ -114,6 +117,16 @@ def connect(address: str | None = None, *, verbose: bool = False, num_cpus: int 
             raise
     ray_logs.after_init()
     return True
+
+
+#: Whether this process joined a cluster other searches may share (``--address``, a job's cluster), not
+#: an embedded Ray of its own: only then does a search register (runtime/search/room.py).
+_SHARED = False
+
+
+def shared_cluster() -> bool:
+    """Whether this process's Ray is a cluster it may share with other searches (it connected to an address)."""
+    return _SHARED and ray.is_initialized()
 
 
 #: Set by Ray's job supervisor in the environment of a ``ray job submit`` entrypoint

@@ -17,6 +17,7 @@ hears every trial's events (Tune's callbacks, schedulers and searchers run here)
 - :mod:`~hpsearch.runtime.search.grow`: a search grown on resume (``--set num_samples=N``) through Tune's saved state.
 - :mod:`~hpsearch.runtime.search.outcomes`: the Tune callback that records how each trial ended.
 - :mod:`~hpsearch.runtime.search.progress`: the Tune callback that prints progress lines.
+- :mod:`~hpsearch.runtime.search.room`: the search's share of a cluster other searches use, and trials held until room is free.
 - :mod:`~hpsearch.runtime.search.budget`: what a search uses, and its end when a budget is reached.
 - :mod:`~hpsearch.runtime.search.tracking`: every trial as a run in each experiment tracker (MLflow, W&B, ...).
 - :mod:`~hpsearch.runtime.search.tracking_check`: each tracker's store opened once at start, before a write.

@@ -16,10 +16,9 @@ from typing import Any
 
 import optuna
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, MedianStoppingRule
-from ray.tune.search import ConcurrencyLimiter
-from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from hpsearch.runtime.search.pbt import HpsearchPB2, HpsearchPBT
+from hpsearch.runtime.search.room import GatedLimiter, GatedVariantGenerator
 from hpsearch.runtime.search.searchers import (
     ConditionalVariantGenerator,
     HpsearchOptunaSearch,
@@ -107,7 +106,7 @@ def _random_searcher(options: RandomOptions, ctx: SearcherContext) -> Any:
         return ConditionalVariantGenerator(
             ctx.space, max_concurrent=ctx.max_concurrent, random_state=options.seed, **points
         )
-    return BasicVariantGenerator(max_concurrent=ctx.max_concurrent, random_state=options.seed, **points)
+    return GatedVariantGenerator(max_concurrent=ctx.max_concurrent, random_state=options.seed, **points)
 
 
 class LocksRecreated:
@@ -190,7 +189,7 @@ def _optuna_searcher(options: OptunaOptions, ctx: SearcherContext) -> Any:
             hp_constraints=ctx.constraints,
             hp_mark_feasible=options.sampler != "cmaes",
         )
-    return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)
+    return GatedLimiter(searcher, max_concurrent=ctx.max_concurrent)
 
 
 def _hyperopt_searcher(options: HyperoptOptions, ctx: SearcherContext) -> Any:
@@ -221,7 +220,7 @@ def _hyperopt_searcher(options: HyperoptOptions, ctx: SearcherContext) -> Any:
             hp_constraints=ctx.constraints,
             **common,
         )
-    return ConcurrencyLimiter(searcher, max_concurrent=ctx.max_concurrent)
+    return GatedLimiter(searcher, max_concurrent=ctx.max_concurrent)
 
 
 # ----------------------------------------------------------------------------- schedulers

@@ -40,6 +40,7 @@ from hpsearch.experiment.metrics import report_epoch, report_value, report_viola
 from hpsearch.experiment.ranking import is_better, metric_value
 from hpsearch.formatting import number, plural
 from hpsearch.runtime.search.outcomes import OutcomeRecorder
+from hpsearch.runtime.search.room import GATE
 from hpsearch.spec.constraints import Constraint
 
 __all__ = ["ProgressPrinter"]
@@ -216,9 +217,10 @@ class ProgressPrinter(Callback):
         total = f"/{self.total}" if self.total else ""
         restored = f"; {self._restored} ended before the resume" if self._restored is not None else ""
         best = f" | best {self.metric}={number(self._best[0])} ({self._best[1]})" if self._best else ""
+        room = f", {GATE.waiting} waiting for room" if GATE.waiting else ""  # on a shared cluster (room.py)
         self._print(
             f"status   {len(ended)}{total} done ({ended.count(STOPPED)} stopped early, "
-            f"{ended.count(ERRORED)} errored{restored}), {running} running, {pending} pending{best}"
+            f"{ended.count(ERRORED)} errored{restored}), {running} running, {pending} pending{room}{best}"
         )
         if pending and self._concurrency and running < self._concurrency and self._waiting_reason:
             try:

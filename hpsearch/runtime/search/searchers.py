@@ -36,7 +36,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
-from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.search.variant_generator import format_vars
 
@@ -46,6 +45,7 @@ from hpsearch.experiment.metrics import report_value, report_violation
 from hpsearch.experiment.ranking import metric_value
 from hpsearch.runtime import internals
 from hpsearch.runtime.internals import OptunaStudyHook, VariantHook
+from hpsearch.runtime.search.room import GatedVariantGenerator
 from hpsearch.runtime.search.tune_space import JOINT_GRID_KEY
 from hpsearch.spec.constraints import Constraint
 from hpsearch.spec.space import (
@@ -400,7 +400,7 @@ class WorstWhenInfeasible:
 # ----------------------------------------------------------------------------- random
 
 
-class ConditionalVariantGenerator(VariantHook, BasicVariantGenerator):
+class ConditionalVariantGenerator(VariantHook, GatedVariantGenerator):
     """Tune's variant generator, with each trial's inactive parameters dropped before Tune records it.
 
     Tune draws every parameter (and expands the one grid of :func:`hpsearch.runtime.search.tune_space.to_tune`

@@ -60,6 +60,7 @@ from hpsearch.runtime.search.outcomes import OutcomeRecorder
 from hpsearch.runtime.search.plugins import SchedulerContext, SearcherContext, build_scheduler, build_searcher
 from hpsearch.runtime.search.preflight import GROW_KEY, check_growth, check_resume_overrides, preflight
 from hpsearch.runtime.search.progress import ProgressPrinter
+from hpsearch.runtime.search.room import keeper_for
 from hpsearch.runtime.search.search_result import SearchResult
 from hpsearch.runtime.search.tune_space import to_tune
 from hpsearch.runtime.search.warm_start import with_space
@@ -192,7 +193,8 @@ def callbacks_for(
     1. The :class:`~hpsearch.runtime.search.outcomes.OutcomeRecorder`. It decides how each trial ended.
     2. The :class:`~hpsearch.runtime.search.progress.ProgressPrinter`. It prints what the recorder decided.
     3. The :class:`~hpsearch.runtime.nodes.node_watch.NodeWatch`. It says when a node leaves or joins, and
-       gives the recorder the lost host of a trial that errors after losing its workers.
+       gives the recorder the lost host of a trial that errors after losing its workers. Then the
+       :class:`~hpsearch.runtime.search.room.RoomKeeper`: on a shared cluster, the search's share of it.
     4. With ``workarounds``, the :class:`~hpsearch.runtime.ray_workarounds.OrphanReaper`, and the
        :class:`~hpsearch.runtime.nodes.listening.LoopbackWatch` (an embedded Ray's sockets, read again).
     5. The trackers of ``spec.tracking`` (:mod:`hpsearch.runtime.search.tracking`). Each is checked first.
@@ -215,7 +217,7 @@ def callbacks_for(
         placement_status=functools.partial(placement_status, spec, autoscaling.groups) if autoscaling else None,
         constraints=spec.constraints,
     )
-    callbacks: list[Callback] = [recorder, printer, watch]
+    callbacks: list[Callback] = [recorder, printer, watch, keeper_for(spec, concurrency)]
     if workarounds:
         callbacks.append(_reaper(spec))
         if internals.available("torch-backend-mirror"):  # trials' stores on the loopback: any other socket is said

@@ -143,9 +143,10 @@ def test_options_are_kept() -> None:
 
 
 SEARCHER_CLASSES = {
-    "random": ("BasicVariantGenerator", None),
-    "optuna": ("ConcurrencyLimiter", "ResumableOptunaSearch"),
-    "hyperopt": ("ConcurrencyLimiter", "HyperOptSearch"),
+    # Tune's own, gated by the search's share of a shared cluster (runtime/search/room.py)
+    "random": ("GatedVariantGenerator", None),
+    "optuna": ("GatedLimiter", "ResumableOptunaSearch"),
+    "hyperopt": ("GatedLimiter", "HyperOptSearch"),
 }
 
 

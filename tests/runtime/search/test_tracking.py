@@ -535,11 +535,11 @@ def test_trackers_come_after_the_recorder_and_none_when_tracking_is_off(tmp_path
     )
     callbacks = callbacks_for(spec, concurrency=2, workarounds=False)
     assert isinstance(callbacks[0], OutcomeRecorder)
-    trackers = callbacks[3:-2]  # then Tune's CSV and JSON loggers, named so that Tune adds no TensorBoard one
+    trackers = callbacks[4:-2]  # then Tune's CSV and JSON loggers, named so that Tune adds no TensorBoard one
     assert [type(c) for c in trackers] == [MlflowTracker, WandbTracker, TensorboardTracker, OptunaTracker]
     assert all(c.facts.recorder is callbacks[0] for c in trackers)
-    # recorder, printer, node watch, Tune's CSV and JSON loggers
-    assert len(callbacks_for(_spec(tmp_path), concurrency=2, workarounds=False)) == 5
+    # recorder, printer, node watch, room keeper, Tune's CSV and JSON loggers
+    assert len(callbacks_for(_spec(tmp_path), concurrency=2, workarounds=False)) == 6
 
 
 def test_best_checkpoint_is_the_best_still_on_disk(tmp_path) -> None:
