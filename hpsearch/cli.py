@@ -30,8 +30,9 @@ from hpsearch.formatting import cell, plural, resource_hours, text_table
 from hpsearch.planning.autoscale import plan_autoscaling
 from hpsearch.planning.cluster_shape import cluster_text, nodes_at, parse_node_groups
 from hpsearch.planning.estimate import Estimate, Timing, epochs_for, estimate, timing_from, workload_for
+from hpsearch.planning.estimate.workload import cadence_for
 from hpsearch.planning.for_spec import plan_for
-from hpsearch.planning.preemption import preemption_rate
+from hpsearch.planning.preemption import preemption_rate, spot_as_dict
 from hpsearch.planning.rayjob import KUBERAY_SINCE, job_name, rayjob_manifest, rayjob_plan
 from hpsearch.planning.render import describe_groups, render_autoscaling, render_estimate, render_plan
 from hpsearch.planning.shares import Entry, render_status, shared_plan, status_rows
@@ -291,12 +292,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     beside = shared_plan(spec, plan, nodes, running) if args.address else None
     if args.format == "json":
         out = {"name": spec.name, "total_trials": total_trials(spec), **plan.as_dict()}
+        out.update(spot_as_dict(plan, cadence_for(spec)))  # the "spot nodes" fields, when workers sit on spot nodes
         if beside is not None:
             out["shared"] = beside
         print(json.dumps({**out, "estimate": est.as_dict()} if est is not None else out, indent=2))
     else:
         title = f"Plan for {spec.name} on {where} ({plural(len(nodes), 'node')})"
-        print(render_plan(plan, title=title, total_trials=total_trials(spec)))
+        print(render_plan(plan, title=title, total_trials=total_trials(spec), cadence=cadence_for(spec)))
         if beside is not None:
             print("\n" + beside["text"])
         if est is not None:
@@ -351,7 +353,7 @@ def _plan_autoscaling(
             f"Plan for {spec.name} on the described autoscaling cluster {describe_groups(plan)} "
             f"({plan.min_nodes} to {plan.max_nodes} nodes)"
         )
-        print(render_autoscaling(plan, title=title, total_trials=total_trials(spec)))
+        print(render_autoscaling(plan, title=title, total_trials=total_trials(spec), cadence=cadence_for(spec)))
         if est is not None:
             where = f" at the maximum size ({plan.max_nodes} nodes; the nodes' own start-up not counted)"
             print("\n" + render_estimate(est, title=_estimate_title(spec, est, where)))

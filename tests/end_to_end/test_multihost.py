@@ -12,6 +12,7 @@ The tests share one cluster (its start costs ~25 s), in the order they are writt
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
@@ -172,6 +173,85 @@ def test_searches_sharing_the_cluster_take_fair_turns_and_a_higher_priority_one_
     assert others_ended[0] < first_c < others_ended[-1], spans
     print(f"team-c joined at {c_joined:.0f}, first trained at {first_c:.0f}; spans {spans}")
     assert _status(hosts, "--format", "json")["searches"] == []  # ... and every search left the register
+
+
+def _node_ids(hosts: Hosts) -> dict[str, str]:
+    """Each alive host's Ray node id, by host name."""
+    script = (
+        "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
+        "print(json.dumps({n['NodeManagerHostname']: n['NodeID'] for n in ray.nodes() if n['Alive']}))"
+    )
+    done = hosts.run("h1", [sys.executable, "-c", script], timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_a_node_drained_with_a_20_s_deadline_loses_only_the_steps_after_the_notice_and_no_retry(
+    hosts: Hosts,
+) -> None:
+    """A DDP trial on h1 and h2 checkpoints only at epoch ends. Mid-epoch, h2 is drained as a spot node is
+    (`ray drain-node --reason DRAIN_NODE_REASON_PREEMPTION --deadline-remaining-seconds 20`), h3 joins, and h2
+    is killed at the deadline. The trial saves at its first report after the notice, restarts on h1 and h3
+    from that checkpoint, with `failure.worker_retries: 0` and `trial_retries: 0`: a preemption spends neither.
+    """
+    progress = hosts.shared / "drain-progress"
+    progress.mkdir()
+    steps = 8  # 2 epochs of 8 reports, 2 s apart: 28 s of training left at the drain, 20 s of notice
+    spec = _spec(
+        hosts.shared / "drain-spec",
+        hosts.shared / "drain-results",
+        trainable=f"{DATA / 'span_loop.py'}:drained",
+        num_samples=1,
+        search_space={"epochs": 2, "steps": steps, "step_s": 2.0, "progress_dir": str(progress)},
+        failure={"worker_retries": 0, "trial_retries": 0, "worker_start_timeout_s": 120},
+    )
+    run = hosts.popen("h1", [sys.executable, "-m", "hpsearch", "run", str(spec), "--address", hosts.address])
+    try:
+        deadline = time.monotonic() + 300
+        while not (progress / "epoch-1-step-2").exists():  # mid-epoch: no checkpoint yet
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no step 2 within 300 s"
+            time.sleep(0.2)
+        h2 = _node_ids(hosts)["h2"]
+        drained = hosts.run("h1", [str(BIN / "ray"), "drain-node", "--address", hosts.address, "--node-id", h2,
+                                   "--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "spot reclaim (test)",
+                                   "--deadline-remaining-seconds", "20"], timeout=60)  # fmt: skip
+        drained_at = time.time()
+        assert drained.returncode == 0, drained.stderr[-2000:]
+        hosts.start_ray("h3")  # where the workers go on
+        time.sleep(max(0.0, drained_at + 20 - time.time()))
+        hosts.kill_host("h2")  # at the deadline, as the cloud takes it
+        out, err = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    said = err[-4000:]
+    print(said)
+    assert run.returncode == 0, said
+    assert "register of searches did not answer" not in err, said  # the register lives on the head, not on h2
+    exp = hosts.shared / "drain-results" / "span"
+    summary = json.loads((exp / SUMMARY_FILE).read_text())
+    assert summary["counts"] == {"finished": 1, "stopped": 0, "errored": 0}, said
+    results = load_results(exp)
+    [row] = results.preemptions.to_dict("records")
+    print(row)
+    assert row["hosts"] == ("h2",) and row["restarted"], row
+    assert row["saved_epoch"] == 1 and row["restored_epoch"] == 1, row  # the notice's checkpoint, mid-epoch 1
+    noticed = row["noticed_at"].timestamp()
+    assert drained_at <= noticed < drained_at + 20, (drained_at, row)  # read, and saved, within the deadline
+    # lost: only steps made after the notice, which come every 2 s until the kill at the deadline
+    since_notice = math.ceil((drained_at + 20 - noticed) / 2.0) + 1
+    assert row["reports_lost"] <= since_notice, (row, since_notice)
+    done = sorted(p.name for p in progress.glob("epoch-*"))
+    assert done == sorted(f"epoch-{e}-step-{s}" for e in (1, 2) for s in range(1, steps + 1)), done
+    assert (progress / "host-h3").exists(), sorted(p.name for p in progress.iterdir())  # it went on on h3
+    assert not (exp / "train").glob("*/hpsearch_failures.jsonl") or all(
+        not p.read_text().strip() for p in (exp / "train").glob("*/hpsearch_failures.jsonl")
+    )  # no failure counted
+    # The hosts as the tests after this one expect them: h1 and h2 up, h3 not yet.
+    hosts.kill_host("h3")
+    hosts.start_ray("h2")
+    hosts.wait_for_nodes(2)
 
 
 @pytest.mark.full

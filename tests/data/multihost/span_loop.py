@@ -125,3 +125,4 @@ def drained(config: dict) -> None:
             )
             if context.get_world_rank() == 0:
                 Path(config["progress_dir"], f"epoch-{epoch}-step-{step}").touch()
+            Path(config["progress_dir"], f"host-{socket.gethostname()}").touch()  # every rank: where it trained
