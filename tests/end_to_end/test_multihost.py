@@ -140,6 +140,7 @@ def test_searches_sharing_the_cluster_take_fair_turns_and_a_higher_priority_one_
             assert time.monotonic() < deadline + 120, f"team-c did not register: {listed}"
             time.sleep(2)
         text = _status(hosts)
+        beside = _hpsearch(hosts, "h1", "plan", str(specs["team-a"]), "--address", hosts.address, "--format", "json")
         for name, run in runs.items():
             out, errs[name] = run.communicate(timeout=600)
             assert run.returncode == 0, errs[name][-4000:]
@@ -156,6 +157,10 @@ def test_searches_sharing_the_cluster_take_fair_turns_and_a_higher_priority_one_
     assert sorted(shares[n]["share"] for n in ("team-a", "team-b")) == [0, 1], listed  # priority 2 counts twice
     assert {"user", "host", "folder", "trial_needs", "running", "done", "total", "best"} <= set(shares["team-c"])
     assert shares["team-c"]["folder"] == str(results / "team-c") and shares["team-c"]["total"] == 2, listed
+    assert beside.returncode == 0, beside.stderr[-3000:]
+    shared = json.loads(beside.stdout)["shared"]  # plan --address: what team-a's spec would get beside the three
+    assert shared["alone"] == 2 and len(shared["beside"]) == 3 and 0 <= shared["share"] <= 1, shared
+    assert shared["text"].startswith("Beside the 3 searches running (team-"), shared
     for name in specs:
         assert name in text, said
         summary = json.loads((results / name / SUMMARY_FILE).read_text())

@@ -619,7 +619,11 @@ def test_the_quick_search_end_to_end_with_every_tracker(ray_cluster, tmp_path, c
         if "wandb" in line.lower() or "study created" in line or "MLflow database" in line
     ]
     assert not noise  # the trackers keep the terminal quiet: hpsearch's progress lines only
-    assert any(s == "RUNNING" and values for snapshot in seen_live for s, values in snapshot), seen_live[-3:]
+    if os.environ.get("HPSEARCH_RAY_WORKAROUNDS", "1") != "0":
+        # With the work-arounds off, Ray Train polls its workers every 2 s, not 0.2 s: an epoch of about a
+        # second reaches Tune with the next one and the trial's end, and a running trial's values may never
+        # be seen between them (the gate's tier-off stage, Ray 2.58.1, saw exactly that on 2026-12-06).
+        assert any(s == "RUNNING" and values for snapshot in seen_live for s, values in snapshot), seen_live[-3:]
 
     spec_as_run = yaml.safe_load((exp / SPEC_FILE).read_text())
     assert spec_as_run["num_samples"] == 2 and spec_as_run["scaling"]["num_workers"] == 2
