@@ -12,10 +12,11 @@ The rules:
   planner, until no search wants more or no more fit (ties go to the search that would be least served
   after one more trial, then to the earliest). Equal priorities give equal shares of the
   cluster's scarcest resource; priority 2 counts twice.
-- **Room now.** A search may run ``granted`` trials at once. Every search keeps its running trials
-  (running trials are never stopped to make room) and the room it was granted until its own next
-  heartbeat, where a grant above its share is taken back; the room left goes, one trial at a time,
-  to the search furthest below its share. So no search starts a trial
+- **Room now.** A search may have ``granted`` trials at once: it starts a trial only while it has
+  fewer. Running trials are never stopped to make room, but a search above its share starts no
+  more. Every other search counts the room a search was granted, at its last two heartbeats, or its
+  running trials if more, as held (it may have started trials in it a moment before its grant fell);
+  the room left goes, one trial at a time, to the search furthest below its share. So no search starts a trial
   that cannot be placed beside the others': its worker group never waits for room another search holds.
 - **Whole searches.** A population-based search must run its population's slots together: it gets
   them all at once, or none.
@@ -85,6 +86,7 @@ class Entry:
     joined_at: float = 0.0
     seen_at: float = 0.0
     granted: int = 0
+    previous: int = 0
 
     def who(self) -> str:
         """``user@host``, as people name a search's owner."""
@@ -92,7 +94,7 @@ class Entry:
 
     def at_once(self) -> int:
         """The trials at once this search holds room for: those running or starting, or its grant if more."""
-        return max(self.running, self.granted)
+        return max(self.running, self.granted, self.previous)
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as ``hpsearch status --format json`` writes it (without the demand's internals)."""
@@ -126,11 +128,12 @@ class Allotment:
     granted: int
     held_by: tuple[str, ...] = ()
     wanted: int = 0
+    running: int = 0
 
     @property
     def waiting(self) -> int:
         """Trials this search would run now if it were alone: the room they need is held by others."""
-        return max(0, self.wanted - self.granted)
+        return max(0, self.wanted - max(self.granted, self.running))
 
 
 def _free(nodes: Sequence[Node]) -> list[Node]:
@@ -208,20 +211,26 @@ def _shares(nodes: Sequence[Node], entries: Sequence[Entry]) -> dict[str, int]:
 def share_out(nodes: Sequence[Node], entries: Sequence[Entry], asking: str | None = None) -> dict[str, Allotment]:
     """Every search's :class:`Allotment` on ``nodes`` (their total resources), by the module's rules.
 
-    ``asking`` is the search whose heartbeat this answers: only its grant moves now. Every other search
-    keeps the room it was last granted until its own heartbeat, because it may have started trials in it
-    already; so no two searches are ever granted the same room. Without ``asking`` (``hpsearch status``),
-    every grant stays as it was told.
+    ``asking`` is the search whose heartbeat this answers: only its grant moves now, down to its share
+    (it then starts no trial while it has as many as that) or up by the room left. Every other search
+    holds the room it was granted at its last two heartbeats, or its running trials if more, because it
+    may have started trials in it a moment before its grant fell; so no two searches are ever granted the
+    same room. Without ``asking`` (``hpsearch status``), every grant stays as it was told.
     """
     live = [e for e in entries if e.wanted > 0 or e.running > 0]
     if len(live) <= 1:  # alone: its own plan decides
-        return {e.key: Allotment(share=e.wanted, granted=max(e.wanted, e.running), wanted=e.wanted) for e in entries}
+        return {
+            e.key: Allotment(share=e.wanted, granted=max(e.wanted, e.running), wanted=e.wanted, running=e.running)
+            for e in entries
+        }
     share = _shares(nodes, live)
-    told = {e.key: max(e.running, e.granted) for e in live}
+    told = {e.key: e.at_once() for e in live}
     held = dict(told)
+    kept = 0
     if asking in held:  # its grant above its share is taken back, never its running trials
         mine = next(e for e in live if e.key == asking)
-        held[asking] = max(mine.running, min(mine.granted, share[asking]))
+        kept = min(max(mine.granted, mine.running), share[asking])  # its running trials within its share stay granted
+        held[asking] = max(mine.running, kept)
     free: list[Node] | None = _free(nodes)
     for e in sorted(live, key=lambda e: e.joined_at):
         free = _place(free, e.demand, held[e.key]) if free is not None else None
@@ -236,20 +245,22 @@ def share_out(nodes: Sequence[Node], entries: Sequence[Entry], asking: str | Non
             below.remove(pick)
             continue
         free, held[pick.key] = after, held[pick.key] + step
+        if pick.key == asking:
+            kept += step
         if held[pick.key] >= share[pick.key]:
             below.remove(pick)
     over = tuple(e.key for e in live if e.running > share[e.key])
     out = {}
     for e in entries:
         if e.key not in share:
-            out[e.key] = Allotment(share=0, granted=e.running, wanted=e.wanted)
+            out[e.key] = Allotment(share=0, granted=e.running, wanted=e.wanted, running=e.running)
             continue
-        granted = held[e.key] if e.key == asking else told[e.key]
-        waits = granted < e.wanted
+        granted = kept if e.key == asking else told[e.key]
+        waits = max(granted, e.running) < e.wanted
         holders = tuple(k for k in over if k != e.key) if waits else ()
         if waits and not holders:  # nobody is over its share: the room is held by the searches' fair use
             holders = tuple(o.key for o in live if o.key != e.key and max(o.running, told[o.key]) > 0)
-        out[e.key] = Allotment(share=share[e.key], granted=granted, held_by=holders, wanted=e.wanted)
+        out[e.key] = Allotment(share=share[e.key], granted=granted, held_by=holders, wanted=e.wanted, running=e.running)
     return out
 
 
@@ -288,7 +299,7 @@ class Book:
         earlier = self.entries.get(entry.key)
         joined = earlier.joined_at if earlier is not None else now
         granted = earlier.granted if earlier is not None else 0
-        self.entries[entry.key] = replace(entry, joined_at=joined, seen_at=now, granted=granted)
+        self.entries[entry.key] = replace(entry, joined_at=joined, seen_at=now, granted=granted, previous=granted)
         mine = share_out(nodes, list(self.entries.values()), asking=entry.key)[entry.key]
         self.entries[entry.key] = replace(self.entries[entry.key], granted=mine.granted)
         line = None

@@ -56,40 +56,40 @@ def test_running_trials_are_never_stopped_and_the_newcomer_waits_naming_who_hold
     allotment, line = book.beat(entry("b", 1.0), NODES, now=1.0)
     assert (allotment.share, allotment.granted) == (1, 0)
     assert line == "waiting: 2 trials, the cluster's room is held by search a (alice@h1, 2 trials at once, priority 1)"
-    kept, _ = book.beat(entry("a", running=2), NODES, now=2.0)  # above its share, its running trials stay
-    assert kept.granted == 2
-    freed, _ = book.beat(entry("a", running=1), NODES, now=3.0)  # one ended: it starts no other
-    assert freed.granted == 1
-    room, line = book.beat(entry("b", 1.0), NODES, now=4.0)
+    above, _ = book.beat(entry("a", running=2), NODES, now=2.0)
+    assert above.granted == 1  # its two trials run on, but it starts no other while it has one
+    assert book.beat(entry("b", 1.0), NODES, now=2.5)[0].granted == 0  # a's two still hold both slots
+    book.beat(entry("a", running=1, done=1), NODES, now=3.0)  # one ended: a starts none in its place
+    book.beat(entry("a", running=1, done=1), NODES, now=6.0)
+    room, line = book.beat(entry("b", 1.0), NODES, now=7.0)
     assert room.granted == 1  # its share; its second trial waits for a's last one
     assert line == "waiting: 1 trial, the cluster's room is held by search a (alice@h1, 1 trial at once, priority 1)"
 
 
 def test_two_searches_are_never_granted_the_same_room_before_the_first_has_said_what_it_uses() -> None:
-    """The first search was granted both slots alone and may already be starting trials in them: the second
-    search gets none of that room until the first's own heartbeat gives it back."""
+    """The first search was granted both slots alone and may have started trials in them a moment before
+    its grant fell: the second search gets none of that room until the first's heartbeats show it is free."""
     book = Book()
     book.beat(entry("a"), NODES, now=0.0)
-    second, _ = book.beat(entry("b", 1.0), NODES, now=0.5)
-    assert second.granted == 0
-    first, _ = book.beat(entry("a", running=1), NODES, now=1.0)  # a started one: its grant falls to its share
-    assert first.granted == 1
-    second, _ = book.beat(entry("b", 1.0), NODES, now=1.5)
-    assert second.granted == 1
+    assert book.beat(entry("b", 1.0), NODES, now=0.5)[0].granted == 0
+    assert book.beat(entry("a", running=1), NODES, now=1.0)[0].granted == 1  # down to its share ...
+    assert book.beat(entry("b", 1.0), NODES, now=1.5)[0].granted == 0  # ... which it may not have seen yet
+    book.beat(entry("a", running=1), NODES, now=4.0)  # it has: it runs one
+    assert book.beat(entry("b", 1.0), NODES, now=4.5)[0].granted == 1
 
 
 def test_freed_room_goes_to_the_search_furthest_below_its_share() -> None:
     """c arrives at priority 2: shares a 1, b 0, c 1. When b's trial ends, its slot is c's, not b's again."""
     book = Book()
-    book.beat(entry("a", 0.0, running=1), NODES, now=0.0)
-    book.beat(entry("b", 1.0, running=1), NODES, now=1.0)
-    book.beat(entry("a", 0.0, running=1), NODES, now=1.5)
-    waits, line = book.beat(entry("c", 2.0, priority=2.0), NODES, now=2.0)
+    book.beat(entry("a", 0.0, running=1, wanted=1), NODES, now=0.0)
+    book.beat(entry("b", 1.0, running=1, wanted=1), NODES, now=1.0)
+    waits, line = book.beat(entry("c", 2.0, priority=2.0, wanted=1), NODES, now=2.0)
     assert (waits.share, waits.granted) == (1, 0)
     assert line is not None and "held by search b (alice@h1, 1 trial at once, priority 1)" in line
-    b_after, _ = book.beat(entry("b", 1.0, running=0, done=1), NODES, now=3.0)
-    assert (b_after.share, b_after.granted) == (0, 0)  # below nothing: its share went to c
-    c_now, line = book.beat(entry("c", 2.0, priority=2.0, wanted=1), NODES, now=4.0)
+    for now in (3.0, 6.0):  # b's trial ended, and b wants another
+        b_after, _ = book.beat(entry("b", 1.0, running=0, done=1, wanted=1), NODES, now=now)
+        assert (b_after.share, b_after.granted) == (0, 0)  # its share went to c
+    c_now, line = book.beat(entry("c", 2.0, priority=2.0, wanted=1), NODES, now=7.0)
     assert (c_now.granted, line) == (1, None)
 
 
