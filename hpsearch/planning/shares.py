@@ -338,6 +338,7 @@ def render_status(listing: Sequence[tuple[Entry, Allotment]], nodes: Sequence[No
     head = f"Searches on {where} ({plural(len(nodes), 'node')}: {fmt_resources(totals)})"
     if not listing:
         return f"{head}\n  none: no hpsearch search is running on this cluster"
+    by = {e.key: e for e, _ in listing}
     rows = [["search", "owner", "priority", "one trial", "share", "at once", "running", "done", "best", "folder"]]
     waits = []
     for e, a in listing:
@@ -358,10 +359,8 @@ def render_status(listing: Sequence[tuple[Entry, Allotment]], nodes: Sequence[No
                 e.folder,
             ]
         )
-        waiting = a.waiting
-        if waiting:
-            by = {o.key: o for o, _ in listing}
-            waits.append(f"  {e.name}: " + waiting_line(waiting, [by[k] for k in a.held_by if k in by]))
+        if a.waiting:
+            waits.append(f"  {e.name}: " + waiting_line(a.waiting, [by[k] for k in a.held_by if k in by]))
     return "\n".join([head, text_table(rows, indent="  "), *waits])
 
 

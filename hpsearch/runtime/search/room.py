@@ -166,8 +166,9 @@ class RoomKeeper(Callback):
         )
 
     def _beat(self) -> None:
+        entry = self._entry()  # what the register is told is what the gate then holds to
         try:
-            allotment, line = ray.get(self._handle.beat.remote(self._entry()), timeout=BEAT_S * 3)
+            allotment, line = ray.get(self._handle.beat.remote(entry), timeout=BEAT_S * 3)
         except Exception as err:  # noqa: BLE001 - a register that does not answer must never stop the search
             if not self._quiet_error:
                 self._quiet_error = True
@@ -177,7 +178,7 @@ class RoomKeeper(Callback):
                 )
             return
         self._quiet_error = False
-        GATE.wanted = self._entry().wanted
+        GATE.wanted = entry.wanted
         GATE.allowed = allotment.granted
         GATE.waiting = allotment.waiting
         self._line = line if GATE.waiting else None
