@@ -38,7 +38,10 @@ worker group is being drained, at every call on every rank (``ray.train.get_pree
 and saves a checkpoint at the first report after a notice even where the loop's cadence would not; Ray Train
 restarts the worker group from it at the drain's deadline, counted apart from failures
 (``failure.preemption_retries``). On a Ray without the call (:func:`preemption_notices`) it checkpoints at the
-loop's cadence only.
+loop's cadence only. With drivers on any node (``resources.driver_node: any``), rank 0 also reads at each call
+whether the trial driver's own node is being drained (its notice in the trial's folder; every rank together,
+one broadcast, when FSDP shards the model), and saves there the same way; the trial is then paused and resumed
+on another node (:mod:`hpsearch.experiment.driver_drains`).
 
 Population-based training (``scheduler: pbt`` or ``pb2``): when the scheduler exploits, the
 weaker trial's next run starts from the donor's checkpoint, with a mutated config.
@@ -62,8 +65,9 @@ import numpy as np
 import ray
 import ray.train
 import torch
+from ray.train.collective import broadcast_from_rank_zero
 
-from hpsearch.experiment import files
+from hpsearch.experiment import driver_drains, files
 
 __all__ = ["report", "restore", "apply_hyperparameters", "preemption_notices", "STATE_FILE", "SHARDS_DIR"]
 
@@ -177,7 +181,9 @@ def report(
     call first asks ``ray.train.get_preemption_info()``, which is a barrier like ``ray.train.report``: every
     rank must call it equally often, and every rank calls this equally often, so the rule holds. The first
     report after a notice saves a checkpoint even with ``checkpoint=False``, once per notice (not again
-    while no new node is drained); Ray Train restarts the worker group from it at the drain's deadline. Rank 0
+    while no new node is drained); Ray Train restarts the worker group from it at the drain's deadline. With
+    drivers on any node, a drain of the trial driver's own node saves the same way, and the trial is paused at
+    that report and resumed on another node (:mod:`hpsearch.experiment.driver_drains`). Rank 0
     records the notice once in its attempt's folder (``preemption.json``: the drained hosts, the deadline,
     this ``epoch`` and report; see :mod:`hpsearch.experiment.preemptions`). A checkpoint saved in the middle
     of an epoch holds that ``epoch``: :func:`restore` returns the epoch after it, so a loop that reports
@@ -194,11 +200,11 @@ def report(
         extra: Anything else picklable to save (e.g. a data-loader position).
     """
     metrics = {**metrics, "epoch": epoch}
-    checkpoint = _NOTICES.before_report(epoch, checkpoint)
+    sharded = _sharded(model)
+    checkpoint = _NOTICES.before_report(epoch, checkpoint, sharded)
     if not checkpoint:
         ray.train.report(metrics, checkpoint=None)
         return
-    sharded = _sharded(model)
     rank = ray.train.get_context().get_world_rank()
     if rank != 0 and not sharded:
         ray.train.report(metrics, checkpoint=None)
@@ -241,8 +247,9 @@ class _Notices:
         self.latest: Any = None  # the latest PreemptionInfo Ray gave (every rank gets rank 0's)
         self.pending = False  # a notice came and no checkpoint was saved since
         self.reports = 0  # this process's calls of report, from 1
+        self.driver_noticed: float | None = None  # when the trial driver read the drain of its node, if it did
 
-    def before_report(self, epoch: int, checkpoint: bool) -> bool:
+    def before_report(self, epoch: int, checkpoint: bool, sharded: bool = False) -> bool:
         """Ask Ray whether a node is being drained (a barrier: every rank, every report); whether this report saves."""
         self.reports += 1
         info = ray.train.get_preemption_info() if preemption_notices() else None
@@ -250,7 +257,27 @@ class _Notices:
             self.latest, self.pending = info, True
             if ray.train.get_context().get_world_rank() == 0:
                 _record_notice(info, epoch, self.reports, forced=not checkpoint)
+        self._driver_notice(epoch, checkpoint, sharded)
         return checkpoint or self.pending
+
+    def _driver_notice(self, epoch: int, checkpoint: bool, sharded: bool) -> None:
+        """Rank 0 (every rank with a sharded model): whether the trial driver's node is being drained."""
+        folder = driver_drains.watched_folder()
+        if folder is None:  # the driver is on the head node: it goes only with the whole cluster
+            return
+        rank = ray.train.get_context().get_world_rank()
+        notice = driver_drains.read_notice(folder) if rank == 0 else None
+        if sharded:  # every rank saves its shard, together: rank 0's reading decides for all, in one broadcast
+            notice = broadcast_from_rank_zero(notice)
+        if notice is None or notice.noticed_at == self.driver_noticed:
+            return
+        self.driver_noticed, self.pending = notice.noticed_at, True
+        if rank == 0:
+            try:  # said before this report leaves: the scheduler pauses the trial at the result that carries it
+                driver_drains.mark_saved(folder, notice, report=self.reports, epoch=epoch)
+            except OSError:  # the scheduler pauses it anyway as the deadline nears; the checkpoint is saved
+                pass
+            _record_driver_notice(notice, epoch, self.reports, forced=not checkpoint)
 
     def saved(self) -> None:
         """A report with a checkpoint returned: the notice's checkpoint is in storage."""
@@ -275,6 +302,21 @@ def _record_notice(info: Any, epoch: int, report: int, *, forced: bool) -> None:
         ]
         files.append_notice(
             folder, deadline=deadline, nodes=nodes, epoch=epoch, report=report, saved_epoch=epoch, forced=forced
+        )
+    except Exception:  # noqa: BLE001 - the checkpoint matters, not its record
+        pass
+
+
+def _record_driver_notice(notice: driver_drains.DriverNotice, epoch: int, report: int, *, forced: bool) -> None:
+    """Rank 0: record the drain of the trial driver's node in this attempt's ``preemption.json``, as a drained
+    node holding no rank (``"driver": true``); a record, never an error."""
+    folder = files.current_attempt()
+    if folder is None:
+        return
+    try:
+        node = {"node_id": notice.node_id, "host": notice.host, "ranks": [], "driver": True}
+        files.append_notice(
+            folder, deadline=notice.deadline, nodes=[node], epoch=epoch, report=report, saved_epoch=epoch, forced=forced
         )
     except Exception:  # noqa: BLE001 - the checkpoint matters, not its record
         pass

@@ -8,6 +8,7 @@
 - :mod:`~hpsearch.experiment.usage`: every run of each trial's driver and of the search (budgets, resource-hours).
 - :mod:`~hpsearch.experiment.attempts`: a trial's attempt folders, each rank's log and progress record.
 - :mod:`~hpsearch.experiment.preemptions`: the drain notices an attempt's loop read, and the restart that followed.
+- :mod:`~hpsearch.experiment.driver_drains`: a trial driver's node being drained: its notice, the save, the pause.
 - :mod:`~hpsearch.experiment.tune_files`: Ray Tune's own files (trial folders, its experiment state), read as data.
 - :mod:`~hpsearch.experiment.trial_status`: the one rule for a trial's status, from its records and Tune's files.
 - :mod:`~hpsearch.experiment.metrics`: a report's metrics flattened as Tune does, and its epoch.

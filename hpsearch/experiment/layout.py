@@ -26,6 +26,7 @@ One search is one folder, ``<storage_path>/<name>/``::
                 rank-<R>.log    rank R's stdout and stderr while its loop ran (RANK_LOG)
                 rank-<R>.json   rank R's progress: started, reports, in a report, ended (RANK_PROGRESS)
                 preemption.json one line per drain notice its loop read, and each drained node's reason (PREEMPTION_FILE)
+        hpsearch_driver_drain.json  its driver's node is being drained: the notice, the save (DRIVER_DRAIN_FILE)
         hpsearch_missing_metric.json  the metric a run of the trial missed    (MISSING_METRIC_FILE)
         hpsearch_failures.jsonl the loop's failures, one line each, compared for repeats (FAILURES_FILE)
         hpsearch_lineage.jsonl  pbt/pb2: one line per exploit (donor, epoch, configs) (LINEAGE_FILE)
@@ -65,6 +66,7 @@ __all__ = [
     "RANK_LOG",
     "RANK_PROGRESS",
     "PREEMPTION_FILE",
+    "DRIVER_DRAIN_FILE",
     "MISSING_METRIC_FILE",
     "FAILURES_FILE",
     "LINEAGE_FILE",
@@ -165,6 +167,10 @@ RANK_PROGRESS: Final = "rank-{rank}.json"
 #: reclaim; written by rank 0 in :func:`hpsearch.train.report`), and one per drained node with the reason the
 #: drain gave (written by the trial driver once Ray shows it); see :mod:`hpsearch.experiment.preemptions`.
 PREEMPTION_FILE: Final = "preemption.json"
+#: In ``train/<trial_id>/``, while the node of the trial's driver is being drained (``resources.driver_node:
+#: any``): the notice, and the report rank 0 saved a checkpoint at for it; removed by the trial's next driver.
+#: See :mod:`hpsearch.experiment.driver_drains`.
+DRIVER_DRAIN_FILE: Final = "hpsearch_driver_drain.json"
 #: Written into ``train/<trial_id>/`` by the trial driver when a run of the trial reported without the
 #: search's metric: which search (a token per ``run``/``resume``) and what was missing, so that Tune's
 #: retries of the trial in the same search fail at once instead of running the loop again.

@@ -10,7 +10,9 @@ parts together, without Ray:
 
 - rank 0 of the attempt, in :func:`hpsearch.train.report`, as its loop reads a notice: a ``notice`` line
   (:func:`append_notice`): when, the drain's deadline, the drained nodes (Ray's id, the host, the ranks
-  on it), the epoch and the report it was read at, and the epoch of the checkpoint saved there;
+  on it; ``"driver": true`` for the trial driver's node, which holds no rank: see
+  :mod:`hpsearch.experiment.driver_drains`), the epoch and the report it was read at, and the epoch of the
+  checkpoint saved there;
 - the trial driver, after its nested run: a ``reason`` line per drained node (:func:`append_reason`), the
   reason message the drain gave, which Ray shows only once the node is gone;
 - the Train controller's history of the trial's reports (``hpsearch_history.jsonl``, each with its
@@ -102,6 +104,9 @@ class Preemption:
         epoch: The epoch the loop reported with the notice; ``report``: that report's number in the attempt.
         saved_epoch: The epoch of the checkpoint saved at the notice (``None``: none was saved through
             :func:`hpsearch.train.report`); ``forced``: saved because of the notice.
+        driver: Whether a drained node held the trial's driver (``resources.driver_node: any``), not a rank:
+            the trial was paused and its next driver, elsewhere, started the worker group again
+            (:mod:`hpsearch.experiment.driver_drains`).
         restarted: Whether the worker group started again because of the drain.
         restart_attempt: The attempt that continued it, or ``None``.
         restored_epoch: The epoch of the checkpoint the restart continued from (``None``: not restarted, or
@@ -122,6 +127,7 @@ class Preemption:
     report: int | None
     saved_epoch: Any
     forced: bool
+    driver: bool = False
     restarted: bool = False
     restart_attempt: int | None = None
     restored_epoch: Any = None
@@ -200,6 +206,7 @@ def _from_notices(trial_id: str, attempt: int, notices: list[dict[str, Any]], re
         report=report if isinstance(report, int) and not isinstance(report, bool) else None,
         saved_epoch=first.get("saved_epoch"),
         forced=first.get("forced") is True,
+        driver=any(node.get("driver") is True for node in nodes.values()),
     )
 
 

@@ -189,7 +189,8 @@ def errors(results: Results) -> list[dict[str, str]]:
 
 
 def preemptions_table(results: Results) -> pd.DataFrame:
-    """Each drain notice a trial's loop read, as the report lists it: the drained hosts, the drain's reason, the
+    """Each drain notice a trial's loop read, as the report lists it: the drained hosts (the trial driver's, said),
+    the drain's reason, the
     seconds of warning it gave, the epoch of the notice and of the checkpoint saved then, and the restart: the
     attempt that continued, from the checkpoint of which epoch, and the reports lost (made again)."""
     columns = {
@@ -205,7 +206,10 @@ def preemptions_table(results: Results) -> pd.DataFrame:
         "reports_lost": "reports lost",
     }
     table = results.preemptions[list(columns)].copy()
-    table["hosts"] = [", ".join(h for h in hosts if h) or "-" for hosts in table["hosts"]]
+    table["hosts"] = [
+        (", ".join(h for h in hosts if h) or "-") + (" (the trial's driver)" if driver else "")
+        for hosts, driver in zip(table["hosts"], results.preemptions["driver"], strict=True)
+    ]
     table["reason"] = [reason or "-" for reason in table["reason"]]
     shown: pd.DataFrame = gaps(table).rename(columns=columns)
     return shown

@@ -93,6 +93,44 @@ def test_a_renamed_private_method_is_caught(monkeypatch: pytest.MonkeyPatch) -> 
         tune_schedulers._check_exploit()
 
 
+def test_the_drain_checks_fail_when_ray_drops_the_draining_list_or_reads_reuse_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ray._private import state
+    from ray.tune.execution import tune_controller
+
+    with monkeypatch.context() as patch:
+        patch.delattr(state.GlobalState, "get_draining_nodes")
+        with pytest.raises(ContractBroken, match="get_draining_nodes"):
+            ray_core._check_draining_nodes()
+    source = "def _maybe_cache_trial_actor(self, trial):\n    return self._actor_cache.cache_object(trial)\n"
+    real = contract_checks.inspect.getsource
+    monkeypatch.setattr(
+        contract_checks.inspect,
+        "getsource",
+        lambda obj: source if obj is tune_controller.TuneController._maybe_cache_trial_actor else real(obj),
+    )
+    with pytest.raises(ContractBroken, match="no longer refers to if not self._reuse_actors:"):
+        tune_schedulers._check_pause_without_reuse()
+
+
+def test_without_the_drain_internals_a_search_with_drivers_anywhere_says_so_and_pauses_no_trial(
+    tmp_path: Path, broken_contracts, said
+) -> None:
+    from types import SimpleNamespace
+
+    broken_contracts({"ray-draining-nodes": "ray._private.state.GlobalState has no get_draining_nodes"})
+    internals.preflight(_spec(tmp_path, resources={"driver_node": "any"})[1])
+    assert said.getvalue().splitlines() == [
+        "hpsearch: off for this search: a trial whose driver's node is drained pauses, and resumes on another node "
+        "(driver_node: any) (Ray internal ray-draining-nodes: ray._private.state.GlobalState has no get_draining_nodes)"
+    ]
+    assert internals.draining_nodes() is None  # the driver's watch sees it off
+    broken_contracts({"tune-pause-no-reuse": "TuneController no longer sets _reuse_actors"})
+    tune = SimpleNamespace(pause_trial=lambda *a, **k: pytest.fail("paused without the internal"))
+    assert not internals.pause_without_reuse(tune, object())  # the scheduler's decision stands
+
+
 def test_an_environment_variable_ray_no_longer_reads_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     constants = importlib.import_module("ray.train.v2._internal.constants")
     monkeypatch.setattr(constants, "HEALTH_CHECK_INTERVAL_S_ENV_VAR", "RAY_TRAIN_POLL_S")

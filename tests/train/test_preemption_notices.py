@@ -124,3 +124,71 @@ def test_on_a_ray_without_notices_the_loop_checkpoints_at_its_own_cadence(monkey
     for report in range(1, 7):
         hp.report({"loss": 1.0}, epoch=report, model=model, checkpoint=report % 3 == 0)
     assert fake.asked == 0 and [i for i, saved in enumerate(fake.saved, start=1) if saved] == [3, 6]
+
+
+def _driver_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rank: int, notice_at: int) -> tuple[_RayTrain, Path]:
+    """Nine reports of one rank whose trial driver's node is drained before report ``notice_at``."""
+    import ray
+    import ray.train
+
+    from hpsearch.experiment import driver_drains
+
+    trial, attempt = tmp_path / "trial", tmp_path / "trial" / "logs" / "attempt-1"
+    attempt.mkdir(parents=True)
+    fake = _RayTrain([None])
+    monkeypatch.setattr(hp, "_NOTICES", hp._Notices())
+    monkeypatch.setattr(ray.train, "get_preemption_info", fake.get_preemption_info, raising=False)
+    monkeypatch.setattr(ray.train, "report", fake.report)
+    monkeypatch.setattr(ray.train, "get_context", lambda: _Context(rank))
+    files.set_current_attempt(attempt)
+    driver_drains.watch_folder(trial)  # as hpsearch's worker wrapper says, with drivers on any node
+    notice = driver_drains.DriverNotice("n9", "spot-9", noticed_at=1_796_000_000.0, deadline=1_796_000_020.0)
+    try:
+        model = torch.nn.Linear(2, 1)
+        for report in range(1, 10):
+            if report == notice_at:
+                driver_drains.write_notice(trial, notice)
+            hp.report({"loss": 1.0}, epoch=report, model=model, checkpoint=report % 3 == 0)
+    finally:
+        files.set_current_attempt(None)
+        driver_drains.watch_folder(None)
+    return fake, trial
+
+
+def test_a_drain_of_the_drivers_node_saves_at_the_next_report_and_says_so_before_that_report_leaves(
+    monkeypatch, tmp_path
+) -> None:
+    from hpsearch.experiment import driver_drains
+
+    fake, trial = _driver_run(monkeypatch, tmp_path, rank=0, notice_at=5)
+    assert [i for i, saved in enumerate(fake.saved, start=1) if saved] == [3, 5, 6, 9]  # the notice's at 5, once
+    notice = driver_drains.read_notice(trial)
+    assert notice is not None and (notice.saved_report, notice.saved_epoch) == (5, 5)  # for the scheduler's pause
+    [record] = _notices(trial / "logs" / "attempt-1")
+    assert record["nodes"] == [{"node_id": "n9", "host": "spot-9", "ranks": [], "driver": True}]
+    assert (record["report"], record["saved_epoch"], record["forced"], record["deadline"]) == (
+        5,
+        5,
+        True,
+        1_796_000_020.0,
+    )
+    [read] = files.read_preemptions(trial)
+    assert read.driver and read.hosts == ("spot-9",) and read.ranks == () and read.saved_epoch == 5
+
+
+def test_only_rank_0_reads_the_drivers_notice_when_the_model_is_not_sharded(monkeypatch, tmp_path) -> None:
+    from hpsearch.experiment import driver_drains
+
+    fake, trial = _driver_run(monkeypatch, tmp_path, rank=1, notice_at=5)
+    assert fake.saved == [False] * 9  # rank 1 saves nothing of its own, and marks nothing
+    notice = driver_drains.read_notice(trial)
+    assert notice is not None and notice.saved_report is None
+    assert _notices(trial / "logs" / "attempt-1") == []
+
+
+def test_without_a_watching_driver_the_loop_never_reads_a_notice(monkeypatch, tmp_path) -> None:
+    from hpsearch.experiment import driver_drains
+
+    driver_drains.write_notice(tmp_path, driver_drains.DriverNotice("n9", "spot-9", 1.0, 21.0))
+    fake = _run(monkeypatch, tmp_path, [None], rank=0)  # drivers on the head: no folder is watched
+    assert [i for i, saved in enumerate(fake.saved, start=1) if saved] == [3, 6, 9]

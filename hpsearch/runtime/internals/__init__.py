@@ -31,12 +31,12 @@ The modules, one library area each (the registry first; every other imports it):
 - :mod:`~hpsearch.runtime.internals.registry`: every internal, ``broken``, ``available``, ``preflight``.
 - :mod:`~hpsearch.runtime.internals.contract_checks`: what the checks are made of (``ContractBroken``, a name, a text in a source).
 - :mod:`~hpsearch.runtime.internals.tune_session`: a trial driver's Tune session, the trainable's mixins, SIGUSR1, a trial's retries.
-- :mod:`~hpsearch.runtime.internals.tune_schedulers`: PBT's exploit step and its per-trial state.
+- :mod:`~hpsearch.runtime.internals.tune_schedulers`: PBT's exploit step and its per-trial state; a pause whose actor is not reused.
 - :mod:`~hpsearch.runtime.internals.tune_search`: the variant generator's trials and Tune's saved search state.
 - :mod:`~hpsearch.runtime.internals.train_worker`: a Train worker's reports and start checkpoint.
 - :mod:`~hpsearch.runtime.internals.train_controller`: the Train controller's process, errors, failure policy and callbacks.
 - :mod:`~hpsearch.runtime.internals.train_torch`: Ray Train's Torch backend, and hpsearch's mirror of it.
-- :mod:`~hpsearch.runtime.internals.ray_core`: the loopback switch, the driver's error printing, the node, the head resource.
+- :mod:`~hpsearch.runtime.internals.ray_core`: the loopback switch, the driver's error printing, the node, the head resource, the nodes being drained.
 - :mod:`~hpsearch.runtime.internals.ray_data`: Ray Data's object-store share, its console handlers, the autoscaling coordinator.
 - :mod:`~hpsearch.runtime.internals.optuna_search`: the study Ray's Optuna searcher builds, and its trials.
 - :mod:`~hpsearch.runtime.internals.hyperopt_search`: Ray's HyperOpt searcher's ``Trials`` and live trials.
@@ -50,6 +50,7 @@ from hpsearch.runtime.internals.optuna_search import OptunaStudyHook
 from hpsearch.runtime.internals.ray_core import (
     NodeInfo,
     current_node,
+    draining_nodes,
     loopback_flag,
     reload_ray_config,
     set_driver_error_printing,
@@ -96,7 +97,7 @@ from hpsearch.runtime.internals.train_controller import (
 )
 from hpsearch.runtime.internals.train_torch import MIRRORED_BACKENDS, lean_torch_config, torch_config_with_worker_setup
 from hpsearch.runtime.internals.train_worker import offer_start_checkpoint, watch_worker_reports, wrap_worker_reports
-from hpsearch.runtime.internals.tune_schedulers import Exploit, ExploitHook
+from hpsearch.runtime.internals.tune_schedulers import Exploit, ExploitHook, pause_without_reuse
 from hpsearch.runtime.internals.tune_search import SavedSearch, VariantHook, read_search_state, write_search_state
 from hpsearch.runtime.internals.tune_session import (
     DriverSession,
@@ -139,6 +140,8 @@ __all__ = [
     "broken",
     "controller_failure",
     "current_node",
+    "draining_nodes",
+    "pause_without_reuse",
     "data_object_store_fraction",
     "hold_in_coordinator",
     "lean_torch_config",

@@ -2,8 +2,8 @@
 process is connected through, the head node's resource, Ray's settings read again.
 
 Internals ``loopback-switch`` (:func:`loopback_flag`), ``driver-error-printing``
-(:func:`set_driver_error_printing`), ``ray-node`` (:func:`current_node`), ``head-node-resource`` and
-``ray-config-reload`` (:func:`reload_ray_config`).
+(:func:`set_driver_error_printing`), ``ray-node`` (:func:`current_node`), ``head-node-resource``,
+``ray-config-reload`` (:func:`reload_ray_config`) and ``ray-draining-nodes`` (:func:`draining_nodes`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from importlib import import_module
 from typing import Any
 
 from hpsearch.errors import IncompatibleLibraryError
-from hpsearch.runtime.internals.contract_checks import ContractBroken, _assigns, _mentions, _resolve
+from hpsearch.runtime.internals.contract_checks import ContractBroken, _assigns, _mentions, _parameters, _resolve
 from hpsearch.runtime.internals.registry import (
     HEAD_NODE_RESOURCE,
     LOOPBACK_ENV_VAR,
@@ -27,6 +27,7 @@ from hpsearch.runtime.internals.registry import (
 __all__ = [
     "NodeInfo",
     "current_node",
+    "draining_nodes",
     "loopback_flag",
     "reload_ray_config",
     "set_driver_error_printing",
@@ -65,6 +66,15 @@ def _check_head_resource() -> None:
         raise ContractBroken(
             f"Ray's head-node resource is {value!r}, hpsearch places drivers on {HEAD_NODE_RESOURCE!r}"
         )
+
+
+def _check_draining_nodes() -> None:
+    _parameters("ray._private.state:GlobalState.get_draining_nodes")
+    _resolve("ray._private.state:state")
+    # {node id hex: deadline in ms, 0 = none}: the docstring is the contract Ray Train's watcher relies on too
+    _mentions(
+        "ray._private.state:GlobalState.get_draining_nodes", "timestamps in ms", "no deadline if the timestamp is 0"
+    )
 
 
 def _check_config_reload() -> None:
@@ -128,6 +138,21 @@ def set_driver_error_printing(enabled: bool) -> bool:
 
     ray_worker._worker_logs_enabled = enabled
     return True
+
+
+def draining_nodes() -> dict[str, float | None] | None:
+    """The nodes being drained, as ``{node id (hex): deadline (UNIX seconds) or None}`` (internal ``ray-draining-nodes``).
+
+    ``None`` when the internal is missing. Ray Train's own preemption watcher asks the same (Ray 2.60); a node
+    drained with no deadline has ``None``. Asks Ray's GCS: call it from a connected process.
+    """
+    if not available("ray-draining-nodes"):
+        return None
+    # lazy: a missing internal turns its feature off; it never fails the import
+    from ray._private import state
+
+    found: dict[str, int] = state.state.get_draining_nodes()
+    return {str(node): (deadline_ms / 1000.0 if deadline_ms else None) for node, deadline_ms in found.items()}
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,10 @@ def _drivers_on_head(spec: Spec) -> bool:
     return spec.resources.driver_node == "head" or _uses_pbt(spec)
 
 
+def _drivers_anywhere(spec: Spec) -> bool:
+    return not _drivers_on_head(spec)
+
+
 def _uses_failed_infeasible(spec: Spec) -> bool:
     options = spec.searcher.options
     return isinstance(options, OptunaOptions) and options.failed_trials == "infeasible"
@@ -374,6 +378,42 @@ INTERNALS: tuple[Internal, ...] = (
         public="none: Ray Data's logging configuration has no console-only switch",
         on_missing="warn",
         check=_at("ray_data", "_check_ray_data_handler"),
+    ),
+    Internal(
+        key="ray-draining-nodes",
+        relies_on="ray._private.state.state.get_draining_nodes(): {node id hex: deadline in ms, 0 for none}",
+        feature="a trial whose driver's node is drained pauses, and resumes on another node (driver_node: any)",
+        without_it=(
+            "such a trial's driver dies at the drain's deadline; Tune starts it again from its checkpoint only as "
+            "one of failure.trial_retries"
+        ),
+        public=(
+            "none: ray.nodes() and ray.util.state.list_nodes() say alive or dead, not draining; "
+            "ray.train.get_preemption_info() covers a worker group's nodes, not its trial driver's"
+        ),
+        on_missing="warn",
+        check=_at("ray_core", "_check_draining_nodes"),
+        used_by=_drivers_anywhere,
+    ),
+    Internal(
+        key="tune-pause-no-reuse",
+        relies_on=(
+            "ray.tune.execution.tune_controller: TrialRunnerWrapper._tune_controller, TuneController._reuse_actors "
+            "(read by _maybe_cache_trial_actor as _schedule_trial_stop ends a trial's actor) and "
+            "pause_trial(trial, should_checkpoint)"
+        ),
+        feature="a trial whose driver's node is drained pauses, and resumes on another node (driver_node: any)",
+        without_it=(
+            "such a trial's driver dies at the drain's deadline; Tune starts it again from its checkpoint only as "
+            "one of failure.trial_retries"
+        ),
+        public=(
+            "a scheduler's tune_controller.pause_trial is public, but with resources.reuse_actors Tune keeps the "
+            "paused actor, on the drained node, for the next trial"
+        ),
+        on_missing="warn",
+        check=_at("tune_schedulers", "_check_pause_without_reuse"),
+        used_by=_drivers_anywhere,
     ),
     Internal(
         key="pbt-exploit",

@@ -1,6 +1,7 @@
-"""Tune's population-based schedulers: Ray's exploit step and the per-trial state of ``PopulationBasedTraining``.
+"""Tune's schedulers: Ray's exploit step and the per-trial state of ``PopulationBasedTraining``, and a pause
+whose actor is not kept for reuse.
 
-Internal ``pbt-exploit``. :class:`ExploitHook` overrides the two private steps of Ray's
+Internal ``tune-pause-no-reuse`` (:func:`pause_without_reuse`). Internal ``pbt-exploit``. :class:`ExploitHook` overrides the two private steps of Ray's
 scheduler and calls hooks with public names; it reads and writes the scheduler's private state
 through named accessors. What hpsearch does with them (the lineage, a population that keeps
 moving, a resumed one that carries on) is :mod:`hpsearch.runtime.search.pbt`'s and
@@ -17,7 +18,39 @@ from typing import Any
 from hpsearch.runtime.internals.contract_checks import _assigns, _mentions, _parameters
 from hpsearch.runtime.internals.registry import available
 
-__all__ = ["Exploit", "ExploitHook"]
+__all__ = ["Exploit", "ExploitHook", "pause_without_reuse"]
+
+_CONTROLLER = "ray.tune.execution.tune_controller"
+
+
+def _check_pause_without_reuse() -> None:
+    _assigns(f"{_CONTROLLER}:TrialRunnerWrapper", "_tune_controller")
+    _assigns(f"{_CONTROLLER}:TuneController", "_reuse_actors")
+    _parameters(f"{_CONTROLLER}:TuneController.pause_trial", "trial", "should_checkpoint")
+    _mentions(f"{_CONTROLLER}:TuneController._wrapped", '"pause_trial"')
+    _mentions(f"{_CONTROLLER}:TuneController._maybe_cache_trial_actor", "if not self._reuse_actors:")
+    _mentions(f"{_CONTROLLER}:TuneController._schedule_trial_stop", "self._maybe_cache_trial_actor(trial)")
+
+
+def pause_without_reuse(tune_controller: Any, trial: Any) -> bool:
+    """Pause ``trial`` now, from a scheduler's ``on_trial_result``, with no Tune checkpoint, and end its actor
+    (internal ``tune-pause-no-reuse``): Tune would otherwise keep the actor for the next trial to reuse
+    (``resources.reuse_actors``), on a node that is going away. Returns whether it could.
+
+    ``tune_controller`` is what Tune hands a scheduler; its ``pause_trial`` is the public part, as Ray's PBT
+    pauses a trial. Tune keeps an actor for reuse when its controller's ``_reuse_actors`` is set, which it
+    reads as the trial's actor stops, within ``pause_trial``: it is off for that call alone.
+    """
+    if not available("tune-pause-no-reuse"):
+        return False
+    controller = tune_controller._tune_controller  # the TuneController behind the scheduler's wrapper
+    reuse = controller._reuse_actors
+    controller._reuse_actors = False
+    try:
+        tune_controller.pause_trial(trial, should_checkpoint=False)
+    finally:
+        controller._reuse_actors = reuse
+    return True
 
 
 def _check_exploit() -> None:

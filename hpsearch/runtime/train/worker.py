@@ -12,7 +12,8 @@ In the worker, rank 0 records the run's worker placement group for a reused tria
 ``logs/`` (:class:`hpsearch.runtime.rank_watch.RankRecord`), which the trial driver watches for
 unequal reports and stalls. While the loop runs, the process knows that attempt's folder
 (:func:`hpsearch.experiment.files.set_current_attempt`), where :func:`hpsearch.train.report` records a notice
-that a node of the worker group is being drained. Every report is made plain Python before Ray sees it
+that a node of the worker group is being drained, and where it reads the notice the trial driver writes when
+its own node is (:func:`hpsearch.experiment.driver_drains.watch_folder`). Every report is made plain Python before Ray sees it
 (:func:`plain_reports`). The loop's return value is dropped.
 """
 
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hpsearch.experiment import files
+from hpsearch.experiment.driver_drains import watch_folder
 from hpsearch.runtime.internals import wrap_worker_reports
 from hpsearch.runtime.rank_watch import RankRecord
 from hpsearch.runtime.train import transplant
@@ -33,7 +35,11 @@ __all__ = ["worker_loop", "plain_reports"]
 
 
 def worker_loop(
-    train_loop: Callable[..., Any], run_folder: str | None = None, *, workarounds: bool = True
+    train_loop: Callable[..., Any],
+    run_folder: str | None = None,
+    *,
+    workarounds: bool = True,
+    driver_drains: bool = False,
 ) -> Callable[..., None]:
     """The user's loop as each Train worker runs it: reports made plain, the return value dropped.
 
@@ -41,6 +47,9 @@ def worker_loop(
     placement group there first (:func:`hpsearch.runtime.trial.reuse.record_worker_group`), and every
     rank keeps its output and progress in the folder's ``logs/attempt-<N>/`` while its loop runs
     (:class:`hpsearch.runtime.rank_watch.RankRecord`; an error the loop raises ends its log).
+
+    ``driver_drains``: the trial driver watches its node for a drain (``resources.driver_node: any``), and
+    :func:`hpsearch.train.report` reads its notice in ``run_folder`` (:mod:`hpsearch.experiment.driver_drains`).
 
     ``workarounds``: the Ray work-arounds' switch as the search process read it; off, a run from a donor's
     checkpoint leaves PyTorch's ``load_state_dict`` as it is (:func:`hpsearch.runtime.train.transplant.take_over`).
@@ -60,6 +69,7 @@ def worker_loop(
             record = RankRecord.start(run_folder)
         # where hpsearch.train.report records a drain notice the loop reads (experiment/preemptions.py)
         files.set_current_attempt(record.folder if record is not None else None)
+        watch_folder(run_folder if driver_drains and run_folder is not None else None)
         transplant.take_over(workarounds)  # a run from a donor's checkpoint (pbt/pb2): the loop sees it as its own
         plain_reports()
         try:
@@ -70,6 +80,7 @@ def worker_loop(
             raise
         finally:
             files.set_current_attempt(None)
+            watch_folder(None)
         if record is not None:
             record.end()
 
