@@ -259,6 +259,114 @@ def test_a_node_drained_with_a_20_s_deadline_loses_only_the_steps_after_the_noti
     hosts.wait_for_nodes(2)
 
 
+_HOLD = """
+import json, sys
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init(address="auto", logging_level="ERROR", namespace="hpsearch-test-holds")
+
+@ray.remote(num_cpus=0)
+class Hold:
+    def ready(self):
+        return True
+
+wanted = json.loads(sys.argv[1])
+if sys.argv[2] == "hold":
+    held = [
+        Hold.options(name=name, lifetime="detached", num_cpus=cpus,
+                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        for name, (node, cpus) in wanted.items()
+    ]
+    ray.get([h.ready.remote() for h in held], timeout=120)
+else:
+    for name in wanted:
+        try:
+            ray.kill(ray.get_actor(name))
+        except ValueError:
+            pass  # gone with its host
+"""
+
+
+def _hold_cpus(hosts: Hosts, wanted: dict[str, tuple[str, float]], action: str = "hold") -> None:
+    """Hold (or let go of) CPUs on nodes with detached actors: ``{name: (node id, cpus)}``."""
+    done = hosts.run("h1", [sys.executable, "-c", _HOLD, json.dumps(wanted), action], timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_trial_whose_drivers_node_is_drained_pauses_at_its_checkpoint_and_resumes_on_another_host(
+    hosts: Hosts,
+) -> None:
+    """`resources.driver_node: any`: the trial's driver (0.6 CPU) can sit only on h2 and its one worker (0.3 CPU)
+    only on h1, as CPUs held on both leave it (h1: 0.4 free, h2: 0.8). Mid-epoch, h2 is drained with a 20 s
+    deadline. It holds no rank, so Ray Train tells the loop nothing: the driver reads the drain itself, rank 0
+    saves at its next report, and the scheduler pauses the trial at it. h3 joins; Tune starts the trial's next
+    driver there, and the nested run carries on from that checkpoint. h2 is killed at the deadline. With
+    `failure.worker_retries: 0` and `trial_retries: 0`, a failure anywhere would end the trial errored.
+    """
+    progress = hosts.shared / "driver-drain-progress"
+    progress.mkdir()
+    nodes = _node_ids(hosts)
+    holds = {"hold-h1": (nodes["h1"], 0.6), "hold-h2": (nodes["h2"], 0.2)}
+    _hold_cpus(hosts, holds)
+    steps = 4  # 2 epochs of 4 reports, 2 s apart; checkpoints at epoch ends only
+    spec = _spec(
+        hosts.shared / "driver-drain-spec",
+        hosts.shared / "driver-drain-results",
+        trainable=f"{DATA / 'span_loop.py'}:drained",
+        num_samples=1,
+        search_space={"epochs": 2, "steps": steps, "step_s": 2.0, "progress_dir": str(progress)},
+        scaling={"num_workers": 1, "resources_per_worker": {"CPU": 0.3}},
+        resources={"driver_cpus": 0.6, "driver_node": "any"},
+        failure={"worker_retries": 0, "trial_retries": 0, "worker_start_timeout_s": 120},
+    )
+    run = hosts.popen("h1", [sys.executable, "-m", "hpsearch", "run", str(spec), "--address", hosts.address])
+    try:
+        deadline = time.monotonic() + 300
+        while not (progress / "epoch-1-step-2").exists():  # mid-epoch: no checkpoint yet
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no step 2 within 300 s"
+            time.sleep(0.2)
+        assert sorted(p.name for p in progress.glob("host-*")) == ["host-h1"]  # the worker: h1, not the driver's h2
+        drained = hosts.run("h1", [str(BIN / "ray"), "drain-node", "--address", hosts.address, "--node-id", nodes["h2"],
+                                   "--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "spot reclaim (test)",
+                                   "--deadline-remaining-seconds", "20"], timeout=60)  # fmt: skip
+        drained_at = time.time()
+        assert drained.returncode == 0, drained.stderr[-2000:]
+        hosts.start_ray("h3")  # where the driver goes on
+        time.sleep(max(0.0, drained_at + 20 - time.time()))
+        hosts.kill_host("h2")  # at the deadline, as the cloud takes it
+        out, err = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        _hold_cpus(hosts, holds, "release")
+    said = err[-4000:]
+    print(said)
+    assert run.returncode == 0, said
+    exp = hosts.shared / "driver-drain-results" / "span"
+    summary = json.loads((exp / SUMMARY_FILE).read_text())
+    assert summary["counts"] == {"finished": 1, "stopped": 0, "errored": 0}, said
+    paused = [line for line in err.splitlines() if "paused   trial" in line]
+    assert paused and "(h2) is being drained" in paused[0] and "epoch 1" in paused[0], said
+    [row] = load_results(exp).preemptions.to_dict("records")
+    print(row)
+    assert row["hosts"] == ("h2",) and row["driver"] and row["ranks"] == () and row["restarted"], row
+    assert row["saved_epoch"] == 1 and row["restored_epoch"] == 1 and row["forced"], row  # mid-epoch 1
+    noticed = row["noticed_at"].timestamp()
+    assert drained_at <= noticed < drained_at + 20, (drained_at, row)
+    assert row["reports_lost"] <= math.ceil((drained_at + 20 - noticed) / 2.0) + 1, row
+    done = sorted(p.name for p in progress.glob("epoch-*"))
+    assert done == sorted(f"epoch-{e}-step-{s}" for e in (1, 2) for s in range(1, steps + 1)), done
+    [result] = list(exp.glob("*/result.json"))
+    drivers = [json.loads(line)["hostname"] for line in result.read_text().splitlines() if line.strip()]
+    assert drivers[0] == "h2" and drivers[-1] == "h3", drivers  # the driver went on on h3, not the drained h2
+    assert not any(p.read_text().strip() for p in (exp / "train").glob("*/hpsearch_failures.jsonl"))
+    # The hosts as the tests after this one expect them: h1 and h2 up, h3 not yet.
+    hosts.kill_host("h3")
+    hosts.start_ray("h2")
+    hosts.wait_for_nodes(2)
+
+
 @pytest.mark.full
 def test_storage_on_node_local_scratch_is_refused_before_any_trial_naming_the_host(hosts: Hosts) -> None:
     spec = _spec(hosts.shared / "scratch-spec", hosts.scratch / "results")

@@ -13,6 +13,7 @@ hears every trial's events (Tune's callbacks, schedulers and searchers run here)
 - :mod:`~hpsearch.runtime.search.tune_space`: the parsed search space as Tune's domains (``to_tune``).
 - :mod:`~hpsearch.runtime.search.warm_start`: the searcher seeded with points and an earlier search's trials.
 - :mod:`~hpsearch.runtime.search.pbt`: population-based training's schedulers: exploits that copy the donor.
+- :mod:`~hpsearch.runtime.search.drained_drivers`: the other schedulers, pausing a trial whose driver's node is drained.
 - :mod:`~hpsearch.runtime.search.resume_state`: a resumed population given back each trial's scheduler state.
 - :mod:`~hpsearch.runtime.search.grow`: a search grown on resume (``--set num_samples=N``) through Tune's saved state.
 - :mod:`~hpsearch.runtime.search.outcomes`: the Tune callback that records how each trial ended.

@@ -15,8 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, MedianStoppingRule
 
+from hpsearch.runtime.search.drained_drivers import (
+    DrainAwareASHA,
+    DrainAwareFIFO,
+    DrainAwareHyperBand,
+    DrainAwareMedian,
+)
 from hpsearch.runtime.search.pbt import HpsearchPB2, HpsearchPBT
 from hpsearch.runtime.search.room import GatedLimiter, GatedVariantGenerator
 from hpsearch.runtime.search.searchers import (
@@ -91,6 +96,9 @@ class SchedulerContext:
     own: bool = False
     # The experiment folder, for population-based training. Each exploit is recorded in its trial's folder under train/.
     experiment_dir: Any = None
+    # With drivers on any node: the trials' folders (train/), where a driver drained says so
+    # (runtime/search/drained_drivers.py); None leaves every scheduler as Ray's.
+    drained_drivers: Any = None
 
     def kwargs(self) -> dict[str, Any]:
         """``metric=``/``mode=`` for the scheduler's constructor, when it is built with its own."""
@@ -227,11 +235,12 @@ def _hyperopt_searcher(options: HyperoptOptions, ctx: SearcherContext) -> Any:
 
 
 def _fifo(options: FifoOptions, ctx: SchedulerContext) -> Any:
-    return FIFOScheduler()  # type: ignore[no-untyped-call]  # Ray's __init__ has no annotations
+    return DrainAwareFIFO(hp_trials_dir=ctx.drained_drivers)
 
 
 def _asha(options: AshaOptions, ctx: SchedulerContext) -> Any:
-    return ASHAScheduler(
+    return DrainAwareASHA(
+        hp_trials_dir=ctx.drained_drivers,
         time_attr=options.time_attr,
         max_t=options.max_t,
         grace_period=options.grace_period,
@@ -242,19 +251,24 @@ def _asha(options: AshaOptions, ctx: SchedulerContext) -> Any:
 
 
 def _median(options: MedianOptions, ctx: SchedulerContext) -> Any:
-    return MedianStoppingRule(
+    return DrainAwareMedian(
+        hp_trials_dir=ctx.drained_drivers,
         time_attr=options.time_attr,
         grace_period=options.grace_period,
         min_samples_required=options.min_samples_required,
-        min_time_slice=options.min_time_slice,  # type: ignore[arg-type]  # Ray annotates int, but only compares it
+        min_time_slice=options.min_time_slice,  # Ray annotates int, but only compares it (a float passes)
         hard_stop=options.hard_stop,
         **ctx.kwargs(),
     )
 
 
 def _hyperband(options: HyperbandOptions, ctx: SchedulerContext) -> Any:
-    return HyperBandScheduler(
-        time_attr=options.time_attr, max_t=options.max_t, reduction_factor=options.reduction_factor, **ctx.kwargs()
+    return DrainAwareHyperBand(
+        hp_trials_dir=ctx.drained_drivers,
+        time_attr=options.time_attr,
+        max_t=options.max_t,
+        reduction_factor=options.reduction_factor,
+        **ctx.kwargs(),
     )
 
 

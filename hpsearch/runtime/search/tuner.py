@@ -168,7 +168,12 @@ def search_plugins(spec: Spec, searcher_limit: int) -> tuple[Any, Any]:
     searcher = build_searcher(spec.searcher, with_space(spec, _searcher_context(spec, searcher_limit)))
     scheduler = build_scheduler(
         spec.scheduler,
-        SchedulerContext(*spec.scheduler_metric, own=spec.multi_objective, experiment_dir=spec.experiment_dir),
+        SchedulerContext(
+            *spec.scheduler_metric,
+            own=spec.multi_objective,
+            experiment_dir=spec.experiment_dir,
+            drained_drivers=spec.experiment_dir / TRAIN_RUNS_DIR if spec.resources.driver_node == "any" else None,
+        ),
     )
     return searcher, scheduler
 

@@ -41,6 +41,9 @@ A drained node (``ray drain-node``, a spot reclaim) restarts the worker group fr
 counted apart from the failures, up to ``failure.preemption_retries`` times (Ray Train's
 ``max_preemption_failures``); after its nested run the driver adds to each drain notice its loop recorded
 the reason the drain gave, which Ray shows only once the node is gone (:mod:`hpsearch.experiment.preemptions`).
+With drivers on any node (``resources.driver_node: any``) the driver watches its own node too
+(:class:`~hpsearch.runtime.trial.drain_watch.DrainWatch`): drained, the trial saves a checkpoint and is
+paused, and its next driver, elsewhere, carries the nested run on (:mod:`hpsearch.experiment.driver_drains`).
 
 An elastic trial (``scaling.num_workers: {min, max}``) gets Ray's ``ScalingConfig(num_workers=(min,
 max))``. Ray sizes its worker group from what its autoscaling coordinator reserves for it: each
@@ -52,6 +55,7 @@ driver's actor lives.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -84,6 +88,7 @@ from hpsearch.runtime.train.controller import CheckpointRules, ReportChannel, ag
 from hpsearch.runtime.train.loopback_store import SCHEME, prepare_worker
 from hpsearch.runtime.train.worker import worker_loop
 from hpsearch.runtime.trial import pbt_driver, reuse
+from hpsearch.runtime.trial.drain_watch import DrainWatch
 from hpsearch.spec import Aggregate, FailureSettings, Scaling
 
 __all__ = ["Feed", "TrialData", "run_nested", "scaling_config_kwargs", "driver_room", "DriverRoom"]
@@ -122,8 +127,10 @@ def run_nested(
     search_token: str = "",
     data: TrialData | None = None,
     population: bool = False,
+    watch_drains: bool = False,
 ) -> None:
-    """Body of the trial driver (runs in the Tune trial's actor)."""
+    """Body of the trial driver (runs in the Tune trial's actor); ``watch_drains`` (drivers on any node): it
+    watches its own node for a drain while the run is fitted (:class:`~hpsearch.runtime.trial.drain_watch.DrainWatch`)."""
     apply_trial_defaults(failure)  # Ray Train passes them on to the controller and the workers
 
     from ray.train.torch import TorchTrainer  # lazy: torch takes seconds; the search process never builds one
@@ -135,12 +142,9 @@ def run_nested(
     trial_folder = os.path.join(runs_dir, trial_id)  # the trial's history, lineage and controller record
     _refuse_a_known_failure(trial_folder, search_token, required)
     generation = reuse.begin_run(trial_folder)  # a reused actor ends this run before its next trial
-    storage_path, run_name, donor_epoch = runs_dir, trial_id, None
-    if population:
-        start = pbt_driver.resolve_start(trial_id, runs_dir, tune.get_checkpoint())
-        storage_path, run_name = start.storage_path(runs_dir), start.name
-        donor_epoch = start.donor.epoch if start.donor is not None else None
-        pbt_driver.install_pointer_reports(trial_id, runs_dir, start)
+    storage_path, run_name, donor_epoch = (
+        _population_start(trial_id, runs_dir) if population else (runs_dir, trial_id, None)
+    )
     fed = _fed_datasets(data, config) if data is not None else {}
 
     # With searched scaling, this trial's own values come from its config. The config keeps them under
@@ -154,6 +158,10 @@ def run_nested(
     trainer_class = lean_trainer_class(TorchTrainer) if record_controller else TorchTrainer
     # The same switch: reports reach this driver through a socket of its own, not Ray's queue actor (controller.py).
     channel = ReportChannel() if record_controller and available("train-controller-on-driver-node") else None
+    watch = DrainWatch(trial_folder, trial_id) if watch_drains else contextlib.nullcontext()
+    per_worker = worker_loop(
+        reuse.current(train_loop), trial_folder, workarounds=record_controller, driver_drains=watch_drains
+    )
     try:
         callback = aggregating_callback(
             aggregate,
@@ -164,26 +172,34 @@ def run_nested(
             search=search_token,
             channel=channel.address if channel is not None else None,
         )
-        _build_and_fit(
-            trainer_class(
-                worker_loop(reuse.current(train_loop), trial_folder, workarounds=record_controller),
-                train_loop_config=config,
-                torch_config=_torch_config(own.workers, record_controller),
-                scaling_config=train.ScalingConfig(**scaling_config_kwargs(own)),
-                run_config=_run_config(run_name, storage_path, callback, failure, checkpoint_config),
-                **fed,
-            ),
-            channel,
-            generation,
-            trial_folder,
-            failure,
-            search_token,
-            wait_for_queues=record_controller and channel is None,
-        )
+        with watch:
+            _build_and_fit(
+                trainer_class(
+                    per_worker,
+                    train_loop_config=config,
+                    torch_config=_torch_config(own.workers, record_controller),
+                    scaling_config=train.ScalingConfig(**scaling_config_kwargs(own)),
+                    run_config=_run_config(run_name, storage_path, callback, failure, checkpoint_config),
+                    **fed,
+                ),
+                channel,
+                generation,
+                trial_folder,
+                failure,
+                search_token,
+                wait_for_queues=record_controller and channel is None,
+            )
     finally:
         if channel is not None:
             channel.close()
         _record_drain_reasons(trial_folder)
+
+
+def _population_start(trial_id: str, runs_dir: str) -> tuple[str, str, int | None]:
+    """Under pbt/pb2: the nested run's storage and name, and the donor's epoch after an exploit; pointer reports on."""
+    start = pbt_driver.resolve_start(trial_id, runs_dir, tune.get_checkpoint())
+    pbt_driver.install_pointer_reports(trial_id, runs_dir, start)
+    return start.storage_path(runs_dir), start.name, start.donor.epoch if start.donor is not None else None
 
 
 def _record_drain_reasons(trial_folder: str) -> None:

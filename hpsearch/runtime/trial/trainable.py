@@ -81,7 +81,9 @@ def make_trainable(
         scaling: Workers per trial, as the spec's ``scaling`` section.
         driver_cpus: CPUs reserved for the trial driver, apart from the workers.
         driver_node: ``"head"`` pins trial drivers to the head node, where the planner
-            counts them. They then never take room a worker needs. ``"any"`` lets Ray choose.
+            counts them. They then never take room a worker needs. ``"any"`` lets Ray choose; each driver then
+            watches its node, and a trial whose driver's node is drained saves a checkpoint and is paused, to
+            resume on another node (:mod:`hpsearch.runtime.trial.drain_watch`).
         failure: Retry settings, as the spec's ``failure`` section.
         checkpoint: Checkpoint settings, as the spec's ``checkpoint`` section.
         aggregate: How each metric is combined across workers, as the spec's ``aggregate``.
@@ -160,6 +162,7 @@ def make_trainable(
             search_token=search_token,
             data=TrialData(dict(datasets or {}), factories, feed) if feed is not None else None,
             population=population,
+            watch_drains=driver_node == "any" and not population,
         )
 
     hpsearch_trial.__name__ = f"hpsearch_{getattr(train_loop, '__name__', 'trial')}"

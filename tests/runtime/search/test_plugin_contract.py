@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 import typing
 from pathlib import Path
 from types import SimpleNamespace
@@ -265,3 +266,64 @@ def test_a_sampler_is_pickled_without_its_locks_and_gets_new_ones_with_its_state
     assert draws[0] == draws[1]  # the random generator's state travelled with it
     nsga = cloudpickle.loads(cloudpickle.dumps(NSGAIISampler(seed=0)))
     assert type(nsga).__name__ == "NSGAIISampler"  # the study keys its generations by this name, as Optuna's
+
+
+class _Tune(_Controller):
+    """Tune's scheduler wrapper as a drained driver's pause uses it: ``pause_trial`` and the controller behind,
+    whose ``_reuse_actors`` Tune reads as the paused trial's actor stops (recorded at each pause)."""
+
+    def __init__(self, trials: list[Trial]) -> None:
+        super().__init__(trials)
+        self._tune_controller = SimpleNamespace(_reuse_actors=True)
+        self.paused: list[tuple[str, bool, bool]] = []
+
+    def pause_trial(self, trial: Trial, should_checkpoint: bool = True) -> None:
+        self.paused.append((trial.trial_id, should_checkpoint, self._tune_controller._reuse_actors))
+        trial.set_status(Trial.PAUSED)
+
+
+@pytest.mark.parametrize("name", SCHEDULER_CASES)
+def test_every_scheduler_pauses_a_trial_whose_drivers_node_is_drained_or_keeps_drivers_on_the_head(
+    name: str, tmp_path: Path
+) -> None:
+    """With `resources.driver_node: any`, each scheduler pauses, at the result carrying the notice's checkpoint,
+    a trial whose driver's node is drained, without a Tune checkpoint or a reused actor, and runs it first;
+    its own decisions stand for every other trial. A scheduler that cannot is refused drivers off the head."""
+    from hpsearch.experiment import driver_drains
+
+    raw = _raw(tmp_path, {"type": "random", "seed": 0}, "single", scheduler={"type": name, **SCHEDULERS[name].example})
+    raw["resources"] = {"driver_node": "any"}
+    try:
+        spec = load_spec(raw)
+    except SpecError as err:  # population-based training keeps its drivers on the head node
+        assert any(p.path == "resources.driver_node" for p in err.problems), err
+        assert name in ("pbt", "pb2"), f"{name} refuses drivers on any node: {err}"
+        return
+    _, scheduler = search_plugins(spec, 2)
+    resources = PlacementGroupFactory([{"CPU": 1}])
+    trials = [
+        Trial(
+            "contract", config={"x": i / 4, "opt": "a"}, trial_id=f"t{i}", stub=True, placement_group_factory=resources
+        )
+        for i in range(3)
+    ]
+    tune = _Tune(trials)
+    scheduler.set_search_properties(spec.metric, spec.mode)
+    for trial in trials:
+        scheduler.on_trial_add(tune, trial)
+        trial.set_status(Trial.RUNNING)
+    own = _step(scheduler, tune, 1)  # no notice: the scheduler's own decisions
+    assert TrialScheduler.NOOP not in own and tune.paused == []
+    drained = next(t for t in trials if t.status == Trial.RUNNING)
+    folder = spec.experiment_dir / "train" / drained.trial_id
+    folder.mkdir(parents=True)
+    notice = driver_drains.DriverNotice("n2", "h2", noticed_at=time.time(), deadline=time.time() + 60)
+    driver_drains.write_notice(folder, notice)
+    before = {"training_iteration": 2, "loss": 0.5, "epoch": 2, "time_total_s": 2.0}
+    assert scheduler.on_trial_result(tune, drained, before) != TrialScheduler.NOOP  # made before the save
+    driver_drains.mark_saved(folder, notice, report=2, epoch=2)
+    saved = {**before, "training_iteration": 3, "epoch": 3, "time_total_s": 3.0, "checkpoint_path": "/ckpt"}
+    assert scheduler.on_trial_result(tune, drained, saved) == TrialScheduler.NOOP
+    assert tune.paused == [(drained.trial_id, False, False)]  # no Tune checkpoint; no actor kept for reuse
+    assert tune._tune_controller._reuse_actors is True  # as it was, after that one pause
+    assert scheduler.choose_trial_to_run(tune) is drained  # resumed first, on a node not being drained

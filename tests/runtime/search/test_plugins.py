@@ -209,16 +209,16 @@ def test_hyperopt_options_are_passed_through() -> None:
 
 
 SCHEDULER_BUILDS = [
-    pytest.param("fifo", "FIFOScheduler", {}, id="fifo"),
+    pytest.param("fifo", "DrainAwareFIFO", {}, id="fifo"),
     pytest.param(
         {"type": "asha", "max_t": 20, "grace_period": 2, "reduction_factor": 3, "time_attr": "epoch"},
-        "AsyncHyperBandScheduler",
+        "DrainAwareASHA",
         {"_max_t": 20, "_reduction_factor": 3, "_time_attr": "epoch"},
         id="asha",
     ),
     pytest.param(
         {"type": "median", "grace_period": 2, "min_samples_required": 4, "min_time_slice": 1, "hard_stop": False},
-        "MedianStoppingRule",
+        "DrainAwareMedian",
         {
             "_grace_period": 2,
             "_min_samples_required": 4,
@@ -230,7 +230,7 @@ SCHEDULER_BUILDS = [
     ),
     pytest.param(
         {"type": "hyperband", "max_t": 27, "reduction_factor": 3, "time_attr": "epoch"},
-        "HyperBandScheduler",
+        "DrainAwareHyperBand",
         {"_max_t_attr": 27, "_eta": 3, "_time_attr": "epoch"},
         id="hyperband",
     ),
