@@ -73,7 +73,8 @@ class GroupGrowth:
 
     def describe(self) -> str:
         """One line: ``each extra {CPU: 8, GPU: 8} node (0..4): +4 trials at once, up to 16 with all 4``."""
-        head = f"each extra {fmt_resources(self.group.resources)} node ({fmt_count(self.group)})"
+        kind = " spot" if self.group.spot else ""
+        head = f"each extra {fmt_resources(self.group.resources)}{kind} node ({fmt_count(self.group)})"
         last = self.growing
         if last == 0:
             return f"{head}: adds no trials at once"
@@ -95,6 +96,7 @@ class GroupGrowth:
             "resources": dict(self.group.resources),
             "min_count": self.group.min_count,
             "max_count": self.group.max_count,
+            "spot": self.group.spot,
             "extra_nodes": list(self.extra),
             "trials_at_once": list(self.trials),
         }

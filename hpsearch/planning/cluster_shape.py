@@ -66,6 +66,7 @@ __all__ = [
     "fmt_count",
     "cluster_text",
     "is_spot",
+    "SPOT_ENV",
     "SPOT_KEY",
     "SPOT_LABEL",
     "SPOT_VALUE",
@@ -99,6 +100,9 @@ SPOT_KEY = "spot"
 #: ``RAY_NODE_MARKET_TYPE``), so the nodes of a running cluster and of a description read alike.
 SPOT_LABEL = "ray.io/market-type"
 SPOT_VALUE = "spot"
+#: The environment variable Ray reads a node's market type from when it starts (``ray._raylet.NODE_MARKET_TYPE_ENV``,
+#: set on a Kubernetes pod): a RayJob's spot pods carry it, so Ray gives their nodes :data:`SPOT_LABEL`.
+SPOT_ENV = "RAY_NODE_MARKET_TYPE"
 
 _TERM = re.compile(r"^\s*(?:(\S.*?)\s*[x×*]\s*)?(\{.*\})\s*$", re.S)
 _COUNT = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$")

@@ -104,6 +104,12 @@ def test_growth_line(extra: tuple[int, ...], trials: tuple[int, ...], line: str)
     assert growth.describe() == line
 
 
+def test_a_spot_groups_line_and_json_say_spot() -> None:
+    growth = GroupGrowth(1, NodeGroup({"CPU": 8.0}, 0, 4, False, spot=True), (0, 1, 2, 3, 4), (0, 4, 8, 12, 16))
+    assert growth.describe() == "each extra {CPU: 8} spot node (0..4): +4 trial(s) at once, up to 16 with all 4"
+    assert growth.as_dict()["spot"] is True
+
+
 def test_a_big_group_is_planned_node_by_node_up_to_max_steps_then_at_its_maximum() -> None:
     plan = plan_autoscaling(quick(), parse_node_groups("1x{CPU: 64} + 0..100x{CPU: 1}"))
     (growth,) = plan.per_node
@@ -148,6 +154,7 @@ def test_as_dict_carries_both_plans_and_the_growth() -> None:
             "resources": {"CPU": 8.0, "GPU": 8.0},
             "min_count": 0,
             "max_count": 4,
+            "spot": False,
             "extra_nodes": [0, 1, 2, 3, 4],
             "trials_at_once": [0, 4, 8, 12, 16],
         }

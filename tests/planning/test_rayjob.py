@@ -1466,3 +1466,23 @@ def test_a_spec_without_credentials_has_no_secret(spec_file: Path) -> None:
     _, job = documents(text)
     assert all("env" not in pod["spec"]["containers"][0] for pod in pods(job))
     assert "credentials" not in text
+
+
+def test_a_spot_group_keeps_its_mark_its_pods_tell_ray_and_the_comment_says_what_the_cloud_needs(
+    spec_file: Path,
+) -> None:
+    import ray._raylet
+
+    from hpsearch.planning.cluster_shape import SPOT_ENV
+
+    assert ray._raylet.NODE_MARKET_TYPE_ENV == SPOT_ENV  # what Ray reads a node's market type from
+    text = emit(spec_file, "1x{CPU: 8} + 0..4x{CPU: 8, GPU: 4, spot}")
+    _, job = documents(text)
+    cluster = job["spec"]["rayClusterSpec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert all(e["name"] != SPOT_ENV for e in head.get("env", []))  # the head is never spot
+    (group,) = cluster["workerGroupSpecs"]
+    assert {"name": SPOT_ENV, "value": "spot"} in group["template"]["spec"]["containers"][0]["env"]
+    assert "A spot group" in text and "cloud.google.com/gke-spot" in text
+    argv = through_kuberay(job["spec"]["entrypoint"])
+    assert argv[argv.index("--cluster") + 1].endswith("spot}")  # `run` plans with the spot nodes marked

@@ -220,9 +220,20 @@ def _comment_cluster(
                 f"start (a machine, the image); a trial waits up to failure.node_start_timeout_s ({node_start:g} s) for one.",
             )
         doc.note(f"{path}.rayStartParams.memory", *_ray_memory_lines(g))
+        if g.spot:
+            doc.note(f"{path}.template.spec.containers[0].env", *_SPOT_LINES)
         doc.note(f"{path}.template.spec.securityContext", *_fs_group_lines(options))
         doc.note(f"{path}.template.spec.containers[0].resources", *_memory_lines(spec, g))
         doc.note(f"{path}.template.spec.volumes", *_placement_placeholders(g.resources))
+
+
+#: What a spot group's pods need beyond the manifest: the cloud's own spot node selector and toleration.
+_SPOT_LINES = (
+    "A spot group (--cluster ..., spot): Ray labels these nodes spot (ray.io/market-type) from RAY_NODE_MARKET_TYPE, as",
+    "the plan that sized this manifest counts them. Putting the pods on spot machines is your cloud's: add its node",
+    'selector and toleration to template.spec (GKE: cloud.google.com/gke-spot: "true"; EKS:',
+    "eks.amazonaws.com/capacityType: SPOT; AKS: kubernetes.azure.com/scalesetpriority: spot).",
+)
 
 
 def _cpu_lines(group: _Group) -> list[str]:

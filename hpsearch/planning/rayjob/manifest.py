@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.errors import PlanError
-from hpsearch.planning.cluster_shape import NodeGroup
+from hpsearch.planning.cluster_shape import SPOT_ENV, SPOT_VALUE, NodeGroup
 from hpsearch.planning.rayjob.checks import _check_image, _check_names, _check_options, _check_storage, _Options
 from hpsearch.planning.rayjob.comments import _comment_rayjob, _header
 from hpsearch.planning.rayjob.credentials import credentials_for
@@ -309,7 +309,9 @@ def _pod_template(
     if options.fs_group is not None:
         pod["securityContext"] = {"fsGroup": options.fs_group}
     main: dict[str, Any] = {"name": container, "image": image}
-    if env:  # the head's: the credentials the search reads, from the job's Secret (rayjob/credentials.py)
+    if group.spot:  # Ray labels the node spot from it, as the plan that sized this manifest expects
+        env = [*env, {"name": SPOT_ENV, "value": SPOT_VALUE}]
+    if env:  # the head's: the credentials the search reads, from the job's Secret (rayjob/credentials.py); a spot group's mark
         main["env"] = [dict(e) for e in env]
     main["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
     main["volumeMounts"] = [mount for _, mount in volumes]

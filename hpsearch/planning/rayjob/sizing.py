@@ -94,6 +94,7 @@ class _Group:
     autoscaler: bool = False  # the pod runs KubeRay's autoscaler sidecar (the head of an autoscaling cluster)
     workers: int = 0  # the most Train workers one node holds: in the plan, and of the trials that can exist
     drivers: int = 0  # the most trial drivers one node holds, likewise
+    spot: bool = False  # preemptible nodes: its pods carry Ray's market-type label (SPOT_ENV)
 
 
 def ray_groups(
@@ -174,12 +175,20 @@ def _groups_for(groups: Sequence[NodeGroup], head_base_gb: float, worker_base_gb
         _check_whole(group.resources)
     first = groups[0]
     # (name, shape, min, max) of each worker group: the head group's other nodes are workers of the head's shape
-    others = [(_group_name(i, g.resources), g.resources, g.min_count, g.max_count) for i, g in enumerate(groups) if i]
+    others = [
+        (_group_name(i, g.resources), g.resources, g.min_count, g.max_count, g.spot) for i, g in enumerate(groups) if i
+    ]
     if first.max_count > 1:
-        others.insert(0, (_group_name(0, first.resources), first.resources, first.min_count - 1, first.max_count - 1))
+        others.insert(
+            0, (_group_name(0, first.resources), first.resources, first.min_count - 1, first.max_count - 1, False)
+        )
     autoscaling = any(g.autoscaling for g in groups)
     head = _shape("head", first.resources, 1, 1, is_head=True, autoscaler=autoscaling, base_gb=head_base_gb)
-    return [head, *(_shape(*o, is_head=False, autoscaler=False, base_gb=worker_base_gb) for o in others)]
+    workers = [
+        _shape(name, shape, low, high, is_head=False, autoscaler=False, base_gb=worker_base_gb, spot=spot)
+        for name, shape, low, high, spot in others
+    ]
+    return [head, *workers]
 
 
 def _check_whole(resources: Mapping[str, float]) -> None:
@@ -208,6 +217,7 @@ def _shape(
     is_head: bool,
     autoscaler: bool,
     base_gb: float,
+    spot: bool = False,
 ) -> _Group:
     """A group whose Ray is started with the described node less what else its pod runs."""
     ray = dict(resources)
@@ -230,7 +240,7 @@ def _shape(
                 "(README: Running on Kubernetes)"
             )
         ray[MEMORY] = float(math.floor((room - base_gb) * GB))
-    return _Group(name, dict(resources), ray, min_count, max_count, is_head, base_gb, autoscaler)
+    return _Group(name, dict(resources), ray, min_count, max_count, is_head, base_gb, autoscaler, spot=spot)
 
 
 def _base_text(is_head: bool) -> str:
@@ -238,7 +248,7 @@ def _base_text(is_head: bool) -> str:
 
 
 def _node_groups(shapes: Sequence[_Group]) -> list[NodeGroup]:
-    return [NodeGroup(dict(g.ray), g.min_count, g.max_count, g.is_head) for g in shapes]
+    return [NodeGroup(dict(g.ray), g.min_count, g.max_count, g.is_head, spot=g.spot) for g in shapes]
 
 
 def _plan(spec: Spec, shapes: Sequence[_Group]) -> Plan:
