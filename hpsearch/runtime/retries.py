@@ -6,7 +6,9 @@ The rule and the records are :mod:`hpsearch.experiment.failures`'. Three places 
   :func:`judge` first (internal ``train-failure-policy``). Each failure is recorded in the trial's
   ``hpsearch_failures.jsonl``. When the loop failed the same way as the failure before it, in this search
   run, a restart Ray would make becomes a raise, and the record is marked final. A worker or node that
-  died (no traceback from the loop) is an infrastructure failure: recorded, never the same.
+  died (no traceback from the loop) is an infrastructure failure: recorded, never the same; while the
+  trial's driver's node is drained (:mod:`hpsearch.experiment.driver_drains`) it is the trial being paused,
+  and not recorded.
 - **The trial driver**: when ``fit()`` raised and the trial's last failure is final, its error is
   :class:`SameFailureError`, one line. A driver that Tune starts again after that (``trial_retries``)
   raises it at once, before any nested run.
@@ -21,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hpsearch import messages
-from hpsearch.experiment import files
+from hpsearch.experiment import driver_drains, files
 from hpsearch.experiment.failures import Failure, last_in_search, mask, not_retried_line, same
 from hpsearch.runtime import internals
 
@@ -58,6 +60,8 @@ def judge(
     Ray gives up by its own count, its error stands as it is, with the failing rank and its log."""
     epoch = 1 if last_epoch is None else last_epoch + 1
     died = [f"rank {rank}: {kind}" for rank, kind, _, infra in failures if infra]
+    if (died or not failures) and driver_drains.read_notice(run_folder) is not None:
+        return False  # the trial is being paused, its driver's node drained: its workers' end is no failure
     if died or not failures:  # a worker died or could not be reached: never the loop failing the same way
         current = Failure(kind="", message="; ".join(died), masked="", epoch=epoch, infra=True, search=search)
     else:  # the root cause, where one rank raised and the others' collectives lost it

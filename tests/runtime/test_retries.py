@@ -183,3 +183,16 @@ def test_a_ray_without_the_preemption_options_refuses_a_spec_that_sets_them(monk
         "ray==2.60.0"
     )
     check_preemption_options(load_spec({**spec.to_dict(), "failure": {}}))  # nothing set: nothing to refuse
+
+
+def test_a_worker_lost_while_the_trial_is_paused_for_its_drivers_drain_is_no_failure(tmp_path: Path) -> None:
+    """Tune pausing the trial ends its workers, and the controller may see one go first: not a failure. A loop
+    that raises meanwhile still is one."""
+    from hpsearch.experiment import driver_drains
+
+    driver_drains.write_notice(tmp_path, driver_drains.DriverNotice("n2", "h2", 1000.0, 1020.0, 3, 1))
+    died = [(0, "WorkerHealthCheckFailedError", "unreachable", True)]
+    assert not retries.judge(str(tmp_path), "s1", died, last_epoch=1)
+    assert files.read_failures(tmp_path) == []
+    assert not retries.judge(str(tmp_path), "s1", [(0, "ValueError", "x", False)], last_epoch=1)
+    assert [f.kind for f in files.read_failures(tmp_path)] == ["ValueError"]
