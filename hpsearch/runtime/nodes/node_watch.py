@@ -63,6 +63,10 @@ def ray_nodes() -> list[NodeState]:
     ]
 
 
+def _which(trial_ids: Sequence[str]) -> str:
+    return f"trial {trial_ids[0]} had" if len(trial_ids) == 1 else f"trials {', '.join(trial_ids)} had"
+
+
 @dataclass(frozen=True)
 class _Lost:
     node: NodeState
@@ -77,6 +81,8 @@ class NodeWatch(Callback):
             run folder records its workers' nodes.
         retry_hint: What Ray Train does next for a trial that lost its workers, as words for the
             line (the spec's ``failure`` settings).
+        drained_hint: The same for a trial whose loop read that the node was being drained (a spot
+            reclaim): a preemption, which Ray Train counts apart (``failure.preemption_retries``).
         nodes: Lists the cluster's nodes (:func:`ray_nodes`); a test passes its own.
         every_s: Seconds between two looks at the nodes.
         clock: Seconds, for the interval and the time shown on each line.
@@ -87,12 +93,14 @@ class NodeWatch(Callback):
         train_dir: str | Path,
         retry_hint: str,
         *,
+        drained_hint: str = "it was drained: Ray Train starts them again from its checkpoint, a preemption",
         nodes: Callable[[], Sequence[NodeState]] = ray_nodes,
         every_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.train_dir = Path(train_dir)
         self.retry_hint = retry_hint
+        self.drained_hint = drained_hint
         self._nodes = nodes
         self.every_s = every_s
         self._clock = clock
@@ -135,11 +143,19 @@ class NodeWatch(Callback):
         for trial_id in hit:
             self.lost[trial_id] = _Lost(node, at)
         if hit:
-            which = f"trial {hit[0]} had" if len(hit) == 1 else f"trials {', '.join(hit)} had"
-            then = f"{which} workers there: {self.retry_hint}"
+            drained = [trial_id for trial_id in hit if self._drained(trial_id, node)]
+            then = "; ".join(
+                f"{_which(ids)} workers there: {hint}"
+                for ids, hint in ((drained, self.drained_hint), ([t for t in hit if t not in drained], self.retry_hint))
+                if ids
+            )
         else:
             then = "no running trial had workers there"
         messages.line(f"{self._elapsed(at)} node     {node.name()} left the cluster; {then}")
+
+    def _drained(self, trial_id: str, node: NodeState) -> bool:
+        """Whether the trial's loop read that ``node`` was being drained (its attempts' notices)."""
+        return any(node.node_id in p.node_ids for p in files.read_preemptions(self.train_dir / trial_id))
 
     def _held(self, trial_id: str, node: NodeState) -> bool:
         record = files.read_worker_group(self.train_dir / trial_id) or {}

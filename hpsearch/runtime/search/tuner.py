@@ -209,7 +209,8 @@ def callbacks_for(
     They are built without starting Ray. With ``autoscaling``, the printer says why trials wait
     for their workers (:mod:`hpsearch.runtime.search.autoscaling`).
     """
-    watch = NodeWatch(spec.experiment_dir / TRAIN_RUNS_DIR, _retry_hint(failure_for(spec, autoscaling)))
+    failure = failure_for(spec, autoscaling)
+    watch = NodeWatch(spec.experiment_dir / TRAIN_RUNS_DIR, _retry_hint(failure), drained_hint=_drained_hint(failure))
     recorder = OutcomeRecorder(spec.experiment_dir, max_t=_max_t(spec), error_note=watch.note_for)
     printer = ProgressPrinter(
         spec.metric,
@@ -245,6 +246,14 @@ def _retry_hint(failure: FailureSettings) -> str:
     return (
         f"Ray Train starts them again where there is room, from their latest checkpoint (failure.worker_retries: "
         f"{retries}, each start waiting up to {failure.worker_start_timeout_s:g} s: failure.worker_start_timeout_s)"
+    )
+
+
+def _drained_hint(failure: FailureSettings) -> str:
+    """What Ray Train does for a trial whose workers' node left after a drain notice its loop read (a preemption)."""
+    return (
+        "it was drained, so Ray Train starts them again where there is room, from the checkpoint saved at the "
+        f"notice: a preemption, not a failure (failure.preemption_retries: {failure.preemption_retries})"
     )
 
 

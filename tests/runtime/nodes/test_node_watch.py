@@ -139,3 +139,28 @@ def test_a_resumed_watch_looks_at_the_new_cluster_afresh(tmp_path: Path, said) -
     restored._nodes = Cluster(HEAD)  # the resume runs on a cluster without h2
     restored.on_step_begin(0, [])
     assert said.getvalue() == ""  # h2's absence is not a loss seen during this run
+
+
+def test_a_drained_node_that_leaves_says_its_trial_restarts_as_a_preemption(tmp_path: Path, said) -> None:
+    """The loop of t_a read that h2 was being drained (its attempt's notice): its loss is a preemption, not a
+    failure; t_b, on h2 too, read nothing (its loop never reported since) and gets the failure's words."""
+    cluster = Cluster(HEAD, H2)
+    exp = tmp_path
+    clock = Clock()
+    search = NodeWatch(exp / "train", HINT, drained_hint="a preemption", nodes=cluster, every_s=2.0, clock=clock)
+    search.setup()
+    a, b = FakeTrial("t_a"), FakeTrial("t_b")
+    _workers_on(exp, "t_a", HEAD, H2)
+    _workers_on(exp, "t_b", H2)
+    attempt = exp / "train" / "t_a" / "logs" / "attempt-1"
+    attempt.mkdir(parents=True)
+    node = {"node_id": H2.node_id, "host": "h2", "ranks": [1]}
+    files.append_notice(attempt, deadline=None, nodes=[node], epoch=1, report=3, saved_epoch=1, forced=True)
+    search.on_step_begin(0, [a, b])
+    cluster.kill(H2)
+    clock.now = 30.0
+    search.on_step_begin(0, [a, b])
+    assert said.getvalue().splitlines() == [
+        f"[00:30] node     h2 (10.213.0.12) left the cluster; trial t_a had workers there: a preemption; "
+        f"trial t_b had workers there: {HINT}"
+    ]
