@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hpsearch.experiment.folder_io import PathLike, finite_seconds, read_json, write_json
+from hpsearch.experiment.folder_io import PathLike, finite_seconds, read_json, replace_json, write_json
 from hpsearch.experiment.layout import ATTEMPT_DIR, ATTEMPT_FILE, CONTROLLER_LOG, LOGS_DIR, RANK_LOG, RANK_PROGRESS
 from hpsearch.experiment.worker_ranks import RAISED, RETURNED, AttemptProgress, RankProgress
 
@@ -130,10 +130,7 @@ def write_rank_progress(attempt_folder: PathLike, rank: int, record: Mapping[str
     (``"returned"``, ``"raised"`` or ``None``), ``ended_at``, ``error``, ``host``, ``pid``, ``counted``
     (``False`` when the rank's reports could not be counted).
     """
-    path = Path(attempt_folder) / RANK_PROGRESS.format(rank=rank)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a reader never sees half of it
-    write_json(partial, {"rank": rank, **record}, indent=None)
-    os.replace(partial, path)
+    replace_json(Path(attempt_folder) / RANK_PROGRESS.format(rank=rank), {"rank": rank, **record})
 
 
 def read_rank_progress(trial_folder: PathLike, *, after: int = 0) -> list[AttemptProgress]:

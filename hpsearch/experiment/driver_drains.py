@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hpsearch.experiment.folder_io import PathLike, finite_seconds, read_json, write_json
+from hpsearch.experiment.folder_io import PathLike, finite_seconds, read_json, replace_json
 from hpsearch.experiment.layout import DRIVER_DRAIN_FILE
 
 __all__ = [
@@ -92,19 +92,12 @@ class DriverNotice:
         return self.deadline - now <= margin
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "node_id": self.node_id,
-            "host": self.host,
-            "noticed_at": self.noticed_at,
-            "deadline": self.deadline,
-            "saved_report": self.saved_report,
-            "saved_epoch": self.saved_epoch,
-        }
+        return asdict(self)
 
 
 def write_notice(trial_folder: PathLike, notice: DriverNotice) -> None:
     """The trial driver: say that its node is being drained (replacing the file whole, so readers see all or none)."""
-    _replace(Path(trial_folder) / DRIVER_DRAIN_FILE, notice.as_dict())
+    replace_json(Path(trial_folder) / DRIVER_DRAIN_FILE, notice.as_dict())
 
 
 def read_notice(trial_folder: PathLike) -> DriverNotice | None:
@@ -128,7 +121,7 @@ def read_notice(trial_folder: PathLike) -> DriverNotice | None:
 
 def mark_saved(trial_folder: PathLike, notice: DriverNotice, *, report: int, epoch: Any) -> DriverNotice:
     """Rank 0: the checkpoint for ``notice`` is saved at ``report``; written before that report leaves."""
-    saved = DriverNotice(notice.node_id, notice.host, notice.noticed_at, notice.deadline, report, epoch)
+    saved = replace(notice, saved_report=report, saved_epoch=epoch)
     write_notice(trial_folder, saved)
     return saved
 
@@ -154,9 +147,3 @@ def watch_folder(trial_folder: PathLike | None) -> None:
 def watched_folder() -> Path | None:
     """The trial folder set by :func:`watch_folder`, or ``None``: no driver of this loop watches its node."""
     return _WATCHED[0] if _WATCHED else None
-
-
-def _replace(path: Path, data: dict[str, Any]) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write_json(temporary, data, indent=None)
-    os.replace(temporary, path)

@@ -47,6 +47,7 @@ from hpsearch.experiment.folder_io import (
     make_experiment_folder,
     read_json,
     read_json_lines,
+    replace_json,
     run_dir,
     trial_folder,
     write_json,
@@ -420,9 +421,7 @@ def write_worker_group(
         )
     if starts:
         record["starts"] = starts[-WORKER_STARTS_KEPT:]
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # replaced whole: a reader never sees half of it
-    write_json(partial, record, indent=None)
-    os.replace(partial, path)
+    replace_json(path, record)
 
 
 def read_worker_group(run_folder: PathLike) -> dict[str, Any] | None:

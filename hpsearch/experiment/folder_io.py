@@ -33,6 +33,7 @@ __all__ = [
     "append_line",
     "write_no_link",
     "write_json",
+    "replace_json",
     "finite_seconds",
 ]
 
@@ -177,6 +178,15 @@ def write_no_link(path: PathLike, data: bytes) -> None:
 def write_json(path: PathLike, data: Any, *, indent: int | None = 2) -> None:
     """Write ``data`` to ``path`` as JSON (what JSON cannot hold written as its text)."""
     Path(path).write_text(json.dumps(data, indent=indent, default=str), encoding="utf-8")
+
+
+def replace_json(path: PathLike, data: Any) -> None:
+    """Write ``data`` to ``path`` as one line of JSON, replacing the file whole: written beside it under a name of
+    this process's, then renamed, so a reader in another process never sees half of it."""
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write_json(partial, data, indent=None)
+    os.replace(partial, path)
 
 
 def finite_seconds(value: Any) -> float | None:
