@@ -23,7 +23,7 @@ import ray
 
 from hpsearch import messages
 from hpsearch.experiment import driver_drains
-from hpsearch.runtime.internals import draining_nodes
+from hpsearch.runtime.internals import available, draining_nodes
 
 __all__ = ["DrainWatch"]
 
@@ -42,17 +42,14 @@ class DrainWatch:
         self.trial_folder = trial_folder
         self.trial_id = trial_id
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.notice: driver_drains.DriverNotice | None = None
 
     def __enter__(self) -> DrainWatch:
         # a notice left by the trial's previous driver is spent: that driver's node is being (or was) drained
         driver_drains.clear_notice(self.trial_folder)
-        if draining_nodes() is None:  # the internal is missing: said once at the search's start
+        if not available("ray-draining-nodes"):  # said once at the search's start
             return self
         node_id = ray.get_runtime_context().get_node_id()
-        self._thread = threading.Thread(target=self._watch, args=(node_id,), name="hpsearch-drain-watch", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._watch, args=(node_id,), name="hpsearch-drain-watch", daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -77,7 +74,6 @@ class DrainWatch:
         except OSError as err:  # without it the trial fails at the deadline, and is retried as a failure
             messages.say(f"trial {self.trial_id}: could not write its drain notice ({err})")
             return
-        self.notice = notice
         left = f"{notice.time_left(time.time()):.0f} s before its deadline" if deadline else "with no deadline"
         messages.say(
             f"trial {self.trial_id}: the node of its driver ({notice.host}) is being drained, {left}: "
