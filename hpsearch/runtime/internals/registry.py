@@ -169,6 +169,14 @@ def _only_on_resume(spec: Spec) -> bool:
     return False
 
 
+#: The feature both internals of a drained trial driver serve (ray-draining-nodes, tune-pause-no-reuse), and
+#: what a search does without either.
+_DRAINED_DRIVER = "a trial whose driver's node is drained pauses, and resumes on another node (driver_node: any)"
+_WITHOUT_DRAINED_DRIVER = (
+    "such a trial's driver dies at the drain's deadline; Tune starts it again from its checkpoint only as one of "
+    "failure.trial_retries"
+)
+
 # ----------------------------------------------------------------------------- every internal
 
 INTERNALS: tuple[Internal, ...] = (
@@ -382,11 +390,8 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(
         key="ray-draining-nodes",
         relies_on="ray._private.state.state.get_draining_nodes(): {node id hex: deadline in ms, 0 for none}",
-        feature="a trial whose driver's node is drained pauses, and resumes on another node (driver_node: any)",
-        without_it=(
-            "such a trial's driver dies at the drain's deadline; Tune starts it again from its checkpoint only as "
-            "one of failure.trial_retries"
-        ),
+        feature=_DRAINED_DRIVER,
+        without_it=_WITHOUT_DRAINED_DRIVER,
         public=(
             "none: ray.nodes() and ray.util.state.list_nodes() say alive or dead, not draining; "
             "ray.train.get_preemption_info() covers a worker group's nodes, not its trial driver's"
@@ -402,11 +407,8 @@ INTERNALS: tuple[Internal, ...] = (
             "(read by _maybe_cache_trial_actor as _schedule_trial_stop ends a trial's actor) and "
             "pause_trial(trial, should_checkpoint)"
         ),
-        feature="a trial whose driver's node is drained pauses, and resumes on another node (driver_node: any)",
-        without_it=(
-            "such a trial's driver dies at the drain's deadline; Tune starts it again from its checkpoint only as "
-            "one of failure.trial_retries"
-        ),
+        feature=_DRAINED_DRIVER,
+        without_it=_WITHOUT_DRAINED_DRIVER,
         public=(
             "a scheduler's tune_controller.pause_trial is public, but with resources.reuse_actors Tune keeps the "
             "paused actor, on the drained node, for the next trial"
