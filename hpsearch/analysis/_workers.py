@@ -81,8 +81,8 @@ def preemptions_table(results: SearchTables) -> pd.DataFrame:
     Columns: ``trial_id``, ``attempt``, ``noticed_at`` and ``deadline`` (UTC; the deadline NaT when the drain
     gave none), ``warning_s`` (seconds from the notice to the deadline), ``hosts``, ``node_ids`` and ``ranks``
     (the drained nodes and the ranks on them, tuples), ``driver`` (a drained node held the trial's driver: the
-    trial was paused and resumed on another node, ``resources.driver_node: any``), ``reason`` (the drain's reason message; ``""`` until
-    Ray shows it, once the node is gone), ``epoch`` and ``report`` (where the loop read the notice),
+    trial was paused and resumed on another node, ``resources.driver_node: any``), ``reason`` (the drain's
+    reason message; ``""`` until Ray shows it, once the node is gone), ``epoch`` and ``report`` (where the loop read the notice),
     ``saved_epoch`` (the epoch of the checkpoint saved then through :func:`hpsearch.train.report`; ``forced``:
     saved because of the notice), ``restarted`` (the worker group started again because of the drain: a
     restart, not an error), ``restart_attempt``, ``restored_epoch`` (the epoch of the checkpoint the restart

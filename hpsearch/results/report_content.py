@@ -190,9 +190,9 @@ def errors(results: Results) -> list[dict[str, str]]:
 
 def preemptions_table(results: Results) -> pd.DataFrame:
     """Each drain notice a trial's loop read, as the report lists it: the drained hosts (the trial driver's, said),
-    the drain's reason, the
-    seconds of warning it gave, the epoch of the notice and of the checkpoint saved then, and the restart: the
-    attempt that continued, from the checkpoint of which epoch, and the reports lost (made again)."""
+    the drain's reason, the seconds of warning it gave, the epoch of the notice and of the checkpoint saved then,
+    and the restart: the attempt that continued, from the checkpoint of which epoch, and the reports lost (made
+    again)."""
     columns = {
         "trial_id": "trial_id",
         "attempt": "attempt",

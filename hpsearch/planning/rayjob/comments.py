@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from hpsearch.planning.cluster_shape import fmt_count
+from hpsearch.planning.cluster_shape import SPOT_ENV, SPOT_LABEL, fmt_count
 from hpsearch.planning.rayjob.checks import _Options
 from hpsearch.planning.rayjob.credentials import Credentials, secret_name
 from hpsearch.planning.rayjob.kuberay import (
@@ -229,7 +229,7 @@ def _comment_cluster(
 
 #: What a spot group's pods need beyond the manifest: the cloud's own spot node selector and toleration.
 _SPOT_LINES = (
-    "A spot group (--cluster ..., spot): Ray labels these nodes spot (ray.io/market-type) from RAY_NODE_MARKET_TYPE, as",
+    f"A spot group (--cluster ..., spot): Ray labels these nodes spot ({SPOT_LABEL}) from {SPOT_ENV}, as",
     "the plan that sized this manifest counts them. Putting the pods on spot machines is your cloud's: add its node",
     'selector and toleration to template.spec (GKE: cloud.google.com/gke-spot: "true"; EKS:',
     "eks.amazonaws.com/capacityType: SPOT; AKS: kubernetes.azure.com/scalesetpriority: spot).",

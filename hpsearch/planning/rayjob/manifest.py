@@ -311,7 +311,7 @@ def _pod_template(
     main: dict[str, Any] = {"name": container, "image": image}
     if group.spot:  # Ray labels the node spot from it, as the plan that sized this manifest expects
         env = [*env, {"name": SPOT_ENV, "value": SPOT_VALUE}]
-    if env:  # the head's: the credentials the search reads, from the job's Secret (rayjob/credentials.py); a spot group's mark
+    if env:  # the head's credentials (the job's Secret: rayjob/credentials.py); a spot group's mark
         main["env"] = [dict(e) for e in env]
     main["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
     main["volumeMounts"] = [mount for _, mount in volumes]

@@ -174,7 +174,8 @@ def _groups_for(groups: Sequence[NodeGroup], head_base_gb: float, worker_base_gb
     for group in groups:
         _check_whole(group.resources)
     first = groups[0]
-    # (name, shape, min, max) of each worker group: the head group's other nodes are workers of the head's shape
+    # (name, shape, min, max, spot) of each worker group: the head group's other nodes are workers of the head's
+    # shape, never spot
     others = [
         (_group_name(i, g.resources), g.resources, g.min_count, g.max_count, g.spot) for i, g in enumerate(groups) if i
     ]

@@ -1,10 +1,10 @@
 """Tune's schedulers: Ray's exploit step and the per-trial state of ``PopulationBasedTraining``, and a pause
 whose actor is not kept for reuse.
 
-Internal ``tune-pause-no-reuse`` (:func:`pause_without_reuse`). Internal ``pbt-exploit``. :class:`ExploitHook` overrides the two private steps of Ray's
-scheduler and calls hooks with public names; it reads and writes the scheduler's private state
-through named accessors. What hpsearch does with them (the lineage, a population that keeps
-moving, a resumed one that carries on) is :mod:`hpsearch.runtime.search.pbt`'s and
+Internal ``tune-pause-no-reuse`` (:func:`pause_without_reuse`). Internal ``pbt-exploit``: :class:`ExploitHook`
+overrides the two private steps of Ray's scheduler and calls hooks with public names; it reads and writes the
+scheduler's private state through named accessors. What hpsearch does with them (the lineage, a population that
+keeps moving, a resumed one that carries on) is :mod:`hpsearch.runtime.search.pbt`'s and
 :mod:`hpsearch.runtime.search.resume_state`'s.
 """
 
