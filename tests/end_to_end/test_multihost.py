@@ -191,6 +191,26 @@ def _node_ids(hosts: Hosts) -> dict[str, str]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _wait_mid_epoch(run: Any, progress: Path) -> None:
+    """Until the `drained` loop reported step 2 of epoch 1: mid-epoch, no checkpoint yet."""
+    deadline = time.monotonic() + 300
+    while not (progress / "epoch-1-step-2").exists():
+        assert run.poll() is None, run.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no step 2 within 300 s"
+        time.sleep(0.2)
+
+
+def _drain(hosts: Hosts, node_id: str) -> tuple[float, float]:
+    """Drain a node as a spot reclaim does, with a 20 s deadline: when it was asked, and when the command returned
+    (Ray may act on it, and a loop or a driver read it, before the command returns)."""
+    asked_at = time.time()
+    drained = hosts.run("h1", [str(BIN / "ray"), "drain-node", "--address", hosts.address, "--node-id", node_id,
+                               "--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "spot reclaim (test)",
+                               "--deadline-remaining-seconds", "20"], timeout=60)  # fmt: skip
+    assert drained.returncode == 0, drained.stderr[-2000:]
+    return asked_at, time.time()
+
+
 def test_a_node_drained_with_a_20_s_deadline_loses_only_the_steps_after_the_notice_and_no_retry(
     hosts: Hosts,
 ) -> None:
@@ -212,18 +232,9 @@ def test_a_node_drained_with_a_20_s_deadline_loses_only_the_steps_after_the_noti
     )
     run = hosts.popen("h1", [sys.executable, "-m", "hpsearch", "run", str(spec), "--address", hosts.address])
     try:
-        deadline = time.monotonic() + 300
-        while not (progress / "epoch-1-step-2").exists():  # mid-epoch: no checkpoint yet
-            assert run.poll() is None, run.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no step 2 within 300 s"
-            time.sleep(0.2)
+        _wait_mid_epoch(run, progress)
         h2 = _node_ids(hosts)["h2"]
-        asked_at = time.time()  # Ray may tell the loop before the command returns
-        drained = hosts.run("h1", [str(BIN / "ray"), "drain-node", "--address", hosts.address, "--node-id", h2,
-                                   "--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "spot reclaim (test)",
-                                   "--deadline-remaining-seconds", "20"], timeout=60)  # fmt: skip
-        drained_at = time.time()
-        assert drained.returncode == 0, drained.stderr[-2000:]
+        asked_at, drained_at = _drain(hosts, h2)
         hosts.start_ray("h3")  # where the workers go on
         time.sleep(max(0.0, drained_at + 20 - time.time()))
         hosts.kill_host("h2")  # at the deadline, as the cloud takes it
@@ -323,18 +334,9 @@ def test_a_trial_whose_drivers_node_is_drained_pauses_at_its_checkpoint_and_resu
     run = hosts.popen("h1", [sys.executable, "-m", "hpsearch", "run", str(spec), "--address", hosts.address])
     moved = []  # the hosts this test changed, put back at its end whatever happens
     try:
-        deadline = time.monotonic() + 300
-        while not (progress / "epoch-1-step-2").exists():  # mid-epoch: no checkpoint yet
-            assert run.poll() is None, run.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no step 2 within 300 s"
-            time.sleep(0.2)
+        _wait_mid_epoch(run, progress)
         assert sorted(p.name for p in progress.glob("host-*")) == ["host-h1"]  # the worker: h1, not the driver's h2
-        asked_at = time.time()  # the driver may read the drain before the command returns
-        drained = hosts.run("h1", [str(BIN / "ray"), "drain-node", "--address", hosts.address, "--node-id", nodes["h2"],
-                                   "--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "spot reclaim (test)",
-                                   "--deadline-remaining-seconds", "20"], timeout=60)  # fmt: skip
-        drained_at = time.time()
-        assert drained.returncode == 0, drained.stderr[-2000:]
+        asked_at, drained_at = _drain(hosts, nodes["h2"])
         moved.append("h3")
         hosts.start_ray("h3")  # where the driver goes on
         time.sleep(max(0.0, drained_at + 20 - time.time()))

@@ -190,6 +190,25 @@ class _Controller(SimpleNamespace):
         return lambda *args, **kwargs: self.actions.append(name)
 
 
+def _trials(count: int) -> list[Trial]:
+    """``count`` stub trials of the contract's space, ``t0``, ``t1``, ..."""
+    resources = PlacementGroupFactory([{"CPU": 1}])
+    return [
+        Trial(
+            "contract", config={"x": i / 4, "opt": "a"}, trial_id=f"t{i}", stub=True, placement_group_factory=resources
+        )
+        for i in range(count)
+    ]
+
+
+def _add_running(scheduler: Any, spec: Spec, controller: _Controller) -> None:
+    """Tell the scheduler the search's metric and every trial of ``controller``, each then running, as Tune does."""
+    scheduler.set_search_properties(spec.metric, spec.mode)
+    for trial in controller.trials:
+        scheduler.on_trial_add(controller, trial)
+        trial.set_status(Trial.RUNNING)
+
+
 def _step(scheduler: Any, controller: _Controller, step: int) -> list[str]:
     """One result from every running trial, as Tune hands them to the scheduler; its decisions."""
     decisions = []
@@ -213,18 +232,9 @@ def test_every_scheduler_decides_survives_a_pickle_and_goes_on(name: str, tmp_pa
     _, scheduler = search_plugins(spec, 2)
     assert isinstance(scheduler, TrialScheduler)
     pickled = cloudpickle.dumps(scheduler)  # before any trial, as tuner.pkl holds it (Tune saves no scheduler state)
-    resources = PlacementGroupFactory([{"CPU": 1}])
-    trials = [
-        Trial(
-            "contract", config={"x": i / 4, "opt": "a"}, trial_id=f"t{i}", stub=True, placement_group_factory=resources
-        )
-        for i in range(4)
-    ]
+    trials = _trials(4)
     controller = _Controller(trials)
-    scheduler.set_search_properties(spec.metric, spec.mode)
-    for trial in trials:
-        scheduler.on_trial_add(controller, trial)
-        trial.set_status(Trial.RUNNING)
+    _add_running(scheduler, spec, controller)
     _step(scheduler, controller, 1)
     _step(scheduler, controller, 2)
 
@@ -300,18 +310,9 @@ def test_every_scheduler_pauses_a_trial_whose_drivers_node_is_drained_or_keeps_d
         assert name in ("pbt", "pb2"), f"{name} refuses drivers on any node: {err}"
         return
     _, scheduler = search_plugins(spec, 2)
-    resources = PlacementGroupFactory([{"CPU": 1}])
-    trials = [
-        Trial(
-            "contract", config={"x": i / 4, "opt": "a"}, trial_id=f"t{i}", stub=True, placement_group_factory=resources
-        )
-        for i in range(3)
-    ]
+    trials = _trials(3)
     tune = _Tune(trials)
-    scheduler.set_search_properties(spec.metric, spec.mode)
-    for trial in trials:
-        scheduler.on_trial_add(tune, trial)
-        trial.set_status(Trial.RUNNING)
+    _add_running(scheduler, spec, tune)
     own = _step(scheduler, tune, 1)  # no notice: the scheduler's own decisions
     assert TrialScheduler.NOOP not in own and tune.paused == []
     drained = next(t for t in trials if t.status == Trial.RUNNING)
