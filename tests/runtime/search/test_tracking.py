@@ -16,7 +16,6 @@ import json
 import math
 import os
 import struct
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from hpsearch.experiment.layout import (
     SUMMARY_FILE,
 )
 from hpsearch.runtime.search.outcomes import OutcomeRecorder
-from hpsearch.runtime.search.tracking import TrialFacts, best_checkpoint, tracking_callbacks
+from hpsearch.runtime.search.tracking import OptunaTracker, TrialFacts, best_checkpoint, tracking_callbacks
 from hpsearch.runtime.search.tracking_check import check_tracking
 from hpsearch.spec import load_spec
 from hpsearch.spec.tracking import TRACKER_PACKAGES, mlflow_tracking_uri
@@ -523,7 +522,7 @@ def test_a_tracker_failing_mid_search_warns_once_and_the_search_goes_on(tmp_path
 
 @_needs("mlflow", "wandb", "tensorboardX")
 def test_trackers_come_after_the_recorder_and_none_when_tracking_is_off(tmp_path) -> None:
-    from hpsearch.runtime.search.tracking import MlflowTracker, OptunaTracker, TensorboardTracker, WandbTracker
+    from hpsearch.runtime.search.tracking import MlflowTracker, TensorboardTracker, WandbTracker
     from hpsearch.runtime.search.tuner import callbacks_for
 
     spec = _spec(
@@ -575,38 +574,31 @@ def test_the_quick_search_end_to_end_with_every_tracker(ray_cluster, tmp_path, c
     name = "digits-quick"
     exp = tmp_path / name
 
+    # Read the study from a connection of its own, as optuna-dashboard does, each time the tracker has written a
+    # report: what a reader sees while the trial runs, without racing a poller against one-second epochs.
     seen_live: list[list[tuple[str, dict[int, float]]]] = []
-    stop = threading.Event()
+    write_report = OptunaTracker.on_trial_result
 
-    def watch() -> None:  # read the study while the search runs, as optuna-dashboard does
-        while not stop.is_set():
-            try:
-                trials = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
-                seen_live.append([(t.state.name, dict(t.intermediate_values)) for t in trials])
-            except Exception:  # noqa: BLE001 - not created yet
-                pass
-            time.sleep(0.1)  # an epoch here lasts about a second: look often enough to see one trial mid-run
+    def write_and_read(self: OptunaTracker, *args: Any, **info: Any) -> None:
+        write_report(self, *args, **info)
+        trials = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
+        seen_live.append([(t.state.name, dict(t.intermediate_values)) for t in trials])
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        code = main(
-            [
-                "run",
-                str(REPO / "search_spaces" / "digits_quick.yaml"),
-                *("--set", "num_samples=2"),  # one round of two trials at once
-                *("--set", "search_space.epochs=2"),
-                *("--set", "scheduler.max_t=2"),
-                *("--set", f"storage_path={tmp_path}"),
-                *("--set", "tracking.mlflow=true"),  # the default store: sqlite:///<experiment folder>/mlflow.db
-                *("--set", "tracking.wandb.mode=offline"),
-                *("--set", "tracking.tensorboard=true"),
-                *("--set", f"tracking.optuna=sqlite:///{db}"),
-            ]
-        )
-    finally:
-        stop.set()
-        watcher.join()
+    monkeypatch.setattr(OptunaTracker, "on_trial_result", write_and_read)
+    code = main(
+        [
+            "run",
+            str(REPO / "search_spaces" / "digits_quick.yaml"),
+            *("--set", "num_samples=2"),  # one round of two trials at once
+            *("--set", "search_space.epochs=2"),
+            *("--set", "scheduler.max_t=2"),
+            *("--set", f"storage_path={tmp_path}"),
+            *("--set", "tracking.mlflow=true"),  # the default store: sqlite:///<experiment folder>/mlflow.db
+            *("--set", "tracking.wandb.mode=offline"),
+            *("--set", "tracking.tensorboard=true"),
+            *("--set", f"tracking.optuna=sqlite:///{db}"),
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "Best trials by val_loss (min):" in out.out
@@ -619,11 +611,7 @@ def test_the_quick_search_end_to_end_with_every_tracker(ray_cluster, tmp_path, c
         if "wandb" in line.lower() or "study created" in line or "MLflow database" in line
     ]
     assert not noise  # the trackers keep the terminal quiet: hpsearch's progress lines only
-    if os.environ.get("HPSEARCH_RAY_WORKAROUNDS", "1") != "0":
-        # With the work-arounds off, Ray Train polls its workers every 2 s, not 0.2 s: an epoch of about a
-        # second reaches Tune with the next one and the trial's end, and a running trial's values may never
-        # be seen between them (the gate's tier-off stage, Ray 2.58.1, saw exactly that on 2026-12-06).
-        assert any(s == "RUNNING" and values for snapshot in seen_live for s, values in snapshot), seen_live[-3:]
+    assert any(s == "RUNNING" and values for snapshot in seen_live for s, values in snapshot), seen_live
 
     spec_as_run = yaml.safe_load((exp / SPEC_FILE).read_text())
     assert spec_as_run["num_samples"] == 2 and spec_as_run["scaling"]["num_workers"] == 2
