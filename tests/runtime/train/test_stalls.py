@@ -329,4 +329,8 @@ def test_a_stalled_trial_is_ended_within_its_timeout_named_and_the_search_goes_o
     # its workers are gone with it, and rank 1's log shows where it was
     assert "loop says: rank 1 epoch 2" in (attempt_.folder / "rank-1.log").read_text(encoding="utf-8")
     records = {r.rank: json.loads((attempt_.folder / f"rank-{r.rank}.json").read_text()) for r in attempt_.ranks}
-    assert records[0]["in_report"] is True and records[1]["reports"] == 1, records
+    assert records[1]["reports"] == 1, records  # it slept before its second report
+    # Rank 0 waited at its second report's barrier. Either it was killed there, and its record still says so, or
+    # the barrier's actor went first with the run, and it raised out of that report (seen once in the full suite).
+    waiting, raised_out = records[0]["in_report"] is True, "ActorDiedError" in records[0]["error"]
+    assert records[0]["reports"] == 1 and (waiting or raised_out), records
